@@ -1,0 +1,39 @@
+# Compiler flags shared by every target, the sanitizer configuration, and the
+# per-file ISA flags that runtime CPU dispatch relies on.
+
+set(DS4_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+
+if(DS4_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+if(DS4_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# Sources named *_avx2.cpp / *_avx512.cpp hold kernels for one ISA level; only
+# those files get the ISA flags, the dispatcher picks them at run time.
+set(DS4_AVX2_FLAGS -mavx2 -mfma -mf16c -mbmi2)
+set(DS4_AVX512_FLAGS -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16)
+
+function(ds4_apply_isa_flags)
+  foreach(src ${ARGN})
+    if(src MATCHES "_avx512\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${DS4_AVX512_FLAGS}")
+    elseif(src MATCHES "_avx2\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${DS4_AVX2_FLAGS}")
+    endif()
+  endforeach()
+endfunction()
+
+# One static library per source folder, from every .cpp in it.
+function(ds4_library name dir)
+  file(GLOB srcs CONFIGURE_DEPENDS ${dir}/*.cpp)
+  ds4_apply_isa_flags(${srcs})
+  add_library(${name} STATIC ${srcs})
+  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR}/src)
+  target_compile_options(${name} PRIVATE ${DS4_WARNINGS})
+  target_link_libraries(${name} PUBLIC Threads::Threads)
+endfunction()
