@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs the whole default suite and prints one line "N passed, N failed".
+# Stages: main build + every CTest test; ASan+UBSan build + unit tests;
+# short libFuzzer runs. A stage that fails to build counts as one failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${BUILD:-build}
+ASAN_BUILD=${ASAN_BUILD:-build-asan}
+FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+JOBS=${JOBS:-2}
+
+passed=0
+failed=0
+log_dir=$(mktemp -d)
+
+count_ctest() {  # $1 = ctest log
+  local line
+  line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$1" | tail -n 1)
+  if [ -z "$line" ]; then
+    failed=$((failed + 1))
+    return
+  fi
+  local total nfail
+  nfail=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/' <<<"$line")
+  total=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2/' <<<"$line")
+  passed=$((passed + total - nfail))
+  failed=$((failed + nfail))
+}
+
+stage() { echo; echo "==== $* ===="; }
+start=$(date +%s)
+
+stage "main build"
+if cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build "$BUILD"; then
+  stage "main tests"
+  ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" 2>&1 | tee "$log_dir/main.log"
+  count_ctest "$log_dir/main.log"
+else
+  echo "main build FAILED"; failed=$((failed + 1))
+fi
+
+stage "ASan+UBSan build"
+if cmake -S . -B "$ASAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDS4_SANITIZE=ON -DDS4_REFERENCE=OFF -DDS4_BENCH=OFF >/dev/null &&
+   cmake --build "$ASAN_BUILD"; then
+  stage "ASan+UBSan unit tests"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$ASAN_BUILD" -L unit --output-on-failure -j "$JOBS" 2>&1 | tee "$log_dir/asan.log"
+  count_ctest "$log_dir/asan.log"
+else
+  echo "ASan build FAILED"; failed=$((failed + 1))
+fi
+
+stage "libFuzzer, ${FUZZ_SECONDS}s per target"
+if ./scripts/fuzz.sh "$FUZZ_BUILD" "$FUZZ_SECONDS"; then
+  passed=$((passed + 1))
+else
+  echo "fuzzing FAILED"; failed=$((failed + 1))
+fi
+
+end=$(date +%s)
+rm -rf "$log_dir"
+echo
+echo "suite time: $((end - start)) s"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
