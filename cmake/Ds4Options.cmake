@@ -3,6 +3,10 @@
 
 set(DS4_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
 
+# No silent a*b+c -> fma contraction: scalar reference kernels must round the
+# same way in every build, whatever -march a user adds.
+add_compile_options(-ffp-contract=off)
+
 if(DS4_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)

@@ -22,7 +22,8 @@ inline float f16_to_f32(uint16_t h) {
       bits = sign | std::bit_cast<uint32_t>(v);
     }
   } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
+    // Inf or NaN; a signalling NaN comes back quiet, as F16C and ggml do.
+    bits = sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0u);
   } else {
     bits = sign | ((exp + 112u) << 23) | (mant << 13);
   }
