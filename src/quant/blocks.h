@@ -1,0 +1,74 @@
+// In-memory block layouts of the quantized formats, byte-for-byte as ggml
+// stores them in GGUF tensors. f16 scales are kept as raw uint16_t bits
+// (decode with ds4::f16_to_f32). Every struct has alignment <= 4 so arrays of
+// blocks tile a tensor with no padding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ds4::quant {
+
+inline constexpr int kQK8_0 = 32;    // elements per Q8_0 block
+inline constexpr int kQK_K = 256;    // elements per K-quant / IQ super-block
+inline constexpr int kQKMxfp4 = 32;  // elements per MXFP4 block
+inline constexpr int kKScaleSize = 12;  // packed 6-bit scales/mins of Q4_K
+
+// x = d * q, q in [-127, 127] (weights) or [-128, 127].
+struct BlockQ8_0 {
+  uint16_t d;        // f16 scale
+  int8_t qs[kQK8_0];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(offsetof(BlockQ8_0, qs) == 2);
+
+// Activation block paired with K-quant and IQ weights in dot products.
+struct BlockQ8_K {
+  float d;                     // f32 scale
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];   // sum of qs over each group of 16
+};
+static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(offsetof(BlockQ8_K, qs) == 4);
+static_assert(offsetof(BlockQ8_K, bsums) == 260);
+
+// 16 sub-blocks of 16: x = d*(sc&15)*q - dmin*(sc>>4), q in 0..3.
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];  // low nibble scale, high nibble min
+  uint8_t qs[kQK_K / 4];       // 2-bit codes, 4 per byte
+  uint16_t d;                  // f16 super-scale for scales
+  uint16_t dmin;               // f16 super-scale for mins
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(offsetof(BlockQ2_K, qs) == 16);
+static_assert(offsetof(BlockQ2_K, d) == 80);
+
+// 8 sub-blocks of 32: x = d*sc*q - dmin*m, 6-bit sc/m packed in `scales`, q in 0..15.
+struct BlockQ4_K {
+  uint16_t d;                  // f16 super-scale for scales
+  uint16_t dmin;               // f16 super-scale for mins
+  uint8_t scales[kKScaleSize];
+  uint8_t qs[kQK_K / 2];       // 4-bit codes, 2 per byte
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(offsetof(BlockQ4_K, scales) == 4);
+static_assert(offsetof(BlockQ4_K, qs) == 16);
+
+// 8 groups of 32; each group is 2 uint32: 4 grid indices (bytes) and
+// 4x7 sign bits + a 4-bit scale in the top nibble.
+struct BlockIQ2_XXS {
+  uint16_t d;                  // f16 block scale
+  uint16_t qs[kQK_K / 8];
+};
+static_assert(sizeof(BlockIQ2_XXS) == 66);
+static_assert(offsetof(BlockIQ2_XXS, qs) == 2);
+
+// 32 FP4 (E2M1) codes sharing one E8M0 power-of-two exponent.
+struct BlockMXFP4 {
+  uint8_t e;                   // E8M0 exponent, bias 127
+  uint8_t qs[kQKMxfp4 / 2];    // low nibbles: elements 0..15, high: 16..31
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+static_assert(offsetof(BlockMXFP4, qs) == 1);
+
+}  // namespace ds4::quant

@@ -1,0 +1,49 @@
+// Vector-dot kernels: one weight row of n elements against one activation
+// row, result in f32. A DotKernels table holds one implementation per weight
+// format for one ISA level; dot_kernels() picks the best level the CPU runs.
+//
+// The scalar table is the reference: it forms the same integer sums as
+// ggml's generic C kernels (ggml-cpu/quants.c) and combines them in the same
+// float order, so SIMD levels are tested against it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "quant/blocks.h"
+
+namespace ds4::quant {
+
+struct DotKernels {
+  const char* isa;  // "scalar", "avx2", "avx512", "avx512vnni"
+  float (*q8_0_q8_0)(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x);
+  float (*q2_K_q8_K)(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x);
+  float (*q4_K_q8_K)(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x);
+  float (*iq2_xxs_q8_K)(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x);
+  float (*mxfp4_q8_0)(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x);  // llama.cpp pairs MXFP4 with Q8_0
+  float (*f16_f32)(int64_t n, const uint16_t* w, const float* x);
+  float (*bf16_f32)(int64_t n, const uint16_t* w, const float* x);
+  float (*f32_f32)(int64_t n, const float* w, const float* x);
+};
+
+const DotKernels& dot_kernels_scalar();
+// Best level for this CPU. The environment variable DS4_ISA=scalar|avx2|
+// avx512|avx512vnni forces a level; ds4::Error if the CPU cannot run it or
+// the level is not built. Chosen once, on first call.
+const DotKernels& dot_kernels();
+// Every level this CPU can run, scalar first, best last.
+std::vector<const DotKernels*> dot_kernels_available();
+// The level named `isa`; ds4::Error if unknown, not built or not runnable.
+const DotKernels& dot_kernels_for(const char* isa);
+
+// Scalar reference kernels (also reachable through dot_kernels_scalar()).
+float dot_q8_0_q8_0_scalar(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x);
+float dot_q2_K_q8_K_scalar(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x);
+float dot_q4_K_q8_K_scalar(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x);
+float dot_iq2_xxs_q8_K_scalar(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x);
+float dot_mxfp4_q8_0_scalar(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x);
+float dot_f16_f32_scalar(int64_t n, const uint16_t* w, const float* x);
+float dot_bf16_f32_scalar(int64_t n, const uint16_t* w, const float* x);
+float dot_f32_f32_scalar(int64_t n, const float* w, const float* x);
+
+}  // namespace ds4::quant

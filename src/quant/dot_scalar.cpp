@@ -1,0 +1,169 @@
+// Scalar reference dot kernels. Each forms the same integer partial sums as
+// ggml's generic C kernel (ggml-cpu/quants.c) and combines them in the same
+// float order, so on baseline x86-64 (no FMA contraction) the results equal
+// ggml's generic path bit for bit. SIMD levels are tested against these.
+#include <cstring>
+
+#include "core/fp16.h"
+#include "quant/dot.h"
+#include "quant/iq2_xxs_tables.h"
+#include "quant/k_scales.h"
+#include "quant/mxfp4.h"
+
+namespace ds4::quant {
+
+float dot_q8_0_q8_0_scalar(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x) {
+  const int64_t nb = n / kQK8_0;
+  float sum = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int isum = 0;
+    for (int j = 0; j < kQK8_0; ++j) isum += w[i].qs[j] * x[i].qs[j];
+    sum += static_cast<float>(isum) * (f16_to_f32(w[i].d) * f16_to_f32(x[i].d));
+  }
+  return sum;
+}
+
+float dot_mxfp4_q8_0_scalar(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x) {
+  static_assert(kQKMxfp4 == kQK8_0);
+  const int64_t nb = n / kQKMxfp4;
+  float sum = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    // Doubled E2M1 integers times half the E8M0 scale.
+    const float d = f16_to_f32(x[i].d) * e8m0_to_fp32_half(w[i].e);
+    int sum_lo = 0;
+    int sum_hi = 0;
+    for (int j = 0; j < kQKMxfp4 / 2; ++j) {
+      sum_lo += x[i].qs[j] * kMxfp4DoubledValues[w[i].qs[j] & 0xF];
+      sum_hi += x[i].qs[j + kQKMxfp4 / 2] * kMxfp4DoubledValues[w[i].qs[j] >> 4];
+    }
+    sum += d * static_cast<float>(sum_lo + sum_hi);
+  }
+  return sum;
+}
+
+float dot_q2_K_q8_K_scalar(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  float sum = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* sc = w[i].scales;
+    // Min term through the activation's group sums: sum_g bsum_g * min_g.
+    int min_sum = 0;
+    for (int g = 0; g < 16; ++g) min_sum += x[i].bsums[g] * (sc[g] >> 4);
+    const float dall = x[i].d * f16_to_f32(w[i].d);
+    const float dmin = x[i].d * f16_to_f32(w[i].dmin);
+
+    const uint8_t* q2 = w[i].qs;
+    const int8_t* q8 = x[i].qs;
+    int isum = 0;
+    int is = 0;
+    for (int half = 0; half < 2; ++half) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int part = 0; part < 2; ++part) {
+          int group = 0;
+          for (int l = 0; l < 16; ++l) group += q8[16 * part + l] * ((q2[16 * part + l] >> shift) & 3);
+          isum += (sc[is++] & 0xF) * group;
+        }
+        q8 += 32;
+      }
+      q2 += 32;
+    }
+    sum += dall * static_cast<float>(isum) - dmin * static_cast<float>(min_sum);
+  }
+  return sum;
+}
+
+float dot_q4_K_q8_K_scalar(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  // ggml's generic kernel keeps 8 float lanes (element index mod 8) across
+  // all blocks and adds them to the running min term only at the end.
+  float lanes[8] = {};
+  float sum = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int8_t codes[kQK_K];
+    const uint8_t* q4 = w[i].qs;
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      for (int l = 0; l < 32; ++l) codes[64 * chunk + l] = static_cast<int8_t>(q4[l] & 0xF);
+      for (int l = 0; l < 32; ++l) codes[64 * chunk + 32 + l] = static_cast<int8_t>(q4[l] >> 4);
+      q4 += 32;
+    }
+    int min_sum = 0;
+    int32_t lane_isum[8] = {};
+    for (int sub = 0; sub < 8; ++sub) {
+      const ScaleMin6 sm = unpack_q4_K_scale_min(sub, w[i].scales);
+      min_sum += (x[i].bsums[2 * sub] + x[i].bsums[2 * sub + 1]) * sm.min;
+      for (int e = 0; e < 32; ++e) {
+        const int k = 32 * sub + e;
+        lane_isum[e % 8] += sm.scale * (x[i].qs[k] * codes[k]);
+      }
+    }
+    const float d = f16_to_f32(w[i].d) * x[i].d;
+    for (int l = 0; l < 8; ++l) lanes[l] += d * static_cast<float>(lane_isum[l]);
+    const float dmin = f16_to_f32(w[i].dmin) * x[i].d;
+    sum -= dmin * static_cast<float>(min_sum);
+  }
+  for (int l = 0; l < 8; ++l) sum += lanes[l];
+  return sum;
+}
+
+float dot_iq2_xxs_q8_K_scalar(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  float sum = 0.f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(w[i].d) * x[i].d;
+    const int8_t* q8 = x[i].qs;
+    int32_t block_sum = 0;
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      uint32_t aux[2];
+      std::memcpy(aux, w[i].qs + 4 * ib, sizeof(aux));
+      // Sub-block scale (2*ls+1); the common factor 1/8 is applied at the end.
+      const int32_t ls = static_cast<int32_t>(2 * (aux[1] >> 28) + 1);
+      int32_t sub_sum = 0;
+      for (int g = 0; g < 4; ++g) {
+        const int grid = (aux[0] >> (8 * g)) & 0xFF;
+        const uint8_t signs = kIq2xsSigns[(aux[1] >> (7 * g)) & 127];
+        for (int j = 0; j < 8; ++j) {
+          const int v = iq2xxs_grid_byte(grid, j) * q8[j];
+          sub_sum += (signs & kIq2xsSignMask[j]) ? -v : v;
+        }
+        q8 += 8;
+      }
+      block_sum += sub_sum * ls;
+    }
+    sum += d * static_cast<float>(block_sum);
+  }
+  return 0.125f * sum;
+}
+
+// Plain-type dots, one product per element added in index order. f16 and
+// bf16 accumulate in f32; f32 accumulates in double (ds4's F32 matmul).
+float dot_f16_f32_scalar(int64_t n, const uint16_t* w, const float* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += f16_to_f32(w[i]) * x[i];
+  return sum;
+}
+
+float dot_bf16_f32_scalar(int64_t n, const uint16_t* w, const float* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += bf16_to_f32(w[i]) * x[i];
+  return sum;
+}
+
+float dot_f32_f32_scalar(int64_t n, const float* w, const float* x) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(w[i]) * x[i];
+  return static_cast<float>(sum);
+}
+
+extern const DotKernels kDotScalar = {
+    "scalar",
+    dot_q8_0_q8_0_scalar,
+    dot_q2_K_q8_K_scalar,
+    dot_q4_K_q8_K_scalar,
+    dot_iq2_xxs_q8_K_scalar,
+    dot_mxfp4_q8_0_scalar,
+    dot_f16_f32_scalar,
+    dot_bf16_f32_scalar,
+    dot_f32_f32_scalar,
+};
+
+}  // namespace ds4::quant

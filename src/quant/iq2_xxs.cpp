@@ -1,0 +1,263 @@
+// IQ2_XXS: super-blocks of 256 = 8 sub-blocks of 32 = 32 groups of 8. Each
+// group is a grid point (3 magnitude levels) with even-parity signs; each
+// sub-block has a 4-bit scale; one f16 scale per super-block.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "quant/iq2_xxs_search.h"
+#include "quant/iq2_xxs_tables.h"
+#include "quant/quant.h"
+#include "quant/rounding.h"
+#include "quant/scale_search.h"
+
+namespace ds4::quant {
+namespace {
+
+constexpr int kMaxQ = 3;  // levels per element; values 2*l+1 = 1, 3, 5
+
+// Among the grid neighbours of an off-grid code word, the one with the
+// least weighted squared error at `scale`; writes its levels to L. The
+// per-element error of each of the 3 levels is tabulated once; summing the
+// table entries in element order gives the same floats as evaluating
+// w*(scale*q - x)^2 per candidate.
+int best_neighbour(std::span<const uint8_t> candidates, const Iq2xxsSearchTables& t, const float* xval,
+                   const float* weight, float scale, int8_t* L) {
+  float err[8][3];
+  for (int l = 0; l < 3; ++l) {
+    const float sq = scale * static_cast<float>(2 * l + 1);
+    for (int i = 0; i < 8; ++i) {
+      const float diff = sq - xval[i];
+      err[i][l] = weight[i] * diff * diff;
+    }
+  }
+  // Candidates are scored four at a time (independent sums, each still in
+  // element order) and compared in list order, first minimum wins.
+  float best_d2 = std::numeric_limits<float>::max();
+  int best = -1;
+  const size_t count = candidates.size();
+  size_t c = 0;
+  for (; c + 4 <= count; c += 4) {
+    const uint8_t* l0 = t.levels(candidates[c]);
+    const uint8_t* l1 = t.levels(candidates[c + 1]);
+    const uint8_t* l2 = t.levels(candidates[c + 2]);
+    const uint8_t* l3 = t.levels(candidates[c + 3]);
+    float d[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 8; ++i) {
+      d[0] += err[i][l0[i]];
+      d[1] += err[i][l1[i]];
+      d[2] += err[i][l2[i]];
+      d[3] += err[i][l3[i]];
+    }
+    for (int j = 0; j < 4; ++j) {
+      if (d[j] < best_d2) {
+        best_d2 = d[j];
+        best = candidates[c + j];
+      }
+    }
+  }
+  for (; c < count; ++c) {
+    const uint8_t* lv = t.levels(candidates[c]);
+    float d2 = 0;
+    for (int i = 0; i < 8; ++i) d2 += err[i][lv[i]];
+    if (d2 < best_d2) {
+      best_d2 = d2;
+      best = candidates[c];
+    }
+  }
+  if (best < 0) throw Error("IQ2_XXS quantize: no grid neighbour (non-finite input?)");
+  const uint8_t* lv = t.levels(best);
+  for (int i = 0; i < 8; ++i) L[i] = static_cast<int8_t>(lv[i]);
+  return best;
+}
+
+// Snaps each group of 8 to the grid at inverse scale `id`: round every
+// element to a level, and if that word is off the grid take the best of its
+// nearest grid points at scale `scale`. Writes levels to L.
+void snap_to_grid(const Iq2xxsSearchTables& t, const float* xval, const float* waux, float id, float scale,
+                  int8_t* L) {
+  for (int k = 0; k < 4; ++k) {
+    uint16_t u = 0;
+    for (int i = 0; i < 8; ++i) {
+      const int l = std::max(0, std::min(kMaxQ - 1, nearest_int(0.5f * (id * xval[8 * k + i] - 1))));
+      L[8 * k + i] = static_cast<int8_t>(l);
+      u = static_cast<uint16_t>(u | (l << (2 * i)));
+    }
+    if (t.grid_index(u) < 0) best_neighbour(t.neighbours(u), t, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+  }
+}
+
+// One super-block (ggml's quantize_row_iq2_xxs_impl).
+void quantize_block(const Iq2xxsSearchTables& t, const float* xbl, const float* qwbl, BlockIQ2_XXS& y) {
+  float scales[kQK_K / 32];
+  float weight[32];
+  float xval[32];
+  int8_t L[32];
+  int8_t Laux[32];
+  float waux[32];
+  uint8_t block_signs[4];
+  uint32_t q2[2 * (kQK_K / 32)] = {};
+
+  y.d = f32_to_f16(0.f);
+  float max_scale = 0;
+  float sumx2 = 0;
+  for (int i = 0; i < kQK_K; ++i) sumx2 += xbl[i] * xbl[i];
+  const float sigma2 = sumx2 / kQK_K;
+
+  for (int ib = 0; ib < kQK_K / 32; ++ib) {
+    const float* xb = xbl + 32 * ib;
+    const float* qw = qwbl + 32 * ib;
+    for (int i = 0; i < 32; ++i) weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
+    for (int i = 0; i < 32; ++i) waux[i] = std::sqrt(weight[i]);
+
+    // Work on magnitudes. The format forces an even number of negatives per
+    // group of 8, so when the count is odd the element where a wrong sign
+    // costs least (smallest w*x^2) is flipped.
+    for (int k = 0; k < 4; ++k) {
+      int nflip = 0;
+      uint8_t s = 0;
+      for (int i = 0; i < 8; ++i) {
+        if (xb[8 * k + i] >= 0) {
+          xval[8 * k + i] = xb[8 * k + i];
+        } else {
+          xval[8 * k + i] = -xb[8 * k + i];
+          ++nflip;
+          s = static_cast<uint8_t>(s | (1 << i));
+        }
+      }
+      if (nflip % 2) {
+        int imin = 0;
+        float min = weight[8 * k] * xb[8 * k] * xb[8 * k];
+        for (int i = 1; i < 8; ++i) {
+          const float ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+          if (ax < min) {
+            min = ax;
+            imin = i;
+          }
+        }
+        xval[8 * k + imin] = -xval[8 * k + imin];
+        s = static_cast<uint8_t>(s ^ (1 << imin));
+      }
+      block_signs[k] = s & 127;  // bit 7 is implied by parity
+    }
+
+    float max = xval[0];
+    for (int i = 1; i < 32; ++i) max = std::max(max, xval[i]);
+    if (max < kGroupMaxEps) {
+      scales[ib] = 0;
+      continue;
+    }
+    // Starting scale from a plain 4-level fit, then a scan of 13 scales
+    // around it, each snapped to the grid and refit by least squares.
+    uint8_t L0[32];
+    float scale = fit_nonneg_scale(32, kMaxQ + 1, xval, L0, weight);
+    for (int i = 0; i < 32; ++i) L[i] = static_cast<int8_t>(L0[i]);
+    const float eff_max = scale * kMaxQ;
+    if (eff_max <= 0) {
+      scales[ib] = 0;
+      continue;
+    }
+    float best = 0;
+    for (int is = -6; is <= 6; ++is) {
+      const float id = (2 * kMaxQ - 1 + is * 0.1f) / eff_max;
+      const float this_scale = 1 / id;
+      snap_to_grid(t, xval, waux, id, this_scale, Laux);
+      float sumqx = 0, sumq2 = 0;
+      for (int i = 0; i < 32; ++i) {
+        const float w = weight[i];
+        const float q = 2 * Laux[i] + 1;
+        sumqx += w * xval[i] * q;
+        sumq2 += w * q * q;
+      }
+      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+        scale = sumqx / sumq2;
+        best = scale * sumqx;
+        std::memcpy(L, Laux, 32);
+      }
+    }
+    // Final snap at the chosen scale and its least-squares refit.
+    if (scale > 0) {
+      snap_to_grid(t, xval, waux, 1 / scale, scale, L);
+      float sumqx = 0, sumq2 = 0;
+      for (int i = 0; i < 32; ++i) {
+        const float w = weight[i];
+        const float q = 2 * L[i] + 1;
+        sumqx += w * xval[i] * q;
+        sumq2 += w * q * q;
+      }
+      if (sumq2 > 0) scale = sumqx / sumq2;
+    }
+    if (scale < 0) {
+      // Scales are coded unsigned; a negative fit is expressed by flipping
+      // all signs (ggml keeps this guard although it should not trigger).
+      scale = -scale;
+      for (int k = 0; k < 4; ++k) block_signs[k] = static_cast<uint8_t>(~block_signs[k] & 127);
+    }
+    for (int k = 0; k < 4; ++k) {
+      uint16_t u = 0;
+      for (int i = 0; i < 8; ++i) u = static_cast<uint16_t>(u | (L[8 * k + i] << (2 * i)));
+      const int grid_index = u < Iq2xxsSearchTables::kMapSize ? t.grid_index(u) : -1;
+      if (grid_index < 0) throw Error("IQ2_XXS quantize: code word off the grid (non-finite input?)");
+      q2[2 * ib] |= static_cast<uint32_t>(grid_index) << (8 * k);
+      q2[2 * ib + 1] |= static_cast<uint32_t>(block_signs[k]) << (7 * k);
+    }
+    scales[ib] = scale;
+    max_scale = std::max(max_scale, scale);
+  }
+
+  if (!max_scale) {
+    std::memset(y.qs, 0, sizeof(y.qs));
+    return;
+  }
+  // Sub-block scales are coded as d*(2l+1) with l in 0..15, d = max/31.
+  const float d = max_scale / 31;
+  y.d = f32_to_f16(d);
+  const float id = 1 / d;
+  for (int ib = 0; ib < kQK_K / 32; ++ib) {
+    const int l = std::max(0, std::min(15, nearest_int(0.5f * (id * scales[ib] - 1))));
+    q2[2 * ib + 1] |= static_cast<uint32_t>(l) << 28;
+  }
+  std::memcpy(y.qs, q2, sizeof(y.qs));
+}
+
+}  // namespace
+
+void dequantize_row_iq2_xxs(const BlockIQ2_XXS* x, float* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(x[i].d);
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      uint32_t w[2];
+      std::memcpy(w, x[i].qs + 4 * ib, sizeof(w));
+      const float db = d * (0.5f + static_cast<float>(w[1] >> 28)) * 0.25f;
+      for (int g = 0; g < 4; ++g) {
+        const int grid = (w[0] >> (8 * g)) & 0xFF;
+        const uint8_t signs = kIq2xsSigns[(w[1] >> (7 * g)) & 127];
+        for (int j = 0; j < 8; ++j) {
+          y[j] = db * iq2xxs_grid_byte(grid, j) * (signs & kIq2xsSignMask[j] ? -1.f : 1.f);
+        }
+        y += 8;
+      }
+    }
+  }
+}
+
+void quantize_row_iq2_xxs(const float* x, BlockIQ2_XXS* y, int64_t n, const float* importance) {
+  const Iq2xxsSearchTables& tables = Iq2xxsSearchTables::get();
+  const int64_t nb = n / kQK_K;
+  std::vector<float> uniform;
+  if (!importance) {
+    // One row has no column statistics: ds4's column weight energy
+    // (sum over rows of w^2, see quantize_rows) is taken as constant. Using
+    // this row's own x^2 instead ignores small elements and measured worse
+    // (relative RMSE 0.43 vs 0.34 on N(0,1)).
+    uniform.assign(static_cast<size_t>(n), 1.0f);
+    importance = uniform.data();
+  }
+  for (int64_t i = 0; i < nb; ++i) quantize_block(tables, x + i * kQK_K, importance + i * kQK_K, y[i]);
+}
+
+}  // namespace ds4::quant

@@ -1,0 +1,84 @@
+// Type-dispatched reference dequantize/quantize entry points and the
+// activation quantizers that feed the dot kernels (see dot.h).
+//
+// dequantize_row reproduces ggml's dequantize_row_* bit for bit (same float
+// operation order), including non-finite and subnormal scales.
+// quantize_row implements the published ggml reference quantizers (our own
+// code, same float operation order, so the bytes equal ggml's); results are
+// deterministic and the functions are thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "core/ggml_type.h"
+#include "quant/blocks.h"
+
+namespace ds4::quant {
+
+// n elements (a multiple of the type's block size) of F32, F16, BF16, Q8_0,
+// Q8_K, Q2_K, Q4_K, IQ2_XXS or MXFP4 -> f32. Throws ds4::Error for other types
+// or a bad n.
+void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
+
+// f32 -> type, for every type dequantize_row supports except Q8_K (use
+// quantize_row_q8_K). `importance` (length n, may be null) weights each
+// element's squared error like ggml's imatrix quant_weights; used by Q2_K,
+// Q4_K and IQ2_XXS, ignored by the others. Without importance Q2_K/Q4_K use
+// ggml's plain reference quantizers; IQ2_XXS (which ggml refuses without an
+// imatrix) uses uniform importance, since one row carries no column
+// statistics (ds4's column weight-energy fallback is in quantize_rows). Throws
+// ds4::Error for unsupported types or a bad n. Bit-identical to ggml's
+// quantize_q2_K / quantize_q4_K / quantize_iq2_xxs / quantize_row_*_ref.
+void quantize_row(GgmlType type, const float* src, void* dst, int64_t n,
+                  const float* importance = nullptr);
+bool quantize_supported(GgmlType type);
+
+// nrows rows of n_per_row elements (n_per_row a multiple of the block size;
+// rows are stored back to back). `importance` has one entry per column
+// (n_per_row), shared by all rows like an imatrix. IQ2_XXS without
+// importance uses ds4's weight-energy fallback over these rows:
+// importance[col] = sum over rows of w[row][col]^2.
+void quantize_rows(GgmlType type, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
+                   const float* importance = nullptr);
+
+// importance[col] = sum_rows w[row][col]^2 (ds4's fallback when no imatrix).
+void weight_energy_importance(const float* w, int64_t nrows, int64_t n_per_row, float* importance);
+
+// Per-format entry points (n a multiple of the block size; no checks).
+void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n);
+void dequantize_row_q8_K(const BlockQ8_K* x, float* y, int64_t n);
+void dequantize_row_q2_K(const BlockQ2_K* x, float* y, int64_t n);
+void dequantize_row_q4_K(const BlockQ4_K* x, float* y, int64_t n);
+void dequantize_row_iq2_xxs(const BlockIQ2_XXS* x, float* y, int64_t n);
+void dequantize_row_mxfp4(const BlockMXFP4* x, float* y, int64_t n);
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);  // ggml's quantize_row_q8_0_ref
+void quantize_row_q2_K(const float* x, BlockQ2_K* y, int64_t n, const float* importance);
+void quantize_row_q4_K(const float* x, BlockQ4_K* y, int64_t n, const float* importance);
+void quantize_row_iq2_xxs(const float* x, BlockIQ2_XXS* y, int64_t n, const float* importance);
+void quantize_row_mxfp4(const float* x, BlockMXFP4* y, int64_t n);
+
+// ---- Activation quantizers ----
+//
+// Q8_0 activations come in three variants that differ only at exact
+// rounding ties and in the last ulp of the reciprocal scale:
+//   ds4 (quantize_row_q8_0_act):   d = amax/127, id = d ? 1/d : 0,
+//                                  q = clamp(lrintf(x*id), -128, 127)  (ties to even)
+//   ggml generic / reference (quantize_row_q8_0_act_ggml, == quantize_row_q8_0):
+//                                  d = amax/127, id = d ? 1/d : 0, q = roundf(x*id)  (ties away from 0)
+//   ggml x86 AVX/AVX2 path, what llama.cpp runs on x86 (quantize_row_q8_0_act_ggml_x86):
+//                                  d = amax/127, id = amax ? 127/amax : 0,
+//                                  q = round-half-even(x*id)
+// In every variant the stored scale is f16(d).
+void quantize_row_q8_0_act(const float* x, BlockQ8_0* y, int64_t n);
+void quantize_row_q8_0_act_ggml(const float* x, BlockQ8_0* y, int64_t n);
+void quantize_row_q8_0_act_ggml_x86(const float* x, BlockQ8_0* y, int64_t n);
+
+// Q8_K: M = the signed element with the largest |x| (first on ties),
+// iscale = -127/M, q = clamp(lrintf(iscale*x), -128, 127), d = 1/iscale,
+// bsums = sums of 16 consecutive q; an all-zero block gives d = 0, q = 0.
+// Identical to ggml's quantize_row_q8_K_ref (its nearest_int is also ties to
+// even, and M maps to exactly -127), which is also what ggml runs on x86.
+void quantize_row_q8_K(const float* x, BlockQ8_K* y, int64_t n);
+
+}  // namespace ds4::quant

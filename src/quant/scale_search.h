@@ -1,0 +1,29 @@
+// Scale searches shared by the K-quant reference quantizers: the published
+// ggml algorithms (make_qkx2/qkx3_quants and make_qp_quants), reimplemented
+// with the same float operation order so results match ggml bit for bit.
+#pragma once
+
+#include <cstdint>
+
+namespace ds4::quant {
+
+// Fits x[i] ~= scale*L[i] - min_out with L[i] in 0..nmax and min_out >= 0,
+// minimising sum w[i]*|err|^p (p = 1 if use_mad else 2). Starts from the
+// min/max grid, then tries nstep+1 rescalings iscale = (nmax + rmin +
+// rdelta*is)/(max-min) and solves weighted least squares for scale and min on
+// each. `weights` may be null (then w[i] = x[i]^2). Laux: n bytes of scratch.
+// Returns the scale; writes -min to *min_out.
+float fit_scale_min(int n, int nmax, const float* x, const float* weights, uint8_t* L,
+                    float* min_out, uint8_t* Laux, float rmin, float rdelta, int nstep,
+                    bool use_mad);
+
+// Fits non-negative x[i] ~= scale*L[i] with L[i] in 0..nmax, minimising the
+// weighted squared error: a scan of 9 scales around nmax/max, then up to 5
+// rounds of coordinate descent on single codes. Returns the scale (0 for an
+// all-zero input).
+float fit_nonneg_scale(int n, int nmax, const float* x, uint8_t* L, const float* weights);
+
+// Below this a group's maximum counts as zero (ggml's GROUP_MAX_EPS).
+inline constexpr float kGroupMaxEps = 1e-15f;
+
+}  // namespace ds4::quant

@@ -1,0 +1,160 @@
+// Activation quantizers: known answers from the definitions in quant.h /
+// MODEL.md §3 (Q8_0 per 32, Q8_K per 256).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/fp16.h"
+#include "quant/quant.h"
+#include "test_quant_util.h"
+
+namespace ds4::quant {
+namespace {
+
+// A Q8_0 block whose max is 127, so d = 1 and every variant multiplies by 1:
+// only the tie rule differs.
+TEST(QuantActQ8_0, TiesToEvenVersusAwayFromZero) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f;
+  const float ties[] = {0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 3.5f, -126.5f};
+  for (int i = 0; i < 7; ++i) x[1 + i] = ties[i];
+  BlockQ8_0 ds4b, ggml_ref, ggml_x86;
+  quantize_row_q8_0_act(x.data(), &ds4b, 32);
+  quantize_row_q8_0_act_ggml(x.data(), &ggml_ref, 32);
+  quantize_row_q8_0_act_ggml_x86(x.data(), &ggml_x86, 32);
+  const int even[] = {0, 2, 2, 0, -2, 4, -126};
+  const int away[] = {1, 2, 3, -1, -3, 4, -127};
+  for (int i = 0; i < 7; ++i) {
+    EXPECT_EQ(ds4b.qs[1 + i], even[i]) << ties[i];
+    EXPECT_EQ(ggml_x86.qs[1 + i], even[i]) << ties[i];
+    EXPECT_EQ(ggml_ref.qs[1 + i], away[i]) << ties[i];
+  }
+  for (const BlockQ8_0* b : {&ds4b, &ggml_ref, &ggml_x86}) {
+    EXPECT_EQ(b->qs[0], 127);
+    EXPECT_EQ(b->d, f32_to_f16(1.0f));
+  }
+  // The generic quantize_row(Q8_0) is ggml's reference (ties away).
+  BlockQ8_0 weights;
+  quantize_row(GgmlType::Q8_0, x.data(), &weights, 32);
+  EXPECT_EQ(weights.qs[1], 1);
+}
+
+TEST(QuantActQ8_0, ScaleAndZeroBlock) {
+  std::vector<float> x(64);
+  for (int i = 0; i < 32; ++i) x[i] = -0.1f * static_cast<float>(i);  // amax ~3.1 at x[31]
+  for (int i = 32; i < 64; ++i) x[i] = 0.0f;
+  BlockQ8_0 b[2];
+  quantize_row_q8_0_act(x.data(), b, 64);
+  const float d = std::fabs(x[31]) / 127.0f;
+  EXPECT_EQ(b[0].d, f32_to_f16(d));
+  EXPECT_EQ(b[0].qs[31], -127);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(b[0].qs[i], static_cast<int>(std::nearbyint(x[i] * (1.0f / d)))) << i;
+  EXPECT_EQ(b[1].d, 0);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(b[1].qs[i], 0);
+}
+
+// ggml's x86 path multiplies by 127/amax, ds4 by 1/(amax/127): the two
+// reciprocals differ in the last bit for some amax, which moves values near
+// a rounding midpoint to different codes.
+TEST(QuantActQ8_0, X86ReciprocalDiffersFromDs4) {
+  float amax = 1.0f;
+  float x_split = 0.0f;
+  for (int it = 0; it < 100000 && x_split == 0.0f; ++it, amax = std::nextafter(amax, 2.0f)) {
+    const float id_ds4 = 1.0f / (amax / 127.0f);
+    const float id_x86 = 127.0f / amax;
+    if (id_ds4 == id_x86) continue;
+    for (int k = 0; k < 126 && x_split == 0.0f; ++k) {
+      float x = (static_cast<float>(k) + 0.5f) / id_ds4;
+      for (int step = 0; step < 4; ++step, x = std::nextafter(x, 0.0f)) {
+        if (std::nearbyint(x * id_ds4) != std::nearbyint(x * id_x86)) {
+          x_split = x;
+          break;
+        }
+      }
+    }
+    if (x_split != 0.0f) break;
+  }
+  ASSERT_NE(x_split, 0.0f) << "no amax with differing reciprocals found";
+  std::vector<float> x(32, 0.0f);
+  x[0] = amax;
+  x[1] = x_split;
+  BlockQ8_0 a, b;
+  quantize_row_q8_0_act(x.data(), &a, 32);
+  quantize_row_q8_0_act_ggml_x86(x.data(), &b, 32);
+  EXPECT_EQ(a.d, b.d);
+  EXPECT_EQ(std::abs(a.qs[1] - b.qs[1]), 1);
+  EXPECT_EQ(a.qs[1], static_cast<int>(std::nearbyint(x_split * (1.0f / (amax / 127.0f)))));
+}
+
+TEST(QuantActQ8_K, MaxElementMapsToMinus127AndTiesToEven) {
+  std::vector<float> x(256, 0.0f);
+  x[5] = -127.0f;  // the max magnitude, negative: iscale = 1
+  const float v[] = {2.5f, 3.5f, -2.5f, 0.5f, 1.25f, 126.5f};
+  const int q[] = {2, 4, -2, 0, 1, 126};
+  for (int i = 0; i < 6; ++i) x[10 + i] = v[i];
+  BlockQ8_K b;
+  quantize_row_q8_K(x.data(), &b, 256);
+  EXPECT_EQ(b.d, 1.0f);
+  EXPECT_EQ(b.qs[5], -127);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(b.qs[10 + i], q[i]) << v[i];
+
+  // A positive maximum also maps to -127 (the scale is negative).
+  for (float& e : x) e = 0.0f;
+  x[200] = 4.0f;
+  x[201] = -2.0f;
+  quantize_row_q8_K(x.data(), &b, 256);
+  EXPECT_EQ(b.qs[200], -127);
+  EXPECT_EQ(b.qs[201], 64);  // -127/4 * -2 = 63.5 -> 64 (even)
+  EXPECT_EQ(b.d, 1.0f / (-127.0f / 4.0f));
+}
+
+TEST(QuantActQ8_K, FirstMaximumWinsTies) {
+  std::vector<float> x(256, 0.0f);
+  x[3] = -5.0f;
+  x[10] = 5.0f;
+  BlockQ8_K b;
+  quantize_row_q8_K(x.data(), &b, 256);
+  EXPECT_EQ(b.qs[3], -127);
+  EXPECT_EQ(b.qs[10], 127);
+  EXPECT_GT(b.d, 0.0f);  // d = -max/127 with max = -5
+  x[3] = 5.0f;
+  x[10] = -5.0f;
+  quantize_row_q8_K(x.data(), &b, 256);
+  EXPECT_EQ(b.qs[3], -127);
+  EXPECT_EQ(b.qs[10], 127);
+  EXPECT_LT(b.d, 0.0f);
+}
+
+TEST(QuantActQ8_K, BsumsAndZeroBlock) {
+  auto x = test::gaussian(512, 7);
+  for (int i = 256; i < 512; ++i) x[i] = 0.0f;
+  BlockQ8_K b[2];
+  quantize_row_q8_K(x.data(), b, 512);
+  for (int g = 0; g < 16; ++g) {
+    int sum = 0;
+    for (int j = 0; j < 16; ++j) sum += b[0].qs[16 * g + j];
+    EXPECT_EQ(b[0].bsums[g], sum) << g;
+  }
+  // Codes follow the definition element by element.
+  float max = 0, amax = 0;
+  for (int j = 0; j < 256; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const float iscale = -127.0f / max;
+  for (int j = 0; j < 256; ++j) EXPECT_EQ(b[0].qs[j], static_cast<int>(std::nearbyint(iscale * x[j]))) << j;
+  EXPECT_EQ(b[0].d, 1 / iscale);
+  EXPECT_EQ(b[1].d, 0.0f);
+  for (int j = 0; j < 256; ++j) EXPECT_EQ(b[1].qs[j], 0);
+  for (int g = 0; g < 16; ++g) EXPECT_EQ(b[1].bsums[g], 0);
+  // Dequantize is d*q.
+  std::vector<float> y(512);
+  dequantize_row(GgmlType::Q8_K, b, y.data(), 512);
+  for (int j = 0; j < 256; ++j) EXPECT_EQ(y[j], b[0].d * b[0].qs[j]);
+}
+
+}  // namespace
+}  // namespace ds4::quant
