@@ -1,0 +1,305 @@
+// Single-thread matrix-vector benchmarks of the dot kernels: a weight matrix
+// (rows x cols) times one activation row, for every kernel and every ISA
+// level this CPU runs, reported as weight bytes per second (what bounds
+// decode), next to a plain memory-read baseline.
+//
+// Matrix sizes:
+//   l2     ~512 KiB of weights, 2048 columns: cache-resident, kernel speed;
+//   expert 2048 rows x 4096 columns, a routed expert's gate/up matrix
+//          (beyond L2);
+//   dram   ~256 MiB of weights, 4096 columns: beyond every cache level.
+//
+// Run: ds4-bench-kernels [--benchmark_filter=q4_K] [--benchmark_min_time=0.5]
+#include <benchmark/benchmark.h>
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/fp16.h"
+#include "quant/blocks.h"
+#include "quant/dot.h"
+
+namespace ds4::quant {
+namespace {
+
+// 64-byte aligned, like a tensor in a mapped GGUF file.
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<unsigned char[], AlignedFree>;
+
+Buffer allocate(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  auto* p = static_cast<unsigned char*>(std::aligned_alloc(64, rounded));
+  if (!p) std::abort();
+  return Buffer(p);
+}
+
+// xorshift64*: fast enough to fill hundreds of MiB.
+struct FastRng {
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  uint64_t next() {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return s * 0x2545f4914f6cdd1dull;
+  }
+  void fill(unsigned char* p, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const uint64_t v = next();
+      std::memcpy(p + i, &v, 8);
+    }
+    for (; i < n; ++i) p[i] = static_cast<unsigned char>(next());
+  }
+};
+
+void set_u16(unsigned char* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// One weight format: its geometry, how to make plausible random weights and
+// activations, and how to call its kernel.
+struct Format {
+  const char* name;
+  int block_elems;
+  size_t block_bytes;
+  // Turn random bytes into valid blocks with moderate scales (keeps float
+  // work free of subnormal/NaN slow paths).
+  void (*fix_weights)(unsigned char* blocks, size_t count);
+  // Activation row of `cols` elements in the kernel's activation format.
+  Buffer (*make_activation)(int64_t cols, FastRng& rng);
+  float (*dot)(const DotKernels& k, int64_t n, const void* w, const void* x);
+};
+
+Buffer q8_0_activation(int64_t cols, FastRng& rng) {
+  const size_t nb = static_cast<size_t>(cols / kQK8_0);
+  Buffer buf = allocate(nb * sizeof(BlockQ8_0));
+  auto* b = reinterpret_cast<BlockQ8_0*>(buf.get());
+  for (size_t i = 0; i < nb; ++i) {
+    b[i].d = f32_to_f16(0.02f);
+    rng.fill(reinterpret_cast<unsigned char*>(b[i].qs), sizeof(b[i].qs));
+  }
+  return buf;
+}
+
+Buffer q8_K_activation(int64_t cols, FastRng& rng) {
+  const size_t nb = static_cast<size_t>(cols / kQK_K);
+  Buffer buf = allocate(nb * sizeof(BlockQ8_K));
+  auto* b = reinterpret_cast<BlockQ8_K*>(buf.get());
+  for (size_t i = 0; i < nb; ++i) {
+    b[i].d = 0.01f;
+    rng.fill(reinterpret_cast<unsigned char*>(b[i].qs), sizeof(b[i].qs));
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += b[i].qs[16 * g + j];
+      b[i].bsums[g] = static_cast<int16_t>(s);
+    }
+  }
+  return buf;
+}
+
+Buffer f32_activation(int64_t cols, FastRng& rng) {
+  Buffer buf = allocate(static_cast<size_t>(cols) * sizeof(float));
+  auto* x = reinterpret_cast<float*>(buf.get());
+  for (int64_t i = 0; i < cols; ++i) x[i] = static_cast<float>(static_cast<int>(rng.next() % 2001) - 1000) * 1e-3f;
+  return buf;
+}
+
+const uint16_t kScale = f32_to_f16(0.01f);
+
+const Format kFormats[] = {
+    {"q8_0", kQK8_0, sizeof(BlockQ8_0),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockQ8_0), kScale);
+     },
+     q8_0_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.q8_0_q8_0(n, static_cast<const BlockQ8_0*>(w), static_cast<const BlockQ8_0*>(x));
+     }},
+    {"q2_K", kQK_K, sizeof(BlockQ2_K),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) {
+         set_u16(p + i * sizeof(BlockQ2_K) + offsetof(BlockQ2_K, d), kScale);
+         set_u16(p + i * sizeof(BlockQ2_K) + offsetof(BlockQ2_K, dmin), kScale);
+       }
+     },
+     q8_K_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.q2_K_q8_K(n, static_cast<const BlockQ2_K*>(w), static_cast<const BlockQ8_K*>(x));
+     }},
+    {"q4_K", kQK_K, sizeof(BlockQ4_K),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) {
+         set_u16(p + i * sizeof(BlockQ4_K) + offsetof(BlockQ4_K, d), kScale);
+         set_u16(p + i * sizeof(BlockQ4_K) + offsetof(BlockQ4_K, dmin), kScale);
+       }
+     },
+     q8_K_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.q4_K_q8_K(n, static_cast<const BlockQ4_K*>(w), static_cast<const BlockQ8_K*>(x));
+     }},
+    {"iq2_xxs", kQK_K, sizeof(BlockIQ2_XXS),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockIQ2_XXS), kScale);
+     },
+     q8_K_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.iq2_xxs_q8_K(n, static_cast<const BlockIQ2_XXS*>(w), static_cast<const BlockQ8_K*>(x));
+     }},
+    {"mxfp4", kQKMxfp4, sizeof(BlockMXFP4),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) p[i * sizeof(BlockMXFP4)] = static_cast<unsigned char>(120 + i % 8);
+     },
+     q8_0_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.mxfp4_q8_0(n, static_cast<const BlockMXFP4*>(w), static_cast<const BlockQ8_0*>(x));
+     }},
+    {"f16", 1, 2,
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) {
+         uint16_t h;
+         std::memcpy(&h, p + 2 * i, 2);
+         set_u16(p + 2 * i, static_cast<uint16_t>(h & 0xbbff));  // finite, |h| < 1
+       }
+     },
+     f32_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.f16_f32(n, static_cast<const uint16_t*>(w), static_cast<const float*>(x));
+     }},
+    {"bf16", 1, 2,
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) {
+         uint16_t h;
+         std::memcpy(&h, p + 2 * i, 2);
+         set_u16(p + 2 * i, static_cast<uint16_t>((h & 0x807f) | 0x3f00));  // normal, in [0.5, 1)
+       }
+     },
+     f32_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.bf16_f32(n, static_cast<const uint16_t*>(w), static_cast<const float*>(x));
+     }},
+    {"f32", 1, 4,
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) {
+         uint32_t b;
+         std::memcpy(&b, p + 4 * i, 4);
+         b = (b & 0x807fffffu) | 0x3f000000u;  // normal, in [0.5, 1)
+         std::memcpy(p + 4 * i, &b, 4);
+       }
+     },
+     f32_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.f32_f32(n, static_cast<const float*>(w), static_cast<const float*>(x));
+     }},
+};
+
+struct Size {
+  const char* name;
+  int64_t cols;
+  int64_t rows;          // 0: derived from target_bytes
+  size_t target_bytes;
+};
+
+const Size kSizes[] = {
+    {"l2", 2048, 0, size_t{512} << 10},
+    {"expert", 4096, 2048, 0},
+    {"dram", 4096, 0, size_t{256} << 20},
+};
+
+struct Matrix {
+  Buffer weights;
+  Buffer activation;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;
+};
+
+// The benchmarks for one (format, size) run back to back, so only the latest
+// matrix is kept: a few hundred MiB at a time at most.
+const Matrix& matrix_for(const Format& f, const Size& s) {
+  static std::string key;
+  static Matrix m;
+  const std::string want = std::string(f.name) + "/" + s.name;
+  if (key == want) return m;
+  m = Matrix{};
+  m.cols = s.cols;
+  m.row_bytes = static_cast<size_t>(s.cols / f.block_elems) * f.block_bytes;
+  m.rows = s.rows ? s.rows : std::max<int64_t>(1, static_cast<int64_t>(s.target_bytes / m.row_bytes));
+  const size_t blocks = static_cast<size_t>(m.rows) * static_cast<size_t>(s.cols / f.block_elems);
+  FastRng rng;
+  m.weights = allocate(blocks * f.block_bytes);
+  rng.fill(m.weights.get(), blocks * f.block_bytes);
+  f.fix_weights(m.weights.get(), blocks);
+  m.activation = f.make_activation(s.cols, rng);
+  key = want;
+  return m;
+}
+
+void matvec(benchmark::State& state, const Format& f, const Size& s, const DotKernels& k) {
+  const Matrix& m = matrix_for(f, s);
+  std::vector<float> y(static_cast<size_t>(m.rows));
+  for (auto _ : state) {
+    const unsigned char* row = m.weights.get();
+    for (int64_t r = 0; r < m.rows; ++r, row += m.row_bytes) {
+      y[static_cast<size_t>(r)] = f.dot(k, m.cols, row, m.activation.get());
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(m.rows * static_cast<int64_t>(m.row_bytes)));
+  state.counters["rows"] = static_cast<double>(m.rows);
+  state.counters["cols"] = static_cast<double>(m.cols);
+}
+
+// Baseline: summing a 1 GiB buffer with 16-byte loads (SSE2, the baseline
+// ISA), the single-thread read bandwidth the dram-size kernels are bounded by.
+void memory_read(benchmark::State& state) {
+  const size_t bytes = size_t{1} << 30;
+  Buffer buf = allocate(bytes);
+  std::memset(buf.get(), 1, bytes);
+  const auto* p = reinterpret_cast<const __m128i*>(buf.get());
+  const size_t count = bytes / sizeof(__m128i);
+  for (auto _ : state) {
+    __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < count; i += 4) {
+      s0 = _mm_add_epi64(s0, _mm_load_si128(p + i));
+      s1 = _mm_add_epi64(s1, _mm_load_si128(p + i + 1));
+      s2 = _mm_add_epi64(s2, _mm_load_si128(p + i + 2));
+      s3 = _mm_add_epi64(s3, _mm_load_si128(p + i + 3));
+    }
+    benchmark::DoNotOptimize(_mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3)));
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+}
+
+void register_benchmarks() {
+  benchmark::RegisterBenchmark("memory_read/1GiB", memory_read)->Unit(benchmark::kMillisecond);
+  for (const Format& f : kFormats) {
+    for (const Size& s : kSizes) {
+      for (const DotKernels* k : dot_kernels_available()) {
+        const std::string name = std::string("dot/") + f.name + "/" + s.name + "/" + k->isa;
+        benchmark::RegisterBenchmark(name.c_str(), [&f, &s, k](benchmark::State& st) { matvec(st, f, s, *k); })
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ds4::quant
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("ds4_dot_isa_best", ds4::quant::dot_kernels().isa);
+  ds4::quant::register_benchmarks();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,425 @@
+// AVX2 dot kernels (with FMA, F16C and BMI2): the "avx2" level of dot.h.
+//
+// Integer formats: SIMD forms exactly the integer partial sums the scalar
+// reference forms, then the float scales are applied and accumulated in the
+// scalar reference's order, so every integer kernel here is bit-identical to
+// dot_kernels_scalar() for all inputs (codes -128..127, any scales). Only the
+// final running sum stays sequential (one dependent add per block).
+// Float formats (f16/bf16/f32) use 32 FMA lanes and differ from the scalar
+// result only by accumulated rounding.
+//
+// Contracting a*b+c into an FMA would round the scale combination differently
+// from the scalar reference (compiled without FMA), so it is off in this file;
+// FMAs the float kernels want are written as intrinsics.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "quant/dot.h"
+#include "quant/iq2_xxs_tables.h"
+#include "quant/mxfp4.h"
+
+namespace ds4::quant {
+namespace {
+
+// Helpers live in this anonymous namespace, not in shared headers: an inline
+// function from a header compiled here with the ISA flags could be the copy
+// the linker keeps for every caller, including baseline code.
+inline float f16_value(uint16_t h) { return _cvtsh_ss(h); }
+
+// ggml's E8M0 half scale, as mxfp4.h's e8m0_to_fp32_half.
+inline float e8m0_half_value(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Sum of the eight int32 lanes.
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline __m128i fold_i32(__m256i v) {
+  return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+inline float hsum_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// ---- Q8_0 x Q8_0 ----
+
+// 8 partial sums of one block. Widening to int16 keeps every code pair exact,
+// including -128 x -128 which the abs/sign maddubs trick gets wrong.
+inline __m256i q8_0_block(const BlockQ8_0& w, const BlockQ8_0& x) {
+  const __m256i w0 = _mm256_cvtepi8_epi16(load128(w.qs));
+  const __m256i w1 = _mm256_cvtepi8_epi16(load128(w.qs + 16));
+  const __m256i x0 = _mm256_cvtepi8_epi16(load128(x.qs));
+  const __m256i x1 = _mm256_cvtepi8_epi16(load128(x.qs + 16));
+  return _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+}
+
+// {sum(b[0]), ..., sum(b[7])} of eight 8 x int32 vectors.
+inline __m256i hsum8_i32(const __m256i b[8]) {
+  const __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(b[0], b[1]), _mm256_hadd_epi32(b[2], b[3]));
+  const __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(b[4], b[5]), _mm256_hadd_epi32(b[6], b[7]));
+  // u0 = [b0..b3 low-lane sums | b0..b3 high-lane sums], u1 likewise for b4..b7.
+  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+// The u16 at the start of each of 8 consecutive blocks of kStride bytes
+// (scalar loads: gathers are slower on AMD cores).
+template <size_t kStride>
+inline __m128i block_u16x8(const void* blocks) {
+  const auto* p = static_cast<const unsigned char*>(blocks);
+  alignas(16) uint16_t v[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) std::memcpy(&v[k], p + kStride * k, 2);
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(v));
+}
+
+// Adds 8 per-block terms to sum one at a time, in block order, as the scalar
+// reference does.
+inline float add_in_block_order(float sum, __m256 terms) {
+  alignas(32) float t[8];
+  _mm256_store_ps(t, terms);
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) sum += t[k];
+  return sum;
+}
+
+float dot_q8_0_q8_0(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x) {
+  const int64_t nb = n / kQK8_0;
+  float sumf = 0.0f;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    __m256i b[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) b[k] = q8_0_block(w[i + k], x[i + k]);
+    // Per block: float(isum) * (d_w * d_x), each product rounded as in scalar.
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(block_u16x8<sizeof(BlockQ8_0)>(w + i)),
+                                   _mm256_cvtph_ps(block_u16x8<sizeof(BlockQ8_0)>(x + i)));
+    sumf = add_in_block_order(sumf, _mm256_mul_ps(_mm256_cvtepi32_ps(hsum8_i32(b)), d));
+  }
+  for (; i < nb; ++i) {
+    sumf += static_cast<float>(hsum_i32(q8_0_block(w[i], x[i]))) *
+            (f16_value(w[i].d) * f16_value(x[i].d));
+  }
+  return sumf;
+}
+
+// ---- MXFP4 x Q8_0 ----
+
+// 8 partial sums of one block: codes -> doubled E2M1 values by a 16-entry
+// byte lookup; |x| (u8, 128 allowed) times w carrying x's sign (|w| <= 12
+// never overflows) keeps maddubs exact.
+inline __m256i mxfp4_block(const BlockMXFP4& w, const BlockQ8_0& x, __m256i table) {
+  const __m128i q = load128(w.qs);
+  const __m256i codes =
+      _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+  const __m256i wv = _mm256_shuffle_epi8(table, codes);
+  const __m256i xv = load256(x.qs);
+  const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(wv, xv));
+  return _mm256_madd_epi16(prod, _mm256_set1_epi16(1));
+}
+
+// The first byte of each of 8 consecutive blocks of kStride bytes, as u32.
+template <size_t kStride>
+inline __m256i block_u8x8(const void* blocks) {
+  const auto* p = static_cast<const unsigned char*>(blocks);
+  alignas(16) uint8_t v[16] = {};
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) v[k] = p[kStride * k];
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v)));
+}
+
+// ggml's E8M0 half scale 2^(e-128) (see e8m0_to_fp32_half) per lane.
+inline __m256 e8m0_half(__m256i e) {
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+}
+
+float dot_mxfp4_q8_0(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x) {
+  const int64_t nb = n / kQKMxfp4;
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kMxfp4DoubledValues.data()));
+  float sumf = 0.0f;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    __m256i b[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) b[k] = mxfp4_block(w[i + k], x[i + k], table);
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(block_u16x8<sizeof(BlockQ8_0)>(x + i)),
+                                   e8m0_half(block_u8x8<sizeof(BlockMXFP4)>(w + i)));
+    sumf = add_in_block_order(sumf, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(b))));
+  }
+  for (; i < nb; ++i) {
+    const float d = f16_value(x[i].d) * e8m0_half_value(w[i].e);
+    sumf += d * static_cast<float>(hsum_i32(mxfp4_block(w[i], x[i], table)));
+  }
+  return sumf;
+}
+
+// ---- Q2_K x Q8_K ----
+
+// One 32-output plane of a Q2_K half: 2-bit codes at bit 2*kPlane of the
+// half's 32 bytes; lane 0 is one 16-group, lane 1 the next, each with its own
+// scale word from `scale_words`.
+template <int kPlane>
+inline __m256i q2_K_plane(__m256i acc, __m256i q2, const int8_t* xq, __m256i scale_words) {
+  const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * kPlane), _mm256_set1_epi8(3));
+  const __m256i prod = _mm256_maddubs_epi16(codes, load256(xq + 32 * kPlane));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale_words));
+}
+
+// pshufb patterns that spread scale bytes 2k (lane 0) and 2k+1 (lane 1) into
+// zero-extended int16 words.
+alignas(32) constexpr int8_t kQ2ScaleSpread[8][32] = {
+#define DS4_Q2_SPREAD(k)                                                                        \
+  {2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1,     \
+   2 * (k), -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, \
+   -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1}
+    DS4_Q2_SPREAD(0), DS4_Q2_SPREAD(1), DS4_Q2_SPREAD(2), DS4_Q2_SPREAD(3),
+    DS4_Q2_SPREAD(4), DS4_Q2_SPREAD(5), DS4_Q2_SPREAD(6), DS4_Q2_SPREAD(7),
+#undef DS4_Q2_SPREAD
+};
+
+inline __m256i q2_scale_words(__m256i scales, int k) {
+  return _mm256_shuffle_epi8(scales, load256(kQ2ScaleSpread[k]));
+}
+
+float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ2_K& wb = w[i];
+    const BlockQ8_K& xb = x[i];
+    const __m128i sc = load128(wb.scales);
+    // Min term: sum over 16-groups of bsum * (scale >> 4).
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low4));
+    const __m256i min_sum = _mm256_madd_epi16(mins, load256(xb.bsums));
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm_and_si128(sc, low4));
+
+    __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q2 = load256(wb.qs + 32 * h);
+      const int8_t* xq = xb.qs + 128 * h;
+      acc = q2_K_plane<0>(acc, q2, xq, q2_scale_words(scales, 4 * h + 0));
+      acc = q2_K_plane<1>(acc, q2, xq, q2_scale_words(scales, 4 * h + 1));
+      acc = q2_K_plane<2>(acc, q2, xq, q2_scale_words(scales, 4 * h + 2));
+      acc = q2_K_plane<3>(acc, q2, xq, q2_scale_words(scales, 4 * h + 3));
+    }
+    const __m128i sums = _mm_hadd_epi32(fold_i32(acc), fold_i32(min_sum));
+    const __m128i sums2 = _mm_hadd_epi32(sums, sums);
+    const int32_t isum = _mm_cvtsi128_si32(sums2);
+    const int32_t summs = _mm_extract_epi32(sums2, 1);
+
+    const float dall = xb.d * f16_value(wb.d);
+    const float dmin = xb.d * f16_value(wb.dmin);
+    sumf += dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);
+  }
+  return sumf;
+}
+
+// ---- Q4_K x Q8_K ----
+//
+// The scalar reference keeps eight float accumulators, one per element
+// position l = i mod 8 within each block, each fed that position's integer
+// sum. To reproduce them exactly, a vpermd + pshufb pair reorders every
+// 32-element sub-block so the four elements of one position are adjacent
+// bytes; then maddubs + madd(scale) yields scale * (position-l sum) in int32
+// lane l.
+
+alignas(32) constexpr int32_t kQ4PositionDwords[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+alignas(32) constexpr int8_t kQ4PositionBytes[32] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+                                                     0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+
+inline __m256i group_by_position(__m256i v, __m256i dwords, __m256i bytes) {
+  return _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(v, dwords), bytes);
+}
+
+struct Q4KScales {
+  uint8_t scale[8];
+  uint8_t min[8];
+};
+
+// ggml's unpacking of the 12 packed bytes into eight 6-bit scales and mins.
+inline Q4KScales unpack_q4_K_scales(const uint8_t* packed) {
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const uint32_t sc[2] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4)};
+  const uint32_t mn[2] = {u[1] & kLow6, ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
+  Q4KScales out;
+  std::memcpy(out.scale, sc, 8);
+  std::memcpy(out.min, mn, 8);
+  return out;
+}
+
+float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  const __m256i pos_dwords = load256(kQ4PositionDwords);
+  const __m256i pos_bytes = load256(kQ4PositionBytes);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256 sums = _mm256_setzero_ps();
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ4_K& wb = w[i];
+    const BlockQ8_K& xb = x[i];
+    const Q4KScales s = unpack_q4_K_scales(wb.scales);
+
+    // Min term: sum over 16-groups j of bsum[j] * min[j/2].
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
+    const __m256i mins_dup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+    const int32_t summin = hsum_i32(_mm256_madd_epi16(mins_dup, load256(xb.bsums)));
+
+    __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q4 = group_by_position(load256(wb.qs + 32 * c), pos_dwords, pos_bytes);
+      const __m256i lo = _mm256_and_si256(q4, low4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+      const __m256i xa = group_by_position(load256(xb.qs + 64 * c), pos_dwords, pos_bytes);
+      const __m256i xc = group_by_position(load256(xb.qs + 64 * c + 32), pos_dwords, pos_bytes);
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xa),
+                                                    _mm256_set1_epi16(s.scale[2 * c])));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xc),
+                                                    _mm256_set1_epi16(s.scale[2 * c + 1])));
+    }
+    const float d = f16_value(wb.d) * xb.d;
+    sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(acc)));
+    const float dmin = f16_value(wb.dmin) * xb.d;
+    sumf -= dmin * static_cast<float>(summin);
+  }
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, sums);
+#pragma GCC unroll 16
+  for (int l = 0; l < 8; ++l) sumf += lane[l];
+  return sumf;
+}
+
+// ---- IQ2_XXS x Q8_K ----
+
+// The 32 sign bits of one 32-element sub-block from its second word: four
+// 7-bit indices, each extended by its parity bit (ggml's ksigns_iq2xs);
+// bit 8g+j negates element j of group g.
+inline uint32_t iq2_xxs_sign_bits(uint32_t w1) {
+  const uint32_t idx = _pdep_u32(w1, 0x7f7f7f7fu);
+  uint32_t p = idx ^ (idx >> 4);
+  p ^= p >> 2;
+  p ^= p >> 1;  // bit 0 of each byte = parity of that byte's 7 bits
+  return idx | ((p & 0x01010101u) << 7);
+}
+
+alignas(32) constexpr int8_t kSpreadSignBytes[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+alignas(32) constexpr uint8_t kBitOfByte[32] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
+                                                1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+
+float dot_iq2_xxs_q8_K(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  const __m256i spread = load256(kSpreadSignBytes);
+  const __m256i bit_of_byte = load256(kBitOfByte);
+  const __m256i one = _mm256_set1_epi8(1);
+  const uint64_t* grid = kIq2xxsGrid.data();
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* q = reinterpret_cast<const uint8_t*>(w[i].qs);
+    const int8_t* xq = x[i].qs;
+    __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int b = 0; b < 8; ++b) {
+      uint32_t w1;
+      std::memcpy(&w1, q + 8 * b + 4, 4);
+      const uint8_t* gi = q + 8 * b;
+      const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(grid[gi[3]]), static_cast<int64_t>(grid[gi[2]]),
+                                          static_cast<int64_t>(grid[gi[1]]), static_cast<int64_t>(grid[gi[0]]));
+      const __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(iq2_xxs_sign_bits(w1))), spread);
+      const __m256i flip = _mm256_cmpeq_epi8(_mm256_and_si256(bits, bit_of_byte), bit_of_byte);
+      const __m256i xv = load256(xq + 32 * b);
+      // |x| (u8) times the grid value carrying sign(flip) * sign(x): exact for
+      // x = -128, where negating x itself would overflow.
+      const __m256i sign = _mm256_or_si256(_mm256_xor_si256(flip, xv), one);
+      const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(g, sign));
+      const int16_t ls = static_cast<int16_t>(2 * (w1 >> 28) + 1);
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_set1_epi16(ls)));
+    }
+    const float d = f16_value(w[i].d) * x[i].d;
+    sumf += d * static_cast<float>(hsum_i32(acc));
+  }
+  return 0.125f * sumf;
+}
+
+// ---- Float formats ----
+
+// Loads of 8 weights as f32; `tail` variants read only the first `count`.
+struct F32Weights {
+  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+};
+struct F16Weights {
+  static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(load128(p)); }
+};
+struct BF16Weights {
+  static __m256 load(const uint16_t* p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+  }
+};
+
+template <typename Weights, typename T>
+float dot_float(int64_t n, const T* w, const float* x) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm256_fmadd_ps(Weights::load(w + i), _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(Weights::load(w + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(Weights::load(w + i + 16), _mm256_loadu_ps(x + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(Weights::load(w + i + 24), _mm256_loadu_ps(x + i + 24), acc3);
+  }
+  for (; i + 8 <= n; i += 8) {
+    acc0 = _mm256_fmadd_ps(Weights::load(w + i), _mm256_loadu_ps(x + i), acc0);
+  }
+  if (i < n) {
+    // Copy the last < 8 elements into zero-padded buffers; reading past the
+    // end of the caller's arrays is not allowed.
+    T wt[8] = {};
+    float xt[8] = {};
+    std::memcpy(wt, w + i, static_cast<size_t>(n - i) * sizeof(T));
+    std::memcpy(xt, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    acc1 = _mm256_fmadd_ps(Weights::load(wt), _mm256_loadu_ps(xt), acc1);
+  }
+  return hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+}
+
+float dot_f16_f32(int64_t n, const uint16_t* w, const float* x) { return dot_float<F16Weights>(n, w, x); }
+float dot_bf16_f32(int64_t n, const uint16_t* w, const float* x) { return dot_float<BF16Weights>(n, w, x); }
+float dot_f32_f32(int64_t n, const float* w, const float* x) { return dot_float<F32Weights>(n, w, x); }
+
+}  // namespace
+
+extern const DotKernels kDotAvx2 = {
+    "avx2",           dot_q8_0_q8_0, dot_q2_K_q8_K, dot_q4_K_q8_K, dot_iq2_xxs_q8_K,
+    dot_mxfp4_q8_0,   dot_f16_f32,   dot_bf16_f32,  dot_f32_f32,
+};
+
+}  // namespace ds4::quant

@@ -1,0 +1,627 @@
+// AVX-512 dot kernels: the "avx512" level (F/BW/VL/DQ) and the "avx512vnni"
+// level, which differs only in using vpdpbusd/vpdpwssd for the integer
+// multiply-adds. Both are instantiated from the same templates.
+//
+// Integer formats: SIMD forms exactly the integer partial sums the scalar
+// reference forms, then the float scales are applied and accumulated in the
+// scalar reference's order, so every integer kernel here is bit-identical to
+// dot_kernels_scalar() for all inputs (codes -128..127, any scales). The
+// per-block scale products are computed 16 blocks at a time; only the final
+// running sum stays sequential (one dependent add per block).
+// Float formats (f16/bf16/f32) use 64 FMA lanes and differ from the scalar
+// result only by accumulated rounding. vdpbf16ps is not used for bf16: it
+// would round the f32 activations to bf16 (8-bit mantissa), far beyond
+// accumulated rounding.
+//
+// Hardware gathers are avoided: on the AMD cores this targets they cost more
+// than the rest of a kernel (IQ2_XXS decodes its grid from registers instead).
+//
+// This file is built with the VNNI/BF16 flags too, so the plain "avx512"
+// kernels must not let the compiler auto-vectorize into those instructions:
+// they are written with explicit intrinsics only.
+//
+// Contracting a*b+c into an FMA would round the scale combination differently
+// from the scalar reference (compiled without FMA), so it is off in this file;
+// FMAs the float kernels want are written as intrinsics.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+// GCC 12 reports its own _mm512_undefined_* placeholders inside these
+// headers as uninitialized (GCC bug 105593); silence that for the header only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+#include "quant/dot.h"
+#include "quant/iq2_xxs_tables.h"
+#include "quant/mxfp4.h"
+
+namespace ds4::quant {
+namespace {
+
+// Helpers live in this anonymous namespace, not in shared headers: an inline
+// function from a header compiled here with the ISA flags could be the copy
+// the linker keeps for every caller, including baseline code.
+inline float f16_value(uint16_t h) { return _cvtsh_ss(h); }
+
+// ggml's E8M0 half scale, as mxfp4.h's e8m0_to_fp32_half.
+inline float e8m0_half_value(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+
+// Two 32-byte rows side by side in one register.
+inline __m512i load_pair256(const void* lo, const void* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(lo)), load256(hi), 1);
+}
+
+inline __m256i fold512(__m512i v) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// acc + sum of adjacent int16 products, per int32 lane.
+template <bool kVnni>
+inline __m512i dot_words(__m512i acc, __m512i a, __m512i b) {
+  if constexpr (kVnni) {
+    return _mm512_dpwssd_epi32(acc, a, b);
+  } else {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+  }
+}
+
+// ---- Per-block integer sums, 16 blocks at a time ----
+//
+// The 32-element formats (Q8_0, MXFP4) produce one register per pair of
+// blocks, 8 int32 partials per block. These helpers reduce 8 such registers
+// (16 blocks) to one register of 16 block sums.
+
+// [b0 | b1], [b2 | b3] (8 partials each) -> lane k holds 4 partials of block k.
+inline __m512i pairs_to_lanes(__m512i b01, __m512i b23) {
+  const __m512i even = _mm512_shuffle_i64x2(b01, b23, _MM_SHUFFLE(2, 0, 2, 0));
+  const __m512i odd = _mm512_shuffle_i64x2(b01, b23, _MM_SHUFFLE(3, 1, 3, 1));
+  return _mm512_add_epi32(even, odd);
+}
+
+// Four registers of 4 blocks (block 4g+L in lane L of t[g]) -> int32 lane
+// 4L+g holds the sum of block 4g+L.
+inline __m512i transpose_sum(__m512i t0, __m512i t1, __m512i t2, __m512i t3) {
+  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(t0, t1), _mm512_unpackhi_epi32(t0, t1));
+  const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(t2, t3), _mm512_unpackhi_epi32(t2, t3));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+
+// Index of block k's sum in transpose_sum's output.
+constexpr int transposed_block(int k) { return 4 * (k & 3) + (k >> 2); }
+
+// Sums of 16 consecutive blocks in transpose_sum's lane order; pair(k)
+// covers blocks k and k+1.
+template <typename Pair>
+inline __m512i block_sums16(Pair pair) {
+  __m512i t[4];
+#pragma GCC unroll 16
+  for (int g = 0; g < 4; ++g) t[g] = pairs_to_lanes(pair(4 * g), pair(4 * g + 2));
+  return transpose_sum(t[0], t[1], t[2], t[3]);
+}
+
+// ---- Q8_0 x Q8_0 ----
+
+template <bool kVnni>
+inline __m512i q8_0_pair(const BlockQ8_0* w, const BlockQ8_0* x) {
+  if constexpr (kVnni) {
+    // vpdpbusd multiplies unsigned by signed bytes: bias w by 128 to make it
+    // unsigned, then subtract the 128 * sum(x) the bias added. Exact for
+    // every code pair, including -128 x -128.
+    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i wv = load_pair256(w[0].qs, w[1].qs);
+    const __m512i xv = load_pair256(x[0].qs, x[1].qs);
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i biased = _mm512_dpbusd_epi32(zero, _mm512_xor_si512(wv, bias), xv);
+    return _mm512_sub_epi32(biased, _mm512_dpbusd_epi32(zero, bias, xv));
+  } else {
+    // Widening to int16 keeps every code pair exact.
+    const __m512i p0 = _mm512_madd_epi16(_mm512_cvtepi8_epi16(load256(w[0].qs)),
+                                         _mm512_cvtepi8_epi16(load256(x[0].qs)));
+    const __m512i p1 = _mm512_madd_epi16(_mm512_cvtepi8_epi16(load256(w[1].qs)),
+                                         _mm512_cvtepi8_epi16(load256(x[1].qs)));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(fold512(p0)), fold512(p1), 1);
+  }
+}
+
+inline int32_t q8_0_single(const BlockQ8_0& w, const BlockQ8_0& x) {
+  const __m512i p = _mm512_madd_epi16(_mm512_cvtepi8_epi16(load256(w.qs)), _mm512_cvtepi8_epi16(load256(x.qs)));
+  return _mm512_reduce_add_epi32(p);
+}
+
+// The u16 at the start of each of 16 consecutive blocks of kStride bytes,
+// in transpose_sum's lane order. Scalar loads through a small buffer:
+// hardware gathers are far slower than this on AMD cores.
+template <size_t kStride>
+inline __m256i block_u16x16(const void* blocks) {
+  const auto* p = static_cast<const unsigned char*>(blocks);
+  alignas(32) uint16_t v[16];
+#pragma GCC unroll 16
+  for (int lane = 0; lane < 16; ++lane) std::memcpy(&v[lane], p + kStride * transposed_block(lane), 2);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
+}
+
+// The first byte of each of 16 consecutive blocks, same order, as u32 lanes.
+template <size_t kStride>
+inline __m512i block_u8x16(const void* blocks) {
+  const auto* p = static_cast<const unsigned char*>(blocks);
+  alignas(16) uint8_t v[16];
+#pragma GCC unroll 16
+  for (int lane = 0; lane < 16; ++lane) v[lane] = p[kStride * transposed_block(lane)];
+  return _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(v)));
+}
+
+// Adds 16 per-block terms (in transpose_sum's lane order) to sum one block
+// at a time, in block order, as the scalar reference does.
+inline float add_in_block_order(float sum, __m512 terms) {
+  alignas(64) float t[16];
+  _mm512_store_ps(t, terms);
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; ++k) sum += t[transposed_block(k)];
+  return sum;
+}
+
+template <bool kVnni>
+float dot_q8_0_q8_0(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x) {
+  const int64_t nb = n / kQK8_0;
+  float sumf = 0.0f;
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    const __m512i isum = block_sums16([&](int k) { return q8_0_pair<kVnni>(w + i + k, x + i + k); });
+    // Per block: float(isum) * (d_w * d_x), each product rounded as in scalar.
+    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(block_u16x16<sizeof(BlockQ8_0)>(w + i)),
+                                   _mm512_cvtph_ps(block_u16x16<sizeof(BlockQ8_0)>(x + i)));
+    sumf = add_in_block_order(sumf, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
+  }
+  for (; i < nb; ++i) {
+    sumf += static_cast<float>(q8_0_single(w[i], x[i])) * (f16_value(w[i].d) * f16_value(x[i].d));
+  }
+  return sumf;
+}
+
+// ---- MXFP4 x Q8_0 ----
+
+// Doubled E2M1 values of two blocks' codes, in the element order of the
+// matching pair of Q8_0 blocks: [lo nibbles 0 | hi nibbles 0 | lo 1 | hi 1].
+inline __m512i mxfp4_pair_values(const BlockMXFP4* w, __m512i table) {
+  const __m256i q = _mm256_set_m128i(load128(w[1].qs), load128(w[0].qs));
+  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
+  const __m512i codes =
+      _mm512_and_si512(_mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0f));
+  return _mm512_shuffle_epi8(table, codes);
+}
+
+template <bool kVnni>
+inline __m512i mxfp4_pair(const BlockMXFP4* w, const BlockQ8_0* x, __m512i table) {
+  const __m512i wv = mxfp4_pair_values(w, table);
+  const __m512i xv = load_pair256(x[0].qs, x[1].qs);
+  // |x| (u8, 128 allowed) times w carrying x's sign (|w| <= 12 never
+  // overflows): exact in both vpdpbusd and maddubs.
+  const __m512i ws = _mm512_mask_sub_epi8(wv, _mm512_movepi8_mask(xv), _mm512_setzero_si512(), wv);
+  const __m512i ax = _mm512_abs_epi8(xv);
+  if constexpr (kVnni) {
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, ws);
+  } else {
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(ax, ws), _mm512_set1_epi16(1));
+  }
+}
+
+inline int32_t mxfp4_single(const BlockMXFP4& w, const BlockQ8_0& x) {
+  const __m128i q = load128(w.qs);
+  const __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+  const __m256i wv = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load128(kMxfp4DoubledValues.data())), codes);
+  const __m256i xv = load256(x.qs);
+  const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(wv, xv));
+  return hsum_i32(_mm256_madd_epi16(prod, _mm256_set1_epi16(1)));
+}
+
+// ggml's E8M0 half scale 2^(e-128) (see e8m0_to_fp32_half) per lane.
+inline __m512 e8m0_half(__m512i e) {
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+  const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, subnormal));
+}
+
+template <bool kVnni>
+float dot_mxfp4_q8_0(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x) {
+  const int64_t nb = n / kQKMxfp4;
+  const __m512i table = _mm512_broadcast_i32x4(load128(kMxfp4DoubledValues.data()));
+  float sumf = 0.0f;
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    const __m512i isum = block_sums16([&](int k) { return mxfp4_pair<kVnni>(w + i + k, x + i + k, table); });
+    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(block_u16x16<sizeof(BlockQ8_0)>(x + i)),
+                                   e8m0_half(block_u8x16<sizeof(BlockMXFP4)>(w + i)));
+    sumf = add_in_block_order(sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+  }
+  for (; i < nb; ++i) {
+    const float d = f16_value(x[i].d) * e8m0_half_value(w[i].e);
+    sumf += d * static_cast<float>(mxfp4_single(w[i], x[i]));
+  }
+  return sumf;
+}
+
+// ---- Q2_K x Q8_K ----
+
+// pshufb patterns giving 128-bit lane i the zero-extended scale byte 4k+i as
+// int16 words: one register covers the four 16-groups of two planes.
+alignas(64) constexpr int8_t kQ2ScaleSpread[4][64] = {
+#define DS4_Q2_LANE(s) s, -1, s, -1, s, -1, s, -1, s, -1, s, -1, s, -1, s, -1
+#define DS4_Q2_SPREAD(k) \
+  {DS4_Q2_LANE(4 * (k)), DS4_Q2_LANE(4 * (k) + 1), DS4_Q2_LANE(4 * (k) + 2), DS4_Q2_LANE(4 * (k) + 3)}
+    DS4_Q2_SPREAD(0), DS4_Q2_SPREAD(1), DS4_Q2_SPREAD(2), DS4_Q2_SPREAD(3),
+#undef DS4_Q2_SPREAD
+#undef DS4_Q2_LANE
+};
+
+template <bool kVnni>
+float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m512i low2 = _mm512_set1_epi8(3);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ2_K& wb = w[i];
+    const BlockQ8_K& xb = x[i];
+    const __m128i sc = load128(wb.scales);
+    // Min term: sum over 16-groups of bsum * (scale >> 4).
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low4));
+    const __m256i min_sum = _mm256_madd_epi16(mins, load256(xb.bsums));
+    const __m512i scales = _mm512_broadcast_i32x4(_mm_and_si128(sc, low4));
+
+    __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 16
+    for (int h = 0; h < 2; ++h) {
+      // Planes 0,1 (and 2,3 after >> 4) of this half's 32 code bytes, each
+      // plane's 32 outputs in two 128-bit lanes: four 16-groups per register.
+      const __m256i q2 = load256(wb.qs + 32 * h);
+      const __m512i planes = _mm512_inserti64x4(_mm512_castsi256_si512(q2), _mm256_srli_epi16(q2, 2), 1);
+      const __m512i codes01 = _mm512_and_si512(planes, low2);
+      const __m512i codes23 = _mm512_and_si512(_mm512_srli_epi16(planes, 4), low2);
+      const int8_t* xq = xb.qs + 128 * h;
+      acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(codes01, load512(xq)),
+                             _mm512_shuffle_epi8(scales, load512(kQ2ScaleSpread[2 * h])));
+      acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(codes23, load512(xq + 64)),
+                             _mm512_shuffle_epi8(scales, load512(kQ2ScaleSpread[2 * h + 1])));
+    }
+    const int32_t isum = _mm512_reduce_add_epi32(acc);
+    const int32_t summs = hsum_i32(min_sum);
+    const float dall = xb.d * f16_value(wb.d);
+    const float dmin = xb.d * f16_value(wb.dmin);
+    sumf += dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);
+  }
+  return sumf;
+}
+
+// ---- Q4_K x Q8_K ----
+//
+// The scalar reference keeps eight float accumulators, one per element
+// position l = i mod 8 within each block, each fed that position's integer
+// sum. To reproduce them exactly, a vpermd + pshufb pair reorders every
+// 32-element sub-block so the four elements of one position are adjacent
+// bytes; then maddubs + madd(scale) yields scale * (position-l sum) in int32
+// lane l.
+
+alignas(64) constexpr int32_t kQ4PositionDwords[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
+alignas(64) constexpr int8_t kQ4PositionBytes[64] = {
+    0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+    0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+// permutexvar_epi16 indices: scale word 2c in words 0..15, 2c+1 in 16..31.
+alignas(64) constexpr int16_t kQ4ScaleWords[4][32] = {
+#define DS4_Q4_HALF(s) s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s
+    {DS4_Q4_HALF(0), DS4_Q4_HALF(1)},
+    {DS4_Q4_HALF(2), DS4_Q4_HALF(3)},
+    {DS4_Q4_HALF(4), DS4_Q4_HALF(5)},
+    {DS4_Q4_HALF(6), DS4_Q4_HALF(7)},
+#undef DS4_Q4_HALF
+};
+
+inline __m512i group_by_position(__m512i v, __m512i dwords, __m512i bytes) {
+  return _mm512_shuffle_epi8(_mm512_permutexvar_epi32(dwords, v), bytes);
+}
+
+struct Q4KScales {
+  uint8_t scale[8];
+  uint8_t min[8];
+};
+
+// ggml's unpacking of the 12 packed bytes into eight 6-bit scales and mins.
+inline Q4KScales unpack_q4_K_scales(const uint8_t* packed) {
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const uint32_t sc[2] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4)};
+  const uint32_t mn[2] = {u[1] & kLow6, ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
+  Q4KScales out;
+  std::memcpy(out.scale, sc, 8);
+  std::memcpy(out.min, mn, 8);
+  return out;
+}
+
+template <bool kVnni>
+float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  const __m512i pos_dwords = load512(kQ4PositionDwords);
+  const __m512i pos_bytes = load512(kQ4PositionBytes);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  __m256 sums = _mm256_setzero_ps();
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ4_K& wb = w[i];
+    const BlockQ8_K& xb = x[i];
+    const Q4KScales s = unpack_q4_K_scales(wb.scales);
+    const __m128i scale8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.scale));
+    const __m512i scale_words = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scale8));
+
+    // Min term: sum over 16-groups j of bsum[j] * min[j/2].
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
+    const __m256i mins_dup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+    const int32_t summin = hsum_i32(_mm256_madd_epi16(mins_dup, load256(xb.bsums)));
+
+    __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 16
+    for (int c = 0; c < 4; ++c) {
+      // Sub-blocks 2c (low nibbles) and 2c+1 (high nibbles) side by side,
+      // matching the 64 contiguous activations.
+      const __m256i q4 = load256(wb.qs + 32 * c);
+      const __m512i codes = _mm512_and_si512(
+          _mm512_inserti64x4(_mm512_castsi256_si512(q4), _mm256_srli_epi16(q4, 4), 1), low4);
+      const __m512i wv = group_by_position(codes, pos_dwords, pos_bytes);
+      const __m512i xv = group_by_position(load512(xb.qs + 64 * c), pos_dwords, pos_bytes);
+      acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(wv, xv),
+                             _mm512_permutexvar_epi16(load512(kQ4ScaleWords[c]), scale_words));
+    }
+    const __m256 lane_isum = _mm256_cvtepi32_ps(fold512(acc));
+    const float d = f16_value(wb.d) * xb.d;
+    sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), lane_isum));
+    const float dmin = f16_value(wb.dmin) * xb.d;
+    sumf -= dmin * static_cast<float>(summin);
+  }
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, sums);
+#pragma GCC unroll 16
+  for (int l = 0; l < 8; ++l) sumf += lane[l];
+  return sumf;
+}
+
+// ---- IQ2_XXS x Q8_K ----
+//
+// A block's 64 code bytes are eight (W0, W1) dword pairs, one per 32-element
+// sub-block: W0 = four grid indices, W1 = four 7-bit sign indices + 4-bit
+// scale. All eight W1 are decoded at once in the odd dwords of a register.
+
+// Sign bits for each W1 (odd dwords; even dwords are don't-care): the four
+// 7-bit indices spread to one byte each, with bit 7 = parity of the byte
+// (ggml's ksigns_iq2xs), so bit 8g+j negates element j of group g.
+inline __m512i iq2_xxs_sign_bits(__m512i q) {
+  constexpr int kSelect = 0xca;  // ternary logic: a ? b : c
+  __m512i idx = _mm512_and_si512(q, _mm512_set1_epi32(0x7f));
+  idx = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7f00), _mm512_slli_epi32(q, 1), idx, kSelect);
+  idx = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7f0000), _mm512_slli_epi32(q, 2), idx, kSelect);
+  idx = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7f000000), _mm512_slli_epi32(q, 3), idx, kSelect);
+  __m512i p = _mm512_xor_si512(idx, _mm512_srli_epi32(idx, 4));
+  p = _mm512_xor_si512(p, _mm512_srli_epi32(p, 2));
+  p = _mm512_xor_si512(p, _mm512_srli_epi32(p, 1));  // bit 0 of each byte = its parity
+  return _mm512_ternarylogic_epi32(_mm512_set1_epi32(static_cast<int>(0x80808080u)), _mm512_slli_epi32(p, 7), idx,
+                                   kSelect);
+}
+
+alignas(64) constexpr int32_t kOddDwords[16] = {1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15};
+// Per 128-bit lane (sub-blocks 2k, 2k+1): the two W0s' bytes into bytes 0..7.
+alignas(64) constexpr int8_t kGridIndexBytes[64] = {
+    0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1,
+    0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1};
+// permutexvar_epi16 indices: the scale of sub-block b sits in word 4b+2;
+// register k covers sub-blocks 2k (words 0..15) and 2k+1 (words 16..31).
+alignas(64) constexpr int16_t kIq2ScaleWords[4][32] = {
+#define DS4_IQ2_HALF(s) s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s
+    {DS4_IQ2_HALF(2), DS4_IQ2_HALF(6)},
+    {DS4_IQ2_HALF(10), DS4_IQ2_HALF(14)},
+    {DS4_IQ2_HALF(18), DS4_IQ2_HALF(22)},
+    {DS4_IQ2_HALF(26), DS4_IQ2_HALF(30)},
+#undef DS4_IQ2_HALF
+};
+
+// The grid as compact codes (2 bits per element: level 8, 25 or 43), all 256
+// entries held in eight registers and looked up with 16-bit two-table
+// permutes: much cheaper than gathering 64-bit grid entries on AMD cores.
+struct Iq2CompactGrid {
+  __m512i part[8];  // entries 32p .. 32p+31
+};
+
+inline Iq2CompactGrid load_iq2_compact_grid() {
+  Iq2CompactGrid g;
+#pragma GCC unroll 8
+  for (int p = 0; p < 8; ++p) g.part[p] = load512(kIq2xxsCompactGrid.data() + 32 * p);
+  return g;
+}
+
+alignas(64) constexpr int64_t kLowQwords[8] = {0, 2, 4, 6, 0, 2, 4, 6};
+
+// Compact codes of a block's 32 groups, group g in word g.
+inline __m512i iq2_xxs_group_codes(__m512i q, const Iq2CompactGrid& grid, __m512i index_pattern) {
+  // Each lane's two W0s hold the grid indices of its 8 groups.
+  const __m512i picked = _mm512_permutexvar_epi64(load512(kLowQwords), _mm512_shuffle_epi8(q, index_pattern));
+  const __m512i idx = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(picked));
+  // Index bits 0..5 select within 64 entries, bits 6 and 7 the quarter.
+  const __mmask32 bit6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x40));
+  const __mmask32 bit7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x80));
+  const __m512i q0 = _mm512_permutex2var_epi16(grid.part[0], idx, grid.part[1]);
+  const __m512i q1 = _mm512_permutex2var_epi16(grid.part[2], idx, grid.part[3]);
+  const __m512i q2 = _mm512_permutex2var_epi16(grid.part[4], idx, grid.part[5]);
+  const __m512i q3 = _mm512_permutex2var_epi16(grid.part[6], idx, grid.part[7]);
+  return _mm512_mask_blend_epi16(bit7, _mm512_mask_blend_epi16(bit6, q0, q1), _mm512_mask_blend_epi16(bit6, q2, q3));
+}
+
+// With one lane of codes (8 groups) in every lane, lane L takes groups 2L and
+// 2L+1: each group's low code byte into its bytes 0..3 and high byte into
+// 4..7, so byte j of a group holds element j's 2-bit level.
+alignas(64) constexpr int8_t kCodeByteSpread[64] = {
+    0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
+    4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7,
+    8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11,
+    12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15};
+// Low and high bit of element j's 2-bit level within its code byte.
+alignas(16) constexpr uint8_t kLevelLowBit[16] = {1, 4, 16, 64, 1, 4, 16, 64, 1, 4, 16, 64, 1, 4, 16, 64};
+alignas(16) constexpr uint8_t kLevelHighBit[16] = {2, 8, 32, 128, 2, 8, 32, 128, 2, 8, 32, 128, 2, 8, 32, 128};
+
+// Grid bytes (8, 25 or 43) of sub-blocks 2k and 2k+1: their 8 group codes
+// are lane k of `codes`.
+template <int kPair>
+inline __m512i iq2_xxs_grid_bytes(__m512i codes) {
+  const __m512i lane = _mm512_shuffle_i32x4(codes, codes, kPair * 0x55);
+  const __m512i spread = _mm512_shuffle_epi8(lane, load512(kCodeByteSpread));
+  const __mmask64 level1 = _mm512_test_epi8_mask(spread, _mm512_broadcast_i32x4(load128(kLevelLowBit)));
+  const __mmask64 level2 = _mm512_test_epi8_mask(spread, _mm512_broadcast_i32x4(load128(kLevelHighBit)));
+  const __m512i low = _mm512_mask_blend_epi8(level1, _mm512_set1_epi8(static_cast<char>(kIq2xxsLevelBytes[0])),
+                                             _mm512_set1_epi8(static_cast<char>(kIq2xxsLevelBytes[1])));
+  return _mm512_mask_blend_epi8(level2, low, _mm512_set1_epi8(static_cast<char>(kIq2xxsLevelBytes[2])));
+}
+
+template <bool kVnni>
+inline __m512i iq2_xxs_pair(__m512i acc, __m512i grid, const int8_t* xq, uint64_t sign_bits, __m512i scale_words) {
+  const __m512i xv = load512(xq);
+  // Negate the (small, unsigned) grid value where exactly one of the stored
+  // sign and x's sign is negative, and multiply by |x| as u8: exact for
+  // x = -128, where negating x itself would overflow.
+  const __mmask64 neg = _kxor_mask64(_cvtu64_mask64(sign_bits), _mm512_movepi8_mask(xv));
+  const __m512i gs = _mm512_mask_sub_epi8(grid, neg, _mm512_setzero_si512(), grid);
+  return dot_words<kVnni>(acc, _mm512_maddubs_epi16(_mm512_abs_epi8(xv), gs), scale_words);
+}
+
+template <bool kVnni>
+float dot_iq2_xxs_q8_K(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  const __m512i odd_dwords = load512(kOddDwords);
+  const __m512i grid_index_pattern = load512(kGridIndexBytes);
+  const Iq2CompactGrid grid = load_iq2_compact_grid();
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m512i q = load512(w[i].qs);
+    const __m256i signs = _mm512_castsi512_si256(_mm512_permutexvar_epi32(odd_dwords, iq2_xxs_sign_bits(q)));
+    const __m128i signs_lo = _mm256_castsi256_si128(signs);
+    const __m128i signs_hi = _mm256_extracti128_si256(signs, 1);
+    // Sub-block scale 2*(W1 >> 28) + 1, in the low word of each odd dword.
+    const __m512i ls = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
+    const __m512i codes = iq2_xxs_group_codes(q, grid, grid_index_pattern);
+    const int8_t* xq = x[i].qs;
+
+    __m512i acc = _mm512_setzero_si512();
+    acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<0>(codes), xq,
+                              static_cast<uint64_t>(_mm_cvtsi128_si64(signs_lo)),
+                              _mm512_permutexvar_epi16(load512(kIq2ScaleWords[0]), ls));
+    acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<1>(codes), xq + 64,
+                              static_cast<uint64_t>(_mm_extract_epi64(signs_lo, 1)),
+                              _mm512_permutexvar_epi16(load512(kIq2ScaleWords[1]), ls));
+    acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<2>(codes), xq + 128,
+                              static_cast<uint64_t>(_mm_cvtsi128_si64(signs_hi)),
+                              _mm512_permutexvar_epi16(load512(kIq2ScaleWords[2]), ls));
+    acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<3>(codes), xq + 192,
+                              static_cast<uint64_t>(_mm_extract_epi64(signs_hi, 1)),
+                              _mm512_permutexvar_epi16(load512(kIq2ScaleWords[3]), ls));
+    const float d = f16_value(w[i].d) * x[i].d;
+    sumf += d * static_cast<float>(_mm512_reduce_add_epi32(acc));
+  }
+  return 0.125f * sumf;
+}
+
+// ---- Float formats ----
+
+struct F32Weights {
+  static __m512 load(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512 load_first(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+struct F16Weights {
+  static __m512 load(const uint16_t* p) { return _mm512_cvtph_ps(load256(p)); }
+  static __m512 load_first(const uint16_t* p, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  }
+};
+struct BF16Weights {
+  static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+  static __m512 load(const uint16_t* p) { return widen(load256(p)); }
+  static __m512 load_first(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
+};
+
+template <typename Weights, typename T>
+float dot_float(int64_t n, const T* w, const float* x) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    acc0 = _mm512_fmadd_ps(Weights::load(w + i), _mm512_loadu_ps(x + i), acc0);
+    acc1 = _mm512_fmadd_ps(Weights::load(w + i + 16), _mm512_loadu_ps(x + i + 16), acc1);
+    acc2 = _mm512_fmadd_ps(Weights::load(w + i + 32), _mm512_loadu_ps(x + i + 32), acc2);
+    acc3 = _mm512_fmadd_ps(Weights::load(w + i + 48), _mm512_loadu_ps(x + i + 48), acc3);
+  }
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm512_fmadd_ps(Weights::load(w + i), _mm512_loadu_ps(x + i), acc0);
+  }
+  if (i < n) {
+    // Masked loads never touch the elements past n.
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc1 = _mm512_fmadd_ps(Weights::load_first(w + i, m), _mm512_maskz_loadu_ps(m, x + i), acc1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
+float dot_f16_f32(int64_t n, const uint16_t* w, const float* x) { return dot_float<F16Weights>(n, w, x); }
+float dot_bf16_f32(int64_t n, const uint16_t* w, const float* x) { return dot_float<BF16Weights>(n, w, x); }
+float dot_f32_f32(int64_t n, const float* w, const float* x) { return dot_float<F32Weights>(n, w, x); }
+
+}  // namespace
+
+extern const DotKernels kDotAvx512 = {
+    "avx512",
+    dot_q8_0_q8_0<false>,
+    dot_q2_K_q8_K<false>,
+    dot_q4_K_q8_K<false>,
+    dot_iq2_xxs_q8_K<false>,
+    dot_mxfp4_q8_0<false>,
+    dot_f16_f32,
+    dot_bf16_f32,
+    dot_f32_f32,
+};
+
+extern const DotKernels kDotAvx512Vnni = {
+    "avx512vnni",
+    dot_q8_0_q8_0<true>,
+    dot_q2_K_q8_K<true>,
+    dot_q4_K_q8_K<true>,
+    dot_iq2_xxs_q8_K<true>,
+    dot_mxfp4_q8_0<true>,
+    dot_f16_f32,
+    dot_bf16_f32,
+    dot_f32_f32,
+};
+
+}  // namespace ds4::quant
