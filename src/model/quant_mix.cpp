@@ -1,0 +1,103 @@
+#include "model/quant_mix.h"
+
+#include <array>
+#include <string>
+
+#include "core/error.h"
+
+namespace ds4::model {
+namespace {
+
+struct MixName {
+  QuantMix mix;
+  std::string_view name;
+};
+constexpr std::array<MixName, 6> kMixNames{{
+    {QuantMix::F32, "f32"},
+    {QuantMix::F16, "f16"},
+    {QuantMix::Q8_0, "q8_0"},
+    {QuantMix::Ds4Q2, "ds4-q2"},
+    {QuantMix::Ds4Q4, "ds4-q4"},
+    {QuantMix::Mxfp4, "mxfp4"},
+}};
+
+bool rows_fit(GgmlType type, uint64_t row_length) {
+  return row_length % ggml_type_traits(type).block_elems == 0;
+}
+
+// Q8_0 where the row allows it, else F16 (lossless enough, any row length).
+GgmlType q8_0_or_f16(const TensorSpec& spec) {
+  return rows_fit(GgmlType::Q8_0, spec.row_length()) ? GgmlType::Q8_0 : GgmlType::F16;
+}
+
+GgmlType routed(QuantMix mix, const TensorSpec& spec) {
+  GgmlType type = GgmlType::F32;
+  switch (mix) {
+    case QuantMix::Ds4Q2:
+      type = spec.family() == TensorFamily::RoutedDown ? GgmlType::Q2_K : GgmlType::IQ2_XXS;
+      break;
+    case QuantMix::Ds4Q4: type = GgmlType::Q4_K; break;
+    case QuantMix::Mxfp4: type = GgmlType::MXFP4; break;
+    default: break;
+  }
+  if (!rows_fit(type, spec.row_length())) {
+    const auto& tr = ggml_type_traits(type);
+    throw Error("mix " + std::string(quant_mix_name(mix)) + ": " + spec.name + " row length " +
+                std::to_string(spec.row_length()) + " is not a multiple of " + std::to_string(tr.block_elems) +
+                " (" + std::string(tr.name) + " blocks); routed rows are the embedding length (gate/up) and the " +
+                "expert FF length (down)");
+  }
+  return type;
+}
+
+}  // namespace
+
+std::string_view quant_mix_name(QuantMix mix) {
+  for (const auto& m : kMixNames)
+    if (m.mix == mix) return m.name;
+  return "?";
+}
+
+std::optional<QuantMix> quant_mix_from_name(std::string_view name) {
+  for (const auto& m : kMixNames)
+    if (m.name == name) return m.mix;
+  return std::nullopt;
+}
+
+std::string_view quant_mix_names() { return "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4"; }
+
+GgmlType tensor_type(QuantMix mix, const TensorSpec& spec) {
+  const TensorFamily fam = spec.family();
+  switch (fam) {
+    case TensorFamily::Tid2Eid: return GgmlType::I32;
+    case TensorFamily::Norm:
+    case TensorFamily::HcScale:
+    case TensorFamily::HcBase:
+    case TensorFamily::AttnSinks:
+    case TensorFamily::RouterBias: return GgmlType::F32;
+    default: break;
+  }
+  // Weight matrices from here on.
+  switch (mix) {
+    case QuantMix::F32: return GgmlType::F32;
+    case QuantMix::F16: return GgmlType::F16;
+    case QuantMix::Q8_0: return q8_0_or_f16(spec);
+    case QuantMix::Ds4Q2:
+    case QuantMix::Ds4Q4:
+    case QuantMix::Mxfp4: break;
+  }
+  switch (fam) {
+    case TensorFamily::RoutedGateUp:
+    case TensorFamily::RoutedDown: return routed(mix, spec);
+    case TensorFamily::AttnProjection:
+    case TensorFamily::SharedExpert:
+    case TensorFamily::OutputHead: return q8_0_or_f16(spec);
+    default: return GgmlType::F16;  // embedding, HC fn, compressor, indexer, router
+  }
+}
+
+void check_mix(QuantMix mix, const Deepseek4HParams& hp) {
+  for (const TensorSpec& s : deepseek4_tensors(hp)) (void)tensor_type(mix, s);
+}
+
+}  // namespace ds4::model

@@ -1,0 +1,42 @@
+// Quant mixes: which ggml type each tensor of a deepseek4 file is stored in.
+//
+//   f32, f16, q8_0   every weight matrix in that type (token_embd, output, HC fn,
+//                    attention, compressor incl. ape, indexer, router, shared and
+//                    routed experts). q8_0 needs a row length that is a multiple
+//                    of 32; a matrix whose row is not falls back to f16.
+//   ds4-q2           as the published DS4 files: routed gate/up IQ2_XXS, routed
+//                    down Q2_K; attention projections, shared expert and output
+//                    head Q8_0; embedding, HC fn, compressor, indexer and router
+//                    F16.
+//   ds4-q4           ds4-q2 with Q4_K for all routed experts.
+//   mxfp4            ds4-q2 with MXFP4 for all routed experts.
+// In every mix: norms, router bias, attention sinks, HC scale and base stay F32
+// and ffn_gate_tid2eid is I32. Routed types have no fallback: a row length that
+// is not a whole number of their blocks (256 for K/IQ quants, 32 for MXFP4) is
+// an error, because the mix is defined by them.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "core/ggml_type.h"
+#include "model/deepseek4_tensors.h"
+
+namespace ds4::model {
+
+enum class QuantMix { F32, F16, Q8_0, Ds4Q2, Ds4Q4, Mxfp4 };
+
+std::string_view quant_mix_name(QuantMix mix);  // "f32", ..., "ds4-q2", "mxfp4"
+std::optional<QuantMix> quant_mix_from_name(std::string_view name);
+// "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4", for help texts.
+std::string_view quant_mix_names();
+
+// The type of one tensor. Throws ds4::Error naming the tensor and the row-length
+// rule when a routed-expert type cannot hold its rows.
+GgmlType tensor_type(QuantMix mix, const TensorSpec& spec);
+
+// tensor_type for every tensor of hp, so a bad combination fails before any
+// writing starts.
+void check_mix(QuantMix mix, const Deepseek4HParams& hp);
+
+}  // namespace ds4::model
