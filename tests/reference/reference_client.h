@@ -1,0 +1,44 @@
+// C++ access to the llama.cpp reference (ds4-ref-runner) for cross-implementation
+// tests. Each call runs the runner as a subprocess and caches its result on disk,
+// keyed by SHA-256 of everything that determines it, so repeated test runs are fast.
+//
+// Cache folder: $DS4_REFERENCE_CACHE, else the compiled-in default (.cache/reference
+// in the source tree). Failures of the runner throw ds4::Error with its message.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/ggml_type.h"
+
+namespace ds4::reference {
+
+// True when the runner binary exists and is executable.
+bool available();
+
+// Path of the runner binary (compiled in).
+std::string runner_path();
+
+// All-position logits of `tokens` (used exactly as given), row-major
+// [tokens.size()][n_vocab]: row i is the distribution after token i.
+// `ubatch` = 0 decodes all tokens in one physical batch. ggml's threads spin at
+// barriers, so on a busy machine threads = 1 is often much faster.
+std::vector<float> logits(const std::string& model, const std::vector<int32_t>& tokens, int threads = 2,
+                          int ubatch = 0);
+
+// The n greedily generated ids after `tokens` (argmax, first index on ties).
+std::vector<int32_t> greedy(const std::string& model, const std::vector<int32_t>& tokens, int n, int threads = 2);
+
+// llama.cpp's tokenization of `text` (no BOS/EOS added, special tokens parsed).
+std::vector<int32_t> tokenize(const std::string& model, const std::string& text);
+
+// ggml's own to_float over raw blocks holding n elements of `type`.
+std::vector<float> dequantize(GgmlType type, std::span<const uint8_t> blocks, int64_t n);
+
+// ggml_quantize_chunk of x, as rows of `row` elements. `imatrix` (row floats,
+// per column, may be null) is ggml's importance matrix.
+std::vector<uint8_t> quantize(GgmlType type, std::span<const float> x, int64_t row, const float* imatrix);
+
+}  // namespace ds4::reference

@@ -1,0 +1,372 @@
+// ds4-ref-runner: a thin command-line driver over llama.cpp's C API (the prebuilt
+// node-llama-cpp libraries), so that tests can compare our engine with llama.cpp's
+// `deepseek4` graph and ggml's quant kernels in a separate process.
+//
+// Reference settings are fixed: flash attention off and an F32 KV cache, because
+// llama.cpp's defaults compute Q·K in f16, which is neither accurate to ~1e-6 nor
+// batch-invariant. Logging is llama.cpp's errors only; every failure then ends with
+// one line "ds4-ref-runner: <what>" on stderr and exit status 1.
+#include <strings.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "llama.h"
+
+#ifndef DS4_REF_BINS_DIR
+#error "DS4_REF_BINS_DIR (the folder of the ggml CPU backend libraries) must be defined"
+#endif
+
+namespace {
+
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Errors only, as they come; continuation chunks of an error message are kept.
+void log_errors_only(ggml_log_level level, const char* text, void* /*user*/) {
+  static bool in_error = false;
+  if (level != GGML_LOG_LEVEL_CONT) in_error = level == GGML_LOG_LEVEL_ERROR;
+  if (in_error) std::fputs(text, stderr);
+}
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Failure("cannot open " + path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Failure("cannot read " + path);
+  return bytes;
+}
+
+void write_file(const std::string& path, const void* data, size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Failure("cannot create " + path);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  out.close();
+  if (!out) throw Failure("cannot write " + path);
+}
+
+template <typename T>
+std::vector<T> read_array(const std::string& path, const char* what) {
+  std::vector<char> bytes = read_file(path);
+  if (bytes.size() % sizeof(T) != 0)
+    throw Failure(path + ": size " + std::to_string(bytes.size()) + " is not a whole number of " + what);
+  std::vector<T> values(bytes.size() / sizeof(T));
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
+std::vector<llama_token> read_tokens(const std::string& path) {
+  std::vector<char> text = read_file(path);
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) throw Failure(path + ": expected a JSON array of token ids");
+  std::vector<llama_token> tokens;
+  for (const auto& v : j) {
+    if (!v.is_number_integer()) throw Failure(path + ": token ids must be integers");
+    int64_t id = v.get<int64_t>();
+    if (id < 0 || id > std::numeric_limits<llama_token>::max())
+      throw Failure(path + ": token id " + std::to_string(id) + " out of range");
+    tokens.push_back(static_cast<llama_token>(id));
+  }
+  if (tokens.empty()) throw Failure(path + ": no tokens");
+  return tokens;
+}
+
+ggml_type type_from_name(const std::string& name) {
+  for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+    const char* tn = ggml_type_name(static_cast<ggml_type>(t));
+    if (tn == nullptr || ggml_blck_size(static_cast<ggml_type>(t)) == 0) continue;  // removed ids
+    if (strcasecmp(tn, name.c_str()) == 0) return static_cast<ggml_type>(t);
+  }
+  throw Failure("unknown ggml type '" + name + "'");
+}
+
+struct ModelDeleter {
+  void operator()(llama_model* m) const { llama_model_free(m); }
+};
+struct ContextDeleter {
+  void operator()(llama_context* c) const { llama_free(c); }
+};
+using ModelPtr = std::unique_ptr<llama_model, ModelDeleter>;
+using ContextPtr = std::unique_ptr<llama_context, ContextDeleter>;
+
+struct BatchOwner {
+  llama_batch batch;
+  explicit BatchOwner(int32_t n) : batch(llama_batch_init(n, 0, 1)) {}
+  ~BatchOwner() { llama_batch_free(batch); }
+  BatchOwner(const BatchOwner&) = delete;
+  BatchOwner& operator=(const BatchOwner&) = delete;
+  void set(int32_t i, llama_token token, llama_pos pos, bool output) {
+    batch.token[i] = token;
+    batch.pos[i] = pos;
+    batch.n_seq_id[i] = 1;
+    batch.seq_id[i][0] = 0;
+    batch.logits[i] = output ? 1 : 0;
+  }
+};
+
+ModelPtr load_model(const std::string& path, bool vocab_only) {
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  mp.vocab_only = vocab_only;
+  llama_model* model = llama_model_load_from_file(path.c_str(), mp);
+  if (model == nullptr) throw Failure("llama.cpp could not load model " + path);
+  return ModelPtr(model);
+}
+
+// The reference context: one sequence, flash attention off, F32 K and V.
+ContextPtr make_context(llama_model* model, uint32_t n_ctx, uint32_t n_batch, uint32_t n_ubatch, int threads) {
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = n_ctx;
+  cp.n_batch = n_batch;
+  cp.n_ubatch = n_ubatch;
+  cp.n_seq_max = 1;
+  cp.n_threads = threads;
+  cp.n_threads_batch = threads;
+  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  cp.type_k = GGML_TYPE_F32;
+  cp.type_v = GGML_TYPE_F32;
+  cp.no_perf = true;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (ctx == nullptr) throw Failure("llama.cpp could not create a context");
+  return ContextPtr(ctx);
+}
+
+void check_tokens(const llama_model* model, const std::vector<llama_token>& tokens) {
+  const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] >= n_vocab)
+      throw Failure("token " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
+                    " is not below the vocabulary size " + std::to_string(n_vocab));
+}
+
+void decode(llama_context* ctx, llama_batch batch) {
+  int32_t rc = llama_decode(ctx, batch);
+  if (rc != 0) throw Failure("llama_decode failed with status " + std::to_string(rc));
+}
+
+int32_t argmax(const float* row, int32_t n) {
+  // First maximum wins, so ties resolve the same way in every implementation.
+  int32_t best = 0;
+  for (int32_t i = 1; i < n; ++i)
+    if (row[i] > row[best]) best = i;
+  return best;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void run_logits(const std::string& model_path, const std::string& tokens_path, const std::string& out_path,
+                int threads, int ubatch, bool timings) {
+  std::vector<llama_token> tokens = read_tokens(tokens_path);
+  const auto t_load = std::chrono::steady_clock::now();
+  ModelPtr model = load_model(model_path, false);
+  const double load_s = seconds_since(t_load);
+  check_tokens(model.get(), tokens);
+  const auto n = static_cast<uint32_t>(tokens.size());
+  const uint32_t n_ubatch = ubatch > 0 ? static_cast<uint32_t>(ubatch) : n;
+  ContextPtr ctx = make_context(model.get(), n, n, n_ubatch, threads);
+
+  BatchOwner b(static_cast<int32_t>(n));
+  for (uint32_t i = 0; i < n; ++i) b.set(static_cast<int32_t>(i), tokens[i], static_cast<llama_pos>(i), true);
+  b.batch.n_tokens = static_cast<int32_t>(n);
+  const auto t_decode = std::chrono::steady_clock::now();
+  decode(ctx.get(), b.batch);
+  const double decode_s = seconds_since(t_decode);
+
+  const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+  std::vector<float> all(static_cast<size_t>(n) * static_cast<size_t>(n_vocab));
+  for (uint32_t i = 0; i < n; ++i) {
+    const float* row = llama_get_logits_ith(ctx.get(), static_cast<int32_t>(i));
+    if (row == nullptr) throw Failure("llama.cpp returned no logits for position " + std::to_string(i));
+    std::memcpy(all.data() + static_cast<size_t>(i) * n_vocab, row, sizeof(float) * n_vocab);
+  }
+  write_file(out_path, all.data(), all.size() * sizeof(float));
+  if (timings) std::cout << nlohmann::json{{"load_s", load_s}, {"decode_s", decode_s}, {"n_tokens", n}}.dump() << '\n';
+}
+
+void run_greedy(const std::string& model_path, const std::string& tokens_path, int n_generate, int threads) {
+  if (n_generate < 1) throw Failure("-n must be at least 1");
+  std::vector<llama_token> prompt = read_tokens(tokens_path);
+  ModelPtr model = load_model(model_path, false);
+  check_tokens(model.get(), prompt);
+  const auto n_prompt = static_cast<uint32_t>(prompt.size());
+  ContextPtr ctx = make_context(model.get(), n_prompt + static_cast<uint32_t>(n_generate), n_prompt, n_prompt, threads);
+  const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+
+  {
+    BatchOwner b(static_cast<int32_t>(n_prompt));
+    for (uint32_t i = 0; i < n_prompt; ++i)
+      b.set(static_cast<int32_t>(i), prompt[i], static_cast<llama_pos>(i), i + 1 == n_prompt);
+    b.batch.n_tokens = static_cast<int32_t>(n_prompt);
+    decode(ctx.get(), b.batch);
+  }
+  nlohmann::json out = nlohmann::json::array();
+  BatchOwner step(1);
+  for (int k = 0; k < n_generate; ++k) {
+    const float* row = llama_get_logits_ith(ctx.get(), -1);
+    if (row == nullptr) throw Failure("llama.cpp returned no logits at generation step " + std::to_string(k));
+    const llama_token next = argmax(row, n_vocab);
+    out.push_back(next);
+    if (k + 1 == n_generate) break;
+    step.set(0, next, static_cast<llama_pos>(n_prompt + static_cast<uint32_t>(k)), true);
+    step.batch.n_tokens = 1;
+    decode(ctx.get(), step.batch);
+  }
+  std::cout << out.dump() << '\n';
+}
+
+void run_tokenize(const std::string& model_path, const std::string& text_path) {
+  std::vector<char> text = read_file(text_path);
+  if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) throw Failure(text_path + " is too large");
+  ModelPtr model = load_model(model_path, true);
+  const llama_vocab* vocab = llama_model_get_vocab(model.get());
+  const auto len = static_cast<int32_t>(text.size());
+  std::vector<llama_token> ids(text.size() + 16);
+  int32_t n = llama_tokenize(vocab, text.data(), len, ids.data(), static_cast<int32_t>(ids.size()), false, true);
+  if (n < 0 && n != std::numeric_limits<int32_t>::min()) {
+    ids.resize(static_cast<size_t>(-n));
+    n = llama_tokenize(vocab, text.data(), len, ids.data(), static_cast<int32_t>(ids.size()), false, true);
+  }
+  if (n < 0) throw Failure("llama_tokenize failed on " + text_path);
+  ids.resize(static_cast<size_t>(n));
+  std::cout << nlohmann::json(ids).dump() << '\n';
+}
+
+void run_dequant(const std::string& type_name, const std::string& in_path, const std::string& out_path) {
+  const ggml_type type = type_from_name(type_name);
+  const ggml_type_traits* traits = ggml_get_type_traits(type);
+  if (traits->to_float == nullptr) throw Failure(std::string("ggml has no to_float for ") + traits->type_name);
+  std::vector<char> blocks = read_file(in_path);
+  if (blocks.size() % traits->type_size != 0)
+    throw Failure(in_path + ": size " + std::to_string(blocks.size()) + " is not a whole number of " +
+                  traits->type_name + " blocks (" + std::to_string(traits->type_size) + " bytes)");
+  const int64_t n = static_cast<int64_t>(blocks.size() / traits->type_size) * traits->blck_size;
+  std::vector<float> out(static_cast<size_t>(n));
+  traits->to_float(blocks.data(), out.data(), n);
+  write_file(out_path, out.data(), out.size() * sizeof(float));
+}
+
+void run_quantize(const std::string& type_name, const std::string& in_path, const std::string& out_path, int64_t row,
+                  const std::string& imatrix_path) {
+  const ggml_type type = type_from_name(type_name);
+  const ggml_type_traits* traits = ggml_get_type_traits(type);
+  std::vector<float> x = read_array<float>(in_path, "f32 values");
+  if (row <= 0 || row % traits->blck_size != 0)
+    throw Failure("--row " + std::to_string(row) + " is not a positive multiple of the " + traits->type_name +
+                  " block size " + std::to_string(traits->blck_size));
+  if (x.empty() || static_cast<int64_t>(x.size()) % row != 0)
+    throw Failure(in_path + ": " + std::to_string(x.size()) + " values are not a whole number of rows of " +
+                  std::to_string(row));
+  std::vector<float> imatrix;
+  if (!imatrix_path.empty()) {
+    imatrix = read_array<float>(imatrix_path, "f32 values");
+    if (static_cast<int64_t>(imatrix.size()) != row)
+      throw Failure(imatrix_path + ": expected " + std::to_string(row) + " importance values, got " +
+                    std::to_string(imatrix.size()));
+  }
+  // ggml aborts instead of failing when an imatrix-only type gets none; say so first.
+  if (imatrix.empty() && ggml_quantize_requires_imatrix(type))
+    throw Failure(std::string("ggml cannot quantize ") + traits->type_name + " without --imatrix");
+  const int64_t nrows = static_cast<int64_t>(x.size()) / row;
+  std::vector<uint8_t> out(ggml_row_size(type, row) * static_cast<size_t>(nrows));
+  ggml_quantize_init(type);
+  const size_t written = ggml_quantize_chunk(type, x.data(), out.data(), 0, nrows, row,
+                                             imatrix.empty() ? nullptr : imatrix.data());
+  if (written != out.size())
+    throw Failure("ggml_quantize_chunk wrote " + std::to_string(written) + " bytes, expected " +
+                  std::to_string(out.size()));
+  write_file(out_path, out.data(), out.size());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"llama.cpp reference runner (flash attention off, F32 KV cache)", "ds4-ref-runner"};
+  app.require_subcommand(1);
+
+  std::string model, tokens, out, text_file, type_name, in, imatrix;
+  int threads = 2, ubatch = 0, n_generate = 0;
+  int64_t row = 0;
+
+  auto* logits = app.add_subcommand("logits", "all-position logits, f32 [n_tokens][n_vocab]");
+  logits->add_option("-m,--model", model, "GGUF model")->required();
+  logits->add_option("--tokens", tokens, "JSON array of token ids, used as given")->required();
+  logits->add_option("--out", out, "output file")->required();
+  logits->add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
+  logits->add_option("--ubatch", ubatch, "physical batch size (0 = all tokens at once)")->check(CLI::NonNegativeNumber);
+  bool timings = false;
+  logits->add_flag("--timings", timings, "print load and decode seconds as JSON on stdout");
+
+  auto* greedy = app.add_subcommand("greedy", "greedy continuation, printed as a JSON array of ids");
+  greedy->add_option("-m,--model", model, "GGUF model")->required();
+  greedy->add_option("--tokens", tokens, "JSON array of prompt token ids")->required();
+  greedy->add_option("-n", n_generate, "tokens to generate")->required()->check(CLI::PositiveNumber);
+  greedy->add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
+
+  auto* tokenize = app.add_subcommand("tokenize", "tokenize text (no BOS, special tokens parsed)");
+  tokenize->add_option("-m,--model", model, "GGUF model")->required();
+  tokenize->add_option("--text-file", text_file, "UTF-8 text")->required();
+
+  auto* dequant = app.add_subcommand("dequant", "ggml to_float over raw blocks");
+  dequant->add_option("--type", type_name, "ggml type name")->required();
+  dequant->add_option("--in", in, "raw blocks")->required();
+  dequant->add_option("--out", out, "f32 output")->required();
+
+  auto* quantize = app.add_subcommand("quantize", "ggml_quantize_chunk over f32 rows");
+  quantize->add_option("--type", type_name, "ggml type name")->required();
+  quantize->add_option("--in", in, "f32 input")->required();
+  quantize->add_option("--out", out, "raw blocks output")->required();
+  quantize->add_option("--row", row, "elements per row")->required();
+  quantize->add_option("--imatrix", imatrix, "f32 importance per column");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string msg = e.what();
+    std::replace(msg.begin(), msg.end(), '\n', ' ');
+    std::fprintf(stderr, "ds4-ref-runner: %s\n", msg.c_str());
+    return 1;
+  }
+
+  llama_log_set(log_errors_only, nullptr);
+  ggml_log_set(log_errors_only, nullptr);
+  try {
+    if (*dequant) {
+      run_dequant(type_name, in, out);
+    } else if (*quantize) {
+      run_quantize(type_name, in, out, row, imatrix);
+    } else {
+      ggml_backend_load_all_from_path(DS4_REF_BINS_DIR);
+      if (ggml_backend_dev_count() == 0) throw Failure("no ggml backend found in " DS4_REF_BINS_DIR);
+      llama_backend_init();
+      if (*logits) run_logits(model, tokens, out, threads, ubatch, timings);
+      if (*greedy) run_greedy(model, tokens, n_generate, threads);
+      if (*tokenize) run_tokenize(model, text_file);
+      llama_backend_free();
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ds4-ref-runner: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
