@@ -54,7 +54,7 @@ run: build
 	@$(BUILD)/bin/ds4-gguf info demo/tiny-ds4-q2.gguf
 
 bench: build
-	@$(BUILD)/bench/ds4-bench-kernels --benchmark_min_time=0.2s
+	@$(BUILD)/bench/ds4-bench-kernels --benchmark_min_time=0.2
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) demo

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Load check of DeepSeek-V4-Flash-wide models under llama.cpp: ds4-mkmodel's `bench`
-# preset with 1 and 2 layers, mixes ds4-q2, ds4-q4 and mxfp4, each run once through
+# preset with 1 and 2 layers, mixes ds4-q2, ds4-q4 and mxfp4, plus one layer of the
+# q8_0 and f16 mixes and of f32 with 32 experts (all 256 f32 experts would be a
+# 26 GB layer), each run once through
 # ds4-ref-runner on a short token list. Reports file size, load and decode time and
 # whether every logit was finite. Not part of `make test`: the files are several GB
 # each; they go to a temporary folder and are deleted one by one.
@@ -30,11 +32,19 @@ python3 -c "import json; print(json.dumps([(i * 7919 + 11) % 1000 for i in range
 
 printf '%-7s %-8s %10s %9s %9s %9s  %s\n' layers mix "size GB" "gen s" "load s" "decode s" "logits"
 failed=0
-for layers in 1 2; do
-  for mix in ds4-q2 ds4-q4 mxfp4; do
+# Each case: layers, mix, extra ds4-mkmodel arguments (comma-separated).
+cases=(
+  "1 ds4-q2 -" "1 ds4-q4 -" "1 mxfp4 -"
+  "2 ds4-q2 -" "2 ds4-q4 -" "2 mxfp4 -"
+  "1 q8_0 -" "1 f16 -" "1 f32 --experts,32"
+)
+for case in "${cases[@]}"; do
+    read -r layers mix extra <<<"$case"
+    extra_args=()
+    [[ "$extra" == "-" ]] || IFS=, read -r -a extra_args <<<"$extra"
     model="$work/bench-$layers-$mix.gguf"
     t0=$(date +%s.%N)
-    if ! "$mkmodel" --preset bench --layers "$layers" --mix "$mix" --seed 1 --out "$model" > "$work/mkmodel.log" 2>&1; then
+    if ! "$mkmodel" --preset bench --layers "$layers" --mix "$mix" "${extra_args[@]}" --seed 1 --out "$model" > "$work/mkmodel.log" 2>&1; then
       echo "ds4-mkmodel --preset bench --layers $layers --mix $mix failed:" >&2
       tail -n 3 "$work/mkmodel.log" >&2
       failed=1
@@ -60,8 +70,7 @@ EOF
     else
       load_s="-"; decode_s="-"; verdict="FAILED: $(tail -n 1 "$work/runner.err")"; failed=1
     fi
-    printf '%-7s %-8s %10s %9s %9s %9s  %s\n' "$layers" "$mix" "$size_gb" "$gen_s" "$load_s" "$decode_s" "$verdict"
+    printf '%-7s %-8s %10s %9s %9s %9s  %s\n' "$layers" "$mix${extra_args[*]:+ ${extra_args[*]}}" "$size_gb" "$gen_s" "$load_s" "$decode_s" "$verdict"
     rm -f "$model" "$work/logits.bin"
-  done
 done
 exit $failed
