@@ -1,0 +1,24 @@
+// Lightning-indexer scoring and selection of compressed rows (MODEL.md 4.6,
+// trap T11). The score formula is the same float expression in ds4
+// (indexer_allowed_decode_one) and ggml (lightning_indexer), so there is no
+// Numerics switch; the numerics differ only upstream (ds4 applies
+// Hadamard + FP4 to queries and rows, llama.cpp only the Hadamard).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ds4::cpu {
+
+// scores[c] = sum_h max(0, dot(rows[c], q_h)) * weights[h], heads in order,
+// where q is n_head rows of head_dim and weights already carry 1/sqrt(dim*heads).
+void indexer_scores(std::span<const float> q, std::span<const float> weights, int head_dim,
+                    std::span<const float* const> rows, std::span<float> scores);
+
+// Indices of the compressed rows attention may use, increasing: all of them
+// when there are at most top_k, else the top_k highest scores (ties -> lower
+// index, as ds4's repeated strict-greater argmax picks).
+std::vector<int32_t> indexer_select(std::span<const float> scores, int top_k);
+
+}  // namespace ds4::cpu

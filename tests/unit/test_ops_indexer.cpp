@@ -1,0 +1,65 @@
+// Indexer scores sum_h w_h * ReLU(q_h . k) and the top-k row selection.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/ops_indexer.h"
+
+namespace ds4::cpu {
+namespace {
+
+TEST(OpsIndexer, ScoresAreWeightedReluDots) {
+  // Two heads of dim 2: q0 = (1, 0), q1 = (0, 1); weights (2, -1).
+  const std::vector<float> q = {1.0f, 0.0f, 0.0f, 1.0f};
+  const std::vector<float> w = {2.0f, -1.0f};
+  const float r0[] = {3.0f, 4.0f};   // 2*3 - 1*4 = 2
+  const float r1[] = {-3.0f, 4.0f};  // ReLU drops head 0: -4
+  const float r2[] = {3.0f, -4.0f};  // ReLU drops head 1: 6
+  const float* rows[] = {r0, r1, r2};
+  std::vector<float> s(3);
+  indexer_scores(q, w, 2, rows, s);
+  EXPECT_EQ(s[0], 2.0f);
+  EXPECT_EQ(s[1], -4.0f);
+  EXPECT_EQ(s[2], 6.0f);
+}
+
+TEST(OpsIndexer, ScoresMatchDouble) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int heads = 64, dim = 128, n_rows = 40;
+  std::vector<float> q(heads * dim), w(heads);
+  for (float& v : q) v = nd(rng);
+  for (float& v : w) v = nd(rng) / std::sqrt(float(heads * dim));
+  std::vector<std::vector<float>> store(n_rows, std::vector<float>(dim));
+  std::vector<const float*> rows;
+  for (auto& r : store) {
+    for (float& v : r) v = nd(rng);
+    rows.push_back(r.data());
+  }
+  std::vector<float> s(n_rows);
+  indexer_scores(q, w, dim, rows, s);
+  for (int c = 0; c < n_rows; ++c) {
+    double acc = 0.0;
+    for (int h = 0; h < heads; ++h) {
+      double dot = 0.0;
+      for (int i = 0; i < dim; ++i) dot += double(store[c][i]) * q[h * dim + i];
+      acc += std::max(dot, 0.0) * w[h];
+    }
+    EXPECT_NEAR(s[c], acc, 1e-5);
+  }
+}
+
+TEST(OpsIndexer, SelectionKeepsAllUpToTopKElseBestInIndexOrder) {
+  const std::vector<float> few = {0.3f, -1.0f, 2.0f};
+  EXPECT_EQ(indexer_select(few, 3), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(indexer_select(few, 512), (std::vector<int32_t>{0, 1, 2}));
+  // Ties at the cut go to the lower index; the result is in increasing order.
+  const std::vector<float> s = {1.0f, 5.0f, 2.0f, 5.0f, 2.0f, 0.0f};
+  EXPECT_EQ(indexer_select(s, 3), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(indexer_select(s, 1), (std::vector<int32_t>{1}));
+}
+
+}  // namespace
+}  // namespace ds4::cpu
