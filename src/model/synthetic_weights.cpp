@@ -55,6 +55,14 @@ double mean_square_of_range(uint32_t lo, uint32_t span, double offset) {
   return s / span;
 }
 
+// Fills n_bytes (a multiple of 8) with successive rng.next() words, uniform codes.
+void random_bytes(Rng& rng, uint8_t* dst, size_t n_bytes) {
+  for (size_t i = 0; i < n_bytes; i += 8) {
+    const uint64_t r = rng.next();
+    std::memcpy(dst + i, &r, 8);
+  }
+}
+
 // Mean of grid_value^2 over IQ2_XXS's 256 codebook points (8 bytes each).
 constexpr double iq2xxs_grid_mean_square() {
   double s = 0;
@@ -78,10 +86,7 @@ void random_q2_K(Rng& rng, float std, quant::BlockQ2_K* out, int64_t n_blocks) {
       bits >>= 3;
       blk.scales[j] = static_cast<uint8_t>(sc | (sc << 4));
     }
-    for (int i = 0; i < 64; i += 8) {
-      const uint64_t r = rng.next();
-      std::memcpy(blk.qs + i, &r, 8);
-    }
+    random_bytes(rng, blk.qs, sizeof blk.qs);
     blk.d = d;
     blk.dmin = dmin;
   }
@@ -101,10 +106,7 @@ void random_q4_K(Rng& rng, float std, quant::BlockQ4_K* out, int64_t n_blocks) {
     }
     std::memset(blk.scales, 0, sizeof blk.scales);
     quant::pack_q4_K_scale_min(sc, sc, blk.scales);
-    for (int i = 0; i < 128; i += 8) {
-      const uint64_t r = rng.next();
-      std::memcpy(blk.qs + i, &r, 8);
-    }
+    random_bytes(rng, blk.qs, sizeof blk.qs);
     blk.d = d;
     blk.dmin = dmin;
   }
@@ -140,9 +142,7 @@ void random_mxfp4(Rng& rng, float std, quant::BlockMXFP4* out, int64_t n_blocks)
   for (int64_t b = 0; b < n_blocks; ++b) {
     quant::BlockMXFP4& blk = out[b];
     blk.e = static_cast<uint8_t>(e_lo + (rng.uniform() < p_up ? 1 : 0));
-    const uint64_t r0 = rng.next(), r1 = rng.next();
-    std::memcpy(blk.qs, &r0, 8);
-    std::memcpy(blk.qs + 8, &r1, 8);
+    random_bytes(rng, blk.qs, sizeof blk.qs);
   }
 }
 

@@ -23,35 +23,16 @@
 #include <cstring>
 
 #include "quant/dot.h"
+#include "quant/dot_x86_common.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/mxfp4.h"
 
 namespace ds4::quant {
 namespace {
 
-// Helpers live in this anonymous namespace, not in shared headers: an inline
-// function from a header compiled here with the ISA flags could be the copy
-// the linker keeps for every caller, including baseline code.
-inline float f16_value(uint16_t h) { return _cvtsh_ss(h); }
-
-// ggml's E8M0 half scale, as mxfp4.h's e8m0_to_fp32_half.
-inline float e8m0_half_value(uint8_t e) {
-  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// Sum of the eight int32 lanes.
-inline int32_t hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-  return _mm_cvtsi128_si32(s);
-}
+// Helpers live in anonymous namespaces (here and in dot_x86_common.h), never in
+// ordinary inline functions: one compiled here with the ISA flags could be the
+// copy the linker keeps for every caller, including baseline code.
 
 inline __m128i fold_i32(__m256i v) {
   return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -95,16 +76,6 @@ inline __m128i block_u16x8(const void* blocks) {
   return _mm_load_si128(reinterpret_cast<const __m128i*>(v));
 }
 
-// Adds 8 per-block terms to sum one at a time, in block order, as the scalar
-// reference does.
-inline float add_in_block_order(float sum, __m256 terms) {
-  alignas(32) float t[8];
-  _mm256_store_ps(t, terms);
-#pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k) sum += t[k];
-  return sum;
-}
-
 float dot_q8_0_q8_0(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x) {
   const int64_t nb = n / kQK8_0;
   float sumf = 0.0f;
@@ -116,7 +87,7 @@ float dot_q8_0_q8_0(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x) {
     // Per block: float(isum) * (d_w * d_x), each product rounded as in scalar.
     const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(block_u16x8<sizeof(BlockQ8_0)>(w + i)),
                                    _mm256_cvtph_ps(block_u16x8<sizeof(BlockQ8_0)>(x + i)));
-    sumf = add_in_block_order(sumf, _mm256_mul_ps(_mm256_cvtepi32_ps(hsum8_i32(b)), d));
+    sumf = add_lanes_in_order(sumf, _mm256_mul_ps(_mm256_cvtepi32_ps(hsum8_i32(b)), d));
   }
   for (; i < nb; ++i) {
     sumf += static_cast<float>(hsum_i32(q8_0_block(w[i], x[i]))) *
@@ -126,19 +97,6 @@ float dot_q8_0_q8_0(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x) {
 }
 
 // ---- MXFP4 x Q8_0 ----
-
-// 8 partial sums of one block: codes -> doubled E2M1 values by a 16-entry
-// byte lookup; |x| (u8, 128 allowed) times w carrying x's sign (|w| <= 12
-// never overflows) keeps maddubs exact.
-inline __m256i mxfp4_block(const BlockMXFP4& w, const BlockQ8_0& x, __m256i table) {
-  const __m128i q = load128(w.qs);
-  const __m256i codes =
-      _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
-  const __m256i wv = _mm256_shuffle_epi8(table, codes);
-  const __m256i xv = load256(x.qs);
-  const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(wv, xv));
-  return _mm256_madd_epi16(prod, _mm256_set1_epi16(1));
-}
 
 // The first byte of each of 8 consecutive blocks of kStride bytes, as u32.
 template <size_t kStride>
@@ -169,7 +127,7 @@ float dot_mxfp4_q8_0(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x) {
     for (int k = 0; k < 8; ++k) b[k] = mxfp4_block(w[i + k], x[i + k], table);
     const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(block_u16x8<sizeof(BlockQ8_0)>(x + i)),
                                    e8m0_half(block_u8x8<sizeof(BlockMXFP4)>(w + i)));
-    sumf = add_in_block_order(sumf, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(b))));
+    sumf = add_lanes_in_order(sumf, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(b))));
   }
   for (; i < nb; ++i) {
     const float d = f16_value(x[i].d) * e8m0_half_value(w[i].e);
@@ -214,9 +172,7 @@ float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
     const BlockQ2_K& wb = w[i];
     const BlockQ8_K& xb = x[i];
     const __m128i sc = load128(wb.scales);
-    // Min term: sum over 16-groups of bsum * (scale >> 4).
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low4));
-    const __m256i min_sum = _mm256_madd_epi16(mins, load256(xb.bsums));
+    const __m256i min_sum = q2_K_min_products(sc, xb);
     const __m256i scales = _mm256_broadcastsi128_si256(_mm_and_si128(sc, low4));
 
     __m256i acc = _mm256_setzero_si256();
@@ -233,10 +189,7 @@ float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
     const __m128i sums2 = _mm_hadd_epi32(sums, sums);
     const int32_t isum = _mm_cvtsi128_si32(sums2);
     const int32_t summs = _mm_extract_epi32(sums2, 1);
-
-    const float dall = xb.d * f16_value(wb.d);
-    const float dmin = xb.d * f16_value(wb.dmin);
-    sumf += dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);
+    sumf += q2_K_block_value(wb, xb, isum, summs);
   }
   return sumf;
 }
@@ -258,24 +211,6 @@ inline __m256i group_by_position(__m256i v, __m256i dwords, __m256i bytes) {
   return _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(v, dwords), bytes);
 }
 
-struct Q4KScales {
-  uint8_t scale[8];
-  uint8_t min[8];
-};
-
-// ggml's unpacking of the 12 packed bytes into eight 6-bit scales and mins.
-inline Q4KScales unpack_q4_K_scales(const uint8_t* packed) {
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  uint32_t u[3];
-  std::memcpy(u, packed, 12);
-  const uint32_t sc[2] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4)};
-  const uint32_t mn[2] = {u[1] & kLow6, ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
-  Q4KScales out;
-  std::memcpy(out.scale, sc, 8);
-  std::memcpy(out.min, mn, 8);
-  return out;
-}
-
 float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
   const __m256i pos_dwords = load256(kQ4PositionDwords);
@@ -287,11 +222,7 @@ float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
     const BlockQ4_K& wb = w[i];
     const BlockQ8_K& xb = x[i];
     const Q4KScales s = unpack_q4_K_scales(wb.scales);
-
-    // Min term: sum over 16-groups j of bsum[j] * min[j/2].
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
-    const __m256i mins_dup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
-    const int32_t summin = hsum_i32(_mm256_madd_epi16(mins_dup, load256(xb.bsums)));
+    const int32_t summin = q4_K_min_sum(s, xb);
 
     __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 16
@@ -311,11 +242,7 @@ float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
     const float dmin = f16_value(wb.dmin) * xb.d;
     sumf -= dmin * static_cast<float>(summin);
   }
-  alignas(32) float lane[8];
-  _mm256_store_ps(lane, sums);
-#pragma GCC unroll 16
-  for (int l = 0; l < 8; ++l) sumf += lane[l];
-  return sumf;
+  return add_lanes_in_order(sumf, sums);
 }
 
 // ---- IQ2_XXS x Q8_K ----

@@ -45,27 +45,16 @@
 #include <cstring>
 
 #include "quant/dot.h"
+#include "quant/dot_x86_common.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/mxfp4.h"
 
 namespace ds4::quant {
 namespace {
 
-// Helpers live in this anonymous namespace, not in shared headers: an inline
-// function from a header compiled here with the ISA flags could be the copy
-// the linker keeps for every caller, including baseline code.
-inline float f16_value(uint16_t h) { return _cvtsh_ss(h); }
-
-// ggml's E8M0 half scale, as mxfp4.h's e8m0_to_fp32_half.
-inline float e8m0_half_value(uint8_t e) {
-  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+// Helpers live in anonymous namespaces (here and in dot_x86_common.h), never in
+// ordinary inline functions: one compiled here with the ISA flags could be the
+// copy the linker keeps for every caller, including baseline code.
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
 // Two 32-byte rows side by side in one register.
@@ -75,13 +64,6 @@ inline __m512i load_pair256(const void* lo, const void* hi) {
 
 inline __m256i fold512(__m512i v) {
   return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-}
-
-inline int32_t hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-  return _mm_cvtsi128_si32(s);
 }
 
 // acc + sum of adjacent int16 products, per int32 lane.
@@ -234,15 +216,6 @@ inline __m512i mxfp4_pair(const BlockMXFP4* w, const BlockQ8_0* x, __m512i table
   }
 }
 
-inline int32_t mxfp4_single(const BlockMXFP4& w, const BlockQ8_0& x) {
-  const __m128i q = load128(w.qs);
-  const __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
-  const __m256i wv = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load128(kMxfp4DoubledValues.data())), codes);
-  const __m256i xv = load256(x.qs);
-  const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(wv, xv));
-  return hsum_i32(_mm256_madd_epi16(prod, _mm256_set1_epi16(1)));
-}
-
 // ggml's E8M0 half scale 2^(e-128) (see e8m0_to_fp32_half) per lane.
 inline __m512 e8m0_half(__m512i e) {
   const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
@@ -265,7 +238,7 @@ float dot_mxfp4_q8_0(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x) {
   }
   for (; i < nb; ++i) {
     const float d = f16_value(x[i].d) * e8m0_half_value(w[i].e);
-    sumf += d * static_cast<float>(mxfp4_single(w[i], x[i]));
+    sumf += d * static_cast<float>(hsum_i32(mxfp4_block(w[i], x[i], _mm512_castsi512_si256(table))));
   }
   return sumf;
 }
@@ -293,9 +266,7 @@ float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
     const BlockQ2_K& wb = w[i];
     const BlockQ8_K& xb = x[i];
     const __m128i sc = load128(wb.scales);
-    // Min term: sum over 16-groups of bsum * (scale >> 4).
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low4));
-    const __m256i min_sum = _mm256_madd_epi16(mins, load256(xb.bsums));
+    const __m256i min_sum = q2_K_min_products(sc, xb);
     const __m512i scales = _mm512_broadcast_i32x4(_mm_and_si128(sc, low4));
 
     __m512i acc = _mm512_setzero_si512();
@@ -314,10 +285,7 @@ float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
                              _mm512_shuffle_epi8(scales, load512(kQ2ScaleSpread[2 * h + 1])));
     }
     const int32_t isum = _mm512_reduce_add_epi32(acc);
-    const int32_t summs = hsum_i32(min_sum);
-    const float dall = xb.d * f16_value(wb.d);
-    const float dmin = xb.d * f16_value(wb.dmin);
-    sumf += dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);
+    sumf += q2_K_block_value(wb, xb, isum, hsum_i32(min_sum));
   }
   return sumf;
 }
@@ -349,24 +317,6 @@ inline __m512i group_by_position(__m512i v, __m512i dwords, __m512i bytes) {
   return _mm512_shuffle_epi8(_mm512_permutexvar_epi32(dwords, v), bytes);
 }
 
-struct Q4KScales {
-  uint8_t scale[8];
-  uint8_t min[8];
-};
-
-// ggml's unpacking of the 12 packed bytes into eight 6-bit scales and mins.
-inline Q4KScales unpack_q4_K_scales(const uint8_t* packed) {
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  uint32_t u[3];
-  std::memcpy(u, packed, 12);
-  const uint32_t sc[2] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4)};
-  const uint32_t mn[2] = {u[1] & kLow6, ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
-  Q4KScales out;
-  std::memcpy(out.scale, sc, 8);
-  std::memcpy(out.min, mn, 8);
-  return out;
-}
-
 template <bool kVnni>
 float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
@@ -381,11 +331,7 @@ float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
     const Q4KScales s = unpack_q4_K_scales(wb.scales);
     const __m128i scale8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.scale));
     const __m512i scale_words = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scale8));
-
-    // Min term: sum over 16-groups j of bsum[j] * min[j/2].
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
-    const __m256i mins_dup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
-    const int32_t summin = hsum_i32(_mm256_madd_epi16(mins_dup, load256(xb.bsums)));
+    const int32_t summin = q4_K_min_sum(s, xb);
 
     __m512i acc = _mm512_setzero_si512();
 #pragma GCC unroll 16
@@ -406,11 +352,7 @@ float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
     const float dmin = f16_value(wb.dmin) * xb.d;
     sumf -= dmin * static_cast<float>(summin);
   }
-  alignas(32) float lane[8];
-  _mm256_store_ps(lane, sums);
-#pragma GCC unroll 16
-  for (int l = 0; l < 8; ++l) sumf += lane[l];
-  return sumf;
+  return add_lanes_in_order(sumf, sums);
 }
 
 // ---- IQ2_XXS x Q8_K ----

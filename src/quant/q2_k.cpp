@@ -133,14 +133,7 @@ void dequantize_row_q2_K(const BlockQ2_K* x, float* y, int64_t n) {
 }
 
 void quantize_row_q2_K(const float* x, BlockQ2_K* y, int64_t n, const float* importance) {
-  const int64_t nb = n / kQK_K;
-  for (int64_t i = 0; i < nb; ++i) {
-    if (importance) {
-      quantize_block_weighted(x + i * kQK_K, importance + i * kQK_K, y[i]);
-    } else {
-      quantize_block_plain(x + i * kQK_K, y[i]);
-    }
-  }
+  quantize_k_row(x, y, n, importance, quantize_block_weighted, quantize_block_plain);
 }
 
 }  // namespace ds4::quant

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "quant/blocks.h"
+
 namespace ds4::quant {
 
 // Fits x[i] ~= scale*L[i] - min_out with L[i] in 0..nmax and min_out >= 0,
@@ -25,5 +27,18 @@ float fit_nonneg_scale(int n, int nmax, const float* x, uint8_t* L, const float*
 
 // Below this a group's maximum counts as zero (ggml's GROUP_MAX_EPS).
 inline constexpr float kGroupMaxEps = 1e-15f;
+
+// A K-quant row of n values (a multiple of kQK_K) block by block: weighted(x,
+// importance, block) where an importance row is given, plain(x, block) otherwise.
+template <typename Block, typename Weighted, typename Plain>
+void quantize_k_row(const float* x, Block* y, int64_t n, const float* importance, Weighted weighted, Plain plain) {
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    if (importance) {
+      weighted(x + i * kQK_K, importance + i * kQK_K, y[i]);
+    } else {
+      plain(x + i * kQK_K, y[i]);
+    }
+  }
+}
 
 }  // namespace ds4::quant

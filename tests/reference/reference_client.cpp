@@ -20,8 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "subprocess.h"
-#include "temp_dir.h"
+#include "support/file_io.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
 
 #ifndef DS4_REF_RUNNER_PATH
 #error "DS4_REF_RUNNER_PATH must be defined"
@@ -102,20 +103,8 @@ std::array<uint8_t, 32> sha256_of(std::span<const uint8_t> b) {
 
 // ---- small file helpers ----
 
-std::optional<Bytes> slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  Bytes b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return std::nullopt;
-  return b;
-}
-
-void spit(const fs::path& path, std::span<const uint8_t> data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  out.close();
-  if (!out) throw Error("reference: cannot write " + path.string());
-}
+using test::try_read_bytes;
+using test::write_bytes;
 
 template <typename T>
 std::span<const uint8_t> as_bytes(std::span<const T> v) {
@@ -165,7 +154,7 @@ fs::path cache_dir() {
 }
 
 std::optional<Bytes> cache_load(const fs::path& path) {
-  std::optional<Bytes> raw = slurp(path);
+  std::optional<Bytes> raw = try_read_bytes(path);
   if (!raw || raw->size() < sizeof kMagic + 8 + 32) return std::nullopt;
   if (std::memcmp(raw->data(), kMagic, sizeof kMagic) != 0) return std::nullopt;
   uint64_t size = 0;
@@ -229,7 +218,7 @@ Bytes run_cached(const std::string& mode, const std::vector<std::string>& option
   const fs::path entry = cache_dir() / (mode + "-" + key.hex() + ".bin");
   if (std::optional<Bytes> hit = cache_load(entry)) return *hit;
 
-  TempDir tmp("ds4-ref-");
+  test::TempDir tmp("ds4-ref-");
   std::vector<std::string> args{mode};
   if (!model.empty()) {
     args.push_back("-m");
@@ -237,7 +226,7 @@ Bytes run_cached(const std::string& mode, const std::vector<std::string>& option
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const fs::path p = tmp.path() / ("in" + std::to_string(i));
-    spit(p, inputs[i].bytes);
+    write_bytes(p, inputs[i].bytes);
     args.push_back(inputs[i].option);
     args.push_back(p.string());
   }
@@ -248,13 +237,15 @@ Bytes run_cached(const std::string& mode, const std::vector<std::string>& option
   }
   args.insert(args.end(), options.begin(), options.end());
   args.insert(args.begin(), DS4_REF_RUNNER_PATH);
-  const ProcessResult o = run_process(args);
-  if (!o.ok())
-    throw Error("reference runner " + mode + " failed (" + o.describe() + ")" + (o.err.empty() ? "" : ": " + o.err));
+  const test::ProcessResult o = test::run_process(args);
+  if (!o.ok()) {
+    const std::string err = o.err_text();
+    throw Error("reference runner " + mode + " failed (" + o.describe() + ")" + (err.empty() ? "" : ": " + err));
+  }
 
   Bytes result;
   if (output == Output::kFile) {
-    std::optional<Bytes> b = slurp(out_file);
+    std::optional<Bytes> b = try_read_bytes(out_file);
     if (!b) throw Error("reference runner " + mode + " wrote no output file");
     result = std::move(*b);
   } else {

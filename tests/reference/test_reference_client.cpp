@@ -19,29 +19,23 @@
 #include "core/fp16.h"
 #include "core/ggml_type.h"
 #include "reference_client.h"
-#include "temp_dir.h"
+#include "support/file_io.h"
+#include "support/temp_dir.h"
 
 namespace ds4 {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<uint8_t> read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_all(const fs::path& p, const std::vector<uint8_t>& b) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
+using test::read_bytes;
+using test::write_bytes;
 
 // A private, empty cache folder for one test.
 class ReferenceClient : public testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(reference::available()) << "runner missing: " << reference::runner_path();
-    tmp_ = std::make_unique<reference::TempDir>("ds4-refcache-");
+    tmp_ = std::make_unique<test::TempDir>("ds4-refcache-");
     dir_ = tmp_->path();
     if (const char* old = std::getenv("DS4_REFERENCE_CACHE")) old_ = old;
     setenv("DS4_REFERENCE_CACHE", dir_.c_str(), 1);
@@ -60,7 +54,7 @@ class ReferenceClient : public testing::Test {
     return out;
   }
 
-  std::unique_ptr<reference::TempDir> tmp_;
+  std::unique_ptr<test::TempDir> tmp_;
   fs::path dir_;
   std::optional<std::string> old_;
 };
@@ -100,24 +94,24 @@ TEST_F(ReferenceClient, DamagedEntriesAreRecomputed) {
   expect_q8_0_values(reference::dequantize(GgmlType::Q8_0, block, 32));
   ASSERT_EQ(entries().size(), 1u);
   const fs::path entry = entries().front();
-  const std::vector<uint8_t> good = read_all(entry);
+  const std::vector<uint8_t> good = read_bytes(entry);
 
   // A flipped payload byte (the size still matches): the checksum must catch it.
   auto flipped = good;
   flipped[20] ^= 0x40;
-  write_all(entry, flipped);
+  write_bytes(entry, flipped);
   expect_q8_0_values(reference::dequantize(GgmlType::Q8_0, block, 32));
-  EXPECT_EQ(read_all(entry), good) << "the entry was not rewritten";
+  EXPECT_EQ(read_bytes(entry), good) << "the entry was not rewritten";
 
   // A truncated entry.
-  write_all(entry, std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(good.size() / 2)));
+  write_bytes(entry, std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(good.size() / 2)));
   expect_q8_0_values(reference::dequantize(GgmlType::Q8_0, block, 32));
-  EXPECT_EQ(read_all(entry), good);
+  EXPECT_EQ(read_bytes(entry), good);
 
   // An empty one.
-  write_all(entry, {});
+  write_bytes(entry, {});
   expect_q8_0_values(reference::dequantize(GgmlType::Q8_0, block, 32));
-  EXPECT_EQ(read_all(entry), good);
+  EXPECT_EQ(read_bytes(entry), good);
 }
 
 TEST_F(ReferenceClient, RunnerFailuresCarryItsMessage) {
@@ -130,7 +124,7 @@ TEST_F(ReferenceClient, RunnerFailuresCarryItsMessage) {
   }
 
   const fs::path junk = dir_ / "not-a-model.gguf";
-  write_all(junk, std::vector<uint8_t>(64, 0x42));
+  write_bytes(junk, std::vector<uint8_t>(64, 0x42));
   try {
     reference::logits(junk.string(), {1, 2, 3});
     FAIL() << "llama.cpp loaded a file of junk";

@@ -22,8 +22,8 @@
 
 #include "core/error.h"
 #include "reference_client.h"
-#include "subprocess.h"
-#include "temp_dir.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
 
 #ifndef DS4_BIN_DIR
 #error "DS4_BIN_DIR must be defined"
@@ -81,7 +81,7 @@ class ScopedEnv {
 
 class ReferenceModels : public testing::TestWithParam<Case> {
  protected:
-  static void SetUpTestSuite() { dir_ = new reference::TempDir("ds4-refmodels-"); }
+  static void SetUpTestSuite() { dir_ = new test::TempDir("ds4-refmodels-"); }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
@@ -91,19 +91,19 @@ class ReferenceModels : public testing::TestWithParam<Case> {
   static std::string make_model(const Case& c, const fs::path& dir) {
     const std::string mkmodel = std::string(DS4_BIN_DIR) + "/ds4-mkmodel";
     const std::string out = (dir / (c.preset + "-" + c.mix + ".gguf")).string();
-    const reference::ProcessResult r = reference::run_process(
+    const test::ProcessResult r = test::run_process(
         {mkmodel, "--preset", c.preset, "--mix", c.mix, "--seed", std::to_string(kSeed), "--out", out});
     if (!r.ok()) {
       ADD_FAILURE() << "ds4-mkmodel --preset " << c.preset << " --mix " << c.mix << " failed (" << r.describe()
-                    << "): " << r.err;
+                    << "): " << r.err_text();
       return {};
     }
     return out;
   }
 
-  static reference::TempDir* dir_;  // generated models, one suite's worth
+  static test::TempDir* dir_;  // generated models, one suite's worth
 };
-reference::TempDir* ReferenceModels::dir_ = nullptr;
+test::TempDir* ReferenceModels::dir_ = nullptr;
 
 std::vector<int32_t> token_list(int32_t n_vocab) {
   std::mt19937 rng(1234);

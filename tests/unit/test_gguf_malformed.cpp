@@ -2,25 +2,20 @@
 // file and expects ONE clear error naming the section, key or tensor, both
 // from the library (File::parse, File::open) and from `ds4-gguf info`, which
 // must exit 1 with exactly one line on stderr.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
-
-extern char** environ;
+#include "support/file_io.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using ds4::GgmlType;
@@ -28,35 +23,13 @@ using ds4::gguf::File;
 using ds4::gguf::MetaValue;
 using ds4::gguf::ValueType;
 using ds4::gguf::Writer;
+using ds4::test::program_temp_dir;
+using ds4::test::read_bytes;
+using ds4::test::write_bytes;
 
 namespace {
 
 using Bytes = std::vector<uint8_t>;
-
-fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("ds4_test_gguf_malformed_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  // Removed when the test process exits.
-  static const struct Cleanup {
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup;
-  return dir;
-}
-
-Bytes read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_all(const fs::path& p, const Bytes& b) {
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
 
 // The valid file every case starts from.
 const Bytes& base_file() {
@@ -74,9 +47,9 @@ const Bytes& base_file() {
     w.add_tensor("blk.0.attn_q_a.weight", GgmlType::Q8_0, {64, 4}, nullptr);  // 272 bytes at 0
     w.add_tensor("blk.0.attn_q_b.weight", GgmlType::F32, {8, 4}, nullptr);    // 128 bytes at 288
     w.add_tensor("output_norm.weight", GgmlType::F32, {8}, nullptr);          // 32 bytes at 416
-    const fs::path p = temp_dir() / "base.gguf";
+    const fs::path p = program_temp_dir() / "base.gguf";
     w.write(p);
-    return read_all(p);
+    return read_bytes(p);
   }();
   return bytes;
 }
@@ -333,43 +306,9 @@ std::vector<Case> cases() {
   };
 }
 
-struct RunResult {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs bin/ds4-gguf with stdout and stderr sent to files.
-RunResult run_cli(const std::vector<std::string>& args) {
-  static int n = 0;
-  const fs::path out_path = temp_dir() / ("cli_" + std::to_string(n) + ".out");
-  const fs::path err_path = temp_dir() / ("cli_" + std::to_string(n++) + ".err");
-  const std::string bin = std::string(DS4_BIN_DIR) + "/ds4-gguf";
-  std::vector<std::string> argv_s = {bin};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid;
-  RunResult r;
-  const int rc = posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    r.err = "posix_spawn " + bin + " failed: " + std::strerror(rc);
-    return r;
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  const Bytes o = read_all(out_path), e = read_all(err_path);
-  r.out.assign(o.begin(), o.end());
-  r.err.assign(e.begin(), e.end());
-  return r;
+// Runs bin/ds4-gguf with args.
+ds4::test::ProcessResult run_cli(const std::vector<std::string>& args) {
+  return ds4::test::run_app(DS4_BIN_DIR, "ds4-gguf", args);
 }
 
 void expect_message(const std::string& msg, const std::string& file, const Case& c) {
@@ -389,8 +328,8 @@ TEST(MalformedBase, BaseFileIsValid) {
   EXPECT_EQ(f.tensor(kQb).offset, 288u);
   EXPECT_EQ(f.tensor(kNorm).offset, 416u);
   EXPECT_EQ(f.file_size(), f.data_offset() + 448);
-  const RunResult r = run_cli({"info", (temp_dir() / "base.gguf").string()});
-  EXPECT_EQ(r.rc, 0) << r.err;
+  const ds4::test::ProcessResult r = run_cli({"info", (program_temp_dir() / "base.gguf").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   EXPECT_NE(r.out.find("tokenizer.ggml.tokens"), std::string::npos);
   EXPECT_NE(r.out.find("[\"<s>\", \"hello\", \"world\"]"), std::string::npos) << r.out;
@@ -432,8 +371,8 @@ TEST_P(Malformed, ParseRejects) {
 
 TEST_P(Malformed, OpenRejects) {
   const Case& c = GetParam();
-  const fs::path p = temp_dir() / (c.name + ".gguf");
-  write_all(p, c.damage(base_file()));
+  const fs::path p = program_temp_dir() / (c.name + ".gguf");
+  write_bytes(p, c.damage(base_file()));
   try {
     File::open(p);
     ADD_FAILURE() << "accepted";
@@ -444,10 +383,10 @@ TEST_P(Malformed, OpenRejects) {
 
 TEST_P(Malformed, CliPrintsOneLineAndExits1) {
   const Case& c = GetParam();
-  const fs::path p = temp_dir() / (c.name + ".cli.gguf");
-  write_all(p, c.damage(base_file()));
-  const RunResult r = run_cli({"info", p.string()});
-  EXPECT_EQ(r.rc, 1) << r.err;
+  const fs::path p = program_temp_dir() / (c.name + ".cli.gguf");
+  write_bytes(p, c.damage(base_file()));
+  const ds4::test::ProcessResult r = run_cli({"info", p.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(r.out, "");
   ASSERT_FALSE(r.err.empty());
   ASSERT_EQ(r.err.back(), '\n');
@@ -459,20 +398,20 @@ TEST_P(Malformed, CliPrintsOneLineAndExits1) {
 INSTANTIATE_TEST_SUITE_P(Gguf, Malformed, testing::ValuesIn(cases()), case_name);
 
 TEST(GgufCli, MissingFile) {
-  const std::string p = (temp_dir() / "does_not_exist.gguf").string();
-  const RunResult r = run_cli({"info", p});
-  EXPECT_EQ(r.rc, 1);
+  const std::string p = (program_temp_dir() / "does_not_exist.gguf").string();
+  const ds4::test::ProcessResult r = run_cli({"info", p});
+  EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "ds4-gguf: " + p + ": cannot open: No such file or directory\n");
 }
 
 TEST(GgufCli, UsageErrorsExit2) {
-  RunResult r = run_cli({"info"});
-  EXPECT_EQ(r.rc, 2);
+  ds4::test::ProcessResult r = run_cli({"info"});
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err.rfind("ds4-gguf: ", 0), 0u) << r.err;
   r = run_cli({});
-  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.exit_code, 2);
   r = run_cli({"--help"});
-  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("info"), std::string::npos);
 }

@@ -2,22 +2,24 @@
 // (SYSTEMS.md 1.1), independent of the writer: every value type, nested
 // arrays, typed getters and their errors, the tensor directory and layout.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "support/error_of.h"
+#include "support/file_io.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using ds4::GgmlType;
 using ds4::gguf::File;
 using ds4::gguf::Value;
 using ds4::gguf::ValueType;
+using ds4::test::error_of;
 
 namespace {
 
@@ -59,16 +61,6 @@ struct Bytes {
     return *this;
   }
 };
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ds4::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // One file holding every metadata value type and two tensors.
 std::vector<uint8_t> sample_file() {
@@ -316,11 +308,11 @@ TEST(GgufReader, StringValuesAreNotCheckedForUtf8) {
 }
 
 TEST(GgufReader, OpenMapsAFileFromDisk) {
-  const fs::path dir = fs::temp_directory_path() / ("ds4_test_gguf_reader_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const ds4::test::TempDir tmp;
+  const fs::path& dir = tmp.path();
   const auto bytes = sample_file();
   const fs::path path = dir / "sample.gguf";
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  ds4::test::write_bytes(path, bytes);
   const File f = File::open(path);
   EXPECT_EQ(f.path(), path.string());
   EXPECT_EQ(f.file_size(), bytes.size());
@@ -331,10 +323,9 @@ TEST(GgufReader, OpenMapsAFileFromDisk) {
             (dir / "missing.gguf").string() + ": cannot open: No such file or directory");
   EXPECT_EQ(error_of([&] { File::open(dir.string()); }), dir.string() + ": is a directory, not a file");
   const fs::path empty = dir / "empty.gguf";
-  std::ofstream(empty).close();
+  ds4::test::write_text(empty, "");
   EXPECT_EQ(error_of([&] { File::open(empty); }),
             empty.string() + ": header: truncated: the file is 0 bytes, a GGUF header needs 24");
-  fs::remove_all(dir);
 }
 
 TEST(GgufReader, HelperFunctions) {

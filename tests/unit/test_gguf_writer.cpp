@@ -2,18 +2,18 @@
 // (SYSTEMS.md 1.1, ggml's gguf_write_out layout), round trips through the
 // reader, layout rules, validation and I/O errors.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
+#include "support/error_of.h"
+#include "support/file_io.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using ds4::GgmlType;
@@ -23,40 +23,9 @@ using ds4::gguf::Value;
 using ds4::gguf::ValueType;
 using ds4::gguf::Writer;
 
-namespace {
-
-fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("ds4_test_gguf_writer_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  // Removed when the test process exits.
-  static const struct Cleanup {
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup;
-  return dir;
-}
-
-std::vector<uint8_t> read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ds4::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-}  // namespace
+using ds4::test::error_of;
+using ds4::test::program_temp_dir;
+using ds4::test::read_bytes;
 
 TEST(GgufWriter, GoldenBytesMatchTheSpec) {
   Writer w;
@@ -66,7 +35,7 @@ TEST(GgufWriter, GoldenBytesMatchTheSpec) {
   std::vector<uint8_t> bytes(8);
   std::memcpy(bytes.data(), data, 8);
   w.add_tensor("t", GgmlType::F32, {2}, bytes);
-  const fs::path path = temp_dir() / "golden.gguf";
+  const fs::path path = program_temp_dir() / "golden.gguf";
   w.write(path);
 
   // clang-format off
@@ -97,7 +66,7 @@ TEST(GgufWriter, GoldenBytesMatchTheSpec) {
       0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0,
   };
   // clang-format on
-  EXPECT_EQ(read_all(path), expected);
+  EXPECT_EQ(read_bytes(path), expected);
   EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
 }
 
@@ -106,7 +75,7 @@ TEST(GgufWriter, GoldenBytesWithCustomAlignment) {
   // both the data section and every tensor are padded to it.
   Writer w(64);
   w.add_tensor("a", GgmlType::I8, {3}, std::vector<uint8_t>{1, 2, 3});
-  const fs::path path = temp_dir() / "golden64.gguf";
+  const fs::path path = program_temp_dir() / "golden64.gguf";
   w.write(path);
   // clang-format off
   std::vector<uint8_t> expected = {
@@ -129,16 +98,16 @@ TEST(GgufWriter, GoldenBytesWithCustomAlignment) {
   expected.resize(128, 0);  // pad to 2 x 64
   expected.insert(expected.end(), {1, 2, 3});
   expected.resize(192, 0);  // pad the tensor to 64
-  EXPECT_EQ(read_all(path), expected);
+  EXPECT_EQ(read_bytes(path), expected);
 }
 
 TEST(GgufWriter, EmptyFileIsHeaderPaddedToAlignment) {
   Writer w;
-  const fs::path path = temp_dir() / "empty.gguf";
+  const fs::path path = program_temp_dir() / "empty.gguf";
   w.write(path);
   std::vector<uint8_t> expected = {'G', 'G', 'U', 'F', 3, 0, 0, 0};
   expected.resize(32, 0);
-  EXPECT_EQ(read_all(path), expected);
+  EXPECT_EQ(read_bytes(path), expected);
   const File f = File::open(path);
   EXPECT_EQ(f.tensors().size(), 0u);
   EXPECT_EQ(f.metadata().size(), 0u);
@@ -172,7 +141,7 @@ TEST(GgufWriter, EveryMetadataTypeRoundTrips) {
   w.set_array_u32("empty", {});
   w.set_value("nested", MetaValue::array(ValueType::ARRAY, {MetaValue::array_string(std::vector<std::string>{"p", "q"}),
                                                             MetaValue::array_i16(std::vector<int16_t>{-7})}));
-  const fs::path path = temp_dir() / "types.gguf";
+  const fs::path path = program_temp_dir() / "types.gguf";
   w.write(path);
 
   const File f = File::open(path);
@@ -222,7 +191,7 @@ TEST(GgufWriter, SettingAKeyAgainReplacesItInPlace) {
   w.set_u32("b", 2);
   w.set_string("a", "now a string");
   EXPECT_EQ(w.metadata_count(), 2u);
-  const fs::path path = temp_dir() / "replace.gguf";
+  const fs::path path = program_temp_dir() / "replace.gguf";
   w.write(path);
   const File f = File::open(path);
   ASSERT_EQ(f.metadata().size(), 2u);
@@ -237,15 +206,15 @@ TEST(GgufWriter, CopiesValuesReadFromAnotherFile) {
   src.set_string("s", "text");
   src.set_array_string("tokens", {"a", "bb"});
   src.set_value("nested", MetaValue::array(ValueType::ARRAY, {MetaValue::array_u32(std::vector<uint32_t>{9})}));
-  const fs::path a = temp_dir() / "copy_src.gguf";
+  const fs::path a = program_temp_dir() / "copy_src.gguf";
   src.write(a);
   const File in = File::open(a);
 
   Writer dst;
   for (const auto& e : in.metadata()) dst.set_value(std::string(e.key), e.value);
-  const fs::path b = temp_dir() / "copy_dst.gguf";
+  const fs::path b = program_temp_dir() / "copy_dst.gguf";
   dst.write(b);
-  EXPECT_EQ(read_all(a), read_all(b));
+  EXPECT_EQ(read_bytes(a), read_bytes(b));
 }
 
 TEST(GgufWriter, TensorLayoutFollowsGgml) {
@@ -262,7 +231,7 @@ TEST(GgufWriter, TensorLayoutFollowsGgml) {
   w.add_tensor("e", GgmlType::F16, {5}, fill_with("e", 0x22));       // 10 bytes
   w.add_tensor("k", GgmlType::Q4_K, {256, 2}, fill_with("k", 0x33));  // 288 bytes
   EXPECT_EQ(w.tensor_data_bytes(), 224u + 32u + 288u);
-  const fs::path path = temp_dir() / "layout.gguf";
+  const fs::path path = program_temp_dir() / "layout.gguf";
   w.write(path);
   EXPECT_EQ(order, (std::vector<std::string>{"q", "e", "k"}));
 
@@ -274,7 +243,7 @@ TEST(GgufWriter, TensorLayoutFollowsGgml) {
   EXPECT_EQ(f.tensors()[1].offset, 224u);
   EXPECT_EQ(f.tensors()[2].offset, 256u);
   EXPECT_EQ(f.file_size(), f.data_offset() + 544u);
-  const auto bytes = read_all(path);
+  const auto bytes = read_bytes(path);
   for (const auto& t : f.tensors()) {
     const uint8_t v = t.name == "q" ? 0x11 : t.name == "e" ? 0x22 : 0x33;
     for (uint64_t i = 0; i < t.nbytes; ++i) ASSERT_EQ(t.data[i], v) << t.name;
@@ -289,7 +258,7 @@ TEST(GgufWriter, StreamsEachTensorBeforeAskingForTheNext) {
   // be in the file: data is written as it is produced, not gathered.
   Writer w;
   w.add_tensor("first", GgmlType::F32, {1024}, [](std::span<uint8_t> dst) { std::fill(dst.begin(), dst.end(), 7); });
-  const fs::path path = temp_dir() / "stream.gguf";
+  const fs::path path = program_temp_dir() / "stream.gguf";
   uint64_t size_seen = 0;
   w.add_tensor("second", GgmlType::F32, {8}, [&](std::span<uint8_t>) {
     size_seen = fs::file_size(path.string() + ".tmp");
@@ -348,7 +317,7 @@ TEST(GgufWriter, RejectsBadKeys) {
 TEST(GgufWriter, IoErrorNamesThePathAndLeavesNothing) {
   Writer w;
   w.set_u32("a", 1);
-  const fs::path bad = temp_dir() / "no_such_dir" / "x.gguf";
+  const fs::path bad = program_temp_dir() / "no_such_dir" / "x.gguf";
   const std::string msg = error_of([&] { w.write(bad); });
   EXPECT_NE(msg.find(bad.string()), std::string::npos) << msg;
   EXPECT_NE(msg.find("No such file or directory"), std::string::npos) << msg;
@@ -357,7 +326,7 @@ TEST(GgufWriter, IoErrorNamesThePathAndLeavesNothing) {
 TEST(GgufWriter, FailingFillLeavesNoFile) {
   Writer w;
   w.add_tensor("t", GgmlType::F32, {4}, [](std::span<uint8_t>) { throw std::runtime_error("source gone"); });
-  const fs::path path = temp_dir() / "fill_throws.gguf";
+  const fs::path path = program_temp_dir() / "fill_throws.gguf";
   EXPECT_THROW(w.write(path), std::runtime_error);
   EXPECT_FALSE(fs::exists(path));
   EXPECT_FALSE(fs::exists(path.string() + ".tmp"));

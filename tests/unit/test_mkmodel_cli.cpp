@@ -3,20 +3,18 @@
 // status 1 for every value the family or the mix does not allow.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "core/gguf.h"
 #include "model/deepseek4_hparams.h"
 #include "model/deepseek4_tensors.h"
 #include "model/synthetic_tokenizer.h"
+#include "support/file_io.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
 
 #ifndef DS4_BIN_DIR
 #error "DS4_BIN_DIR must be defined"
@@ -30,59 +28,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "ds4-mkmodel-cli-XXXXXX").string();
-    if (!mkdtemp(t.data())) std::abort();
-    path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
+using test::TempDir;
 
- private:
-  fs::path path_;
-};
-
-struct CliResult {
-  int status;
-  std::string output;  // stdout and stderr together
-};
-
-CliResult mkmodel(const std::string& args) {
-  const std::string bin = std::string(DS4_BIN_DIR) + "/ds4-mkmodel";
-  if (!fs::exists(bin)) {
-    ADD_FAILURE() << bin << " is not built";
-    return {-1, ""};
-  }
-  FILE* p = popen((bin + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return {-1, "popen failed"};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string s(fs::file_size(path), '\0');
-  in.read(s.data(), static_cast<std::streamsize>(s.size()));
-  return s;
+// Runs ds4-mkmodel with args split at spaces (no shell); stdout and stderr
+// together in .out.
+test::ProcessResult mkmodel(const std::string& args) {
+  std::vector<std::string> argv;
+  std::istringstream words(args);
+  for (std::string w; words >> w;) argv.push_back(w);
+  return test::run_app(DS4_BIN_DIR, "ds4-mkmodel", argv, test::Stderr::kMergeIntoStdout);
 }
 
 TEST(MkmodelCli, WritesTheTinyPreset) {
   TempDir dir;
   const std::string out = dir.file("tiny.gguf");
-  const CliResult r = mkmodel("--preset tiny --mix ds4-q2 --seed 1 --out " + out);
-  ASSERT_EQ(r.status, 0) << r.output;
+  const test::ProcessResult r = mkmodel("--preset tiny --mix ds4-q2 --seed 1 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
   const size_t n_tensors = deepseek4_tensors(preset_tiny()).size();
-  EXPECT_NE(r.output.find(std::to_string(n_tensors) + " tensors"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("compress ratios [0,4,128,4,128,4]"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find(std::to_string(n_tensors) + " tensors"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("compress ratios [0,4,128,4,128,4]"), std::string::npos) << r.out;
   const gguf::File f = gguf::File::open(out);
   EXPECT_EQ(read_metadata(f), preset_tiny());
   EXPECT_NO_THROW(validate_tensor_directory(f, preset_tiny()));
@@ -93,23 +57,23 @@ TEST(MkmodelCli, WritesTheTinyPreset) {
 TEST(MkmodelCli, SameArgumentsSameBytes) {
   TempDir dir;
   const std::string args = "--preset tiny --mix ds4-q4 --seed 9 --layers 3 --out ";
-  ASSERT_EQ(mkmodel(args + dir.file("a.gguf") + " --threads 1").status, 0);
-  ASSERT_EQ(mkmodel(args + dir.file("b.gguf") + " --threads 2").status, 0);
-  ASSERT_EQ(mkmodel("--preset tiny --mix ds4-q4 --seed 10 --layers 3 --out " + dir.file("c.gguf")).status, 0);
-  const std::string a = slurp(dir.file("a.gguf"));
-  EXPECT_TRUE(a == slurp(dir.file("b.gguf")));
-  EXPECT_FALSE(a == slurp(dir.file("c.gguf")));
+  ASSERT_EQ(mkmodel(args + dir.file("a.gguf") + " --threads 1").exit_code, 0);
+  ASSERT_EQ(mkmodel(args + dir.file("b.gguf") + " --threads 2").exit_code, 0);
+  ASSERT_EQ(mkmodel("--preset tiny --mix ds4-q4 --seed 10 --layers 3 --out " + dir.file("c.gguf")).exit_code, 0);
+  const std::string a = test::read_text(dir.file("a.gguf"));
+  EXPECT_TRUE(a == test::read_text(dir.file("b.gguf")));
+  EXPECT_FALSE(a == test::read_text(dir.file("c.gguf")));
 }
 
 TEST(MkmodelCli, OverridesReachTheFile) {
   TempDir dir;
   const std::string out = dir.file("o.gguf");
-  const CliResult r = mkmodel(
+  const test::ProcessResult r = mkmodel(
       "--preset tiny --mix q8_0 --seed 2 --out " + out +
       " --compress-ratios 4,0,128,4 --embd 512 --heads 8 --head-dim 192 --rope-dims 64 --q-lora 96"
       " --o-groups 4 --o-lora 32 --experts 8 --experts-used 3 --expert-ff 64 --hash-layers 1 --window 16"
       " --indexer-heads 2 --indexer-dim 64 --indexer-top-k 7 --vocab 300 --ctx 2048");
-  ASSERT_EQ(r.status, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
   const Deepseek4HParams hp = read_metadata(gguf::File::open(out));
   EXPECT_EQ(hp.compress_ratios, (std::vector<uint32_t>{4, 0, 128, 4}));
   EXPECT_EQ(hp.n_layer, 4u);
@@ -135,9 +99,9 @@ TEST(MkmodelCli, OverridesReachTheFile) {
 TEST(MkmodelCli, ImportsATokenizerJson) {
   TempDir dir;
   const std::string out = dir.file("t.gguf");
-  const CliResult r = mkmodel("--preset tiny --mix ds4-q2 --out " + out + " --tokenizer " + DS4_TEST_DATA_DIR +
+  const test::ProcessResult r = mkmodel("--preset tiny --mix ds4-q2 --out " + out + " --tokenizer " + DS4_TEST_DATA_DIR +
                         "/mkmodel_tokenizer.json");
-  ASSERT_EQ(r.status, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
   const gguf::File f = gguf::File::open(out);
   const TokenizerData t = TokenizerData::read(f);
   // The preset's 512 rows cover the fixture's 284 ids; the rest is padding.
@@ -178,19 +142,19 @@ TEST(MkmodelCli, BadValuesGiveOneErrorLine) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
-    const CliResult r = mkmodel("--mix ds4-q2 --seed 1 --out " + out + " " + c.args);
-    EXPECT_EQ(r.status, 1) << r.output;
-    EXPECT_NE(r.output.find(c.message), std::string::npos) << r.output;
-    EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "not one line: " << r.output;
-    EXPECT_EQ(r.output.rfind("ds4-mkmodel: error: ", 0), 0u) << r.output;
+    const test::ProcessResult r = mkmodel("--mix ds4-q2 --seed 1 --out " + out + " " + c.args);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "not one line: " << r.out;
+    EXPECT_EQ(r.out.rfind("ds4-mkmodel: error: ", 0), 0u) << r.out;
     EXPECT_FALSE(fs::exists(out));
   }
-  const CliResult missing = mkmodel("--preset tiny");
-  EXPECT_EQ(missing.status, 1);
-  EXPECT_NE(missing.output.find("--out"), std::string::npos) << missing.output;
-  const CliResult help = mkmodel("--help");
-  EXPECT_EQ(help.status, 0);
-  EXPECT_NE(help.output.find("--compress-ratios"), std::string::npos);
+  const test::ProcessResult missing = mkmodel("--preset tiny");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.out.find("--out"), std::string::npos) << missing.out;
+  const test::ProcessResult help = mkmodel("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--compress-ratios"), std::string::npos);
 }
 
 }  // namespace

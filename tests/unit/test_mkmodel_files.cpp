@@ -6,12 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "core/error.h"
@@ -24,28 +21,15 @@
 #include "model/synthetic_tokenizer.h"
 #include "model/synthetic_weights.h"
 #include "quant/quant.h"
+#include "support/file_io.h"
+#include "support/temp_dir.h"
 
 namespace ds4::model {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "ds4-mkmodel-files-XXXXXX").string();
-    if (!mkdtemp(t.data())) std::abort();
-    path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 std::string write_model(const Deepseek4HParams& hp, QuantMix mix, uint64_t seed, unsigned threads,
                         const std::string& path) {
@@ -55,13 +39,6 @@ std::string write_model(const Deepseek4HParams& hp, QuantMix mix, uint64_t seed,
   add_synthetic_tensors(w, hp, mix, seed, threads);
   w.write(path);
   return path;
-}
-
-std::vector<char> bytes_of(const std::string& path) {
-  std::vector<char> out(fs::file_size(path));
-  std::ifstream in(path, std::ios::binary);
-  in.read(out.data(), static_cast<std::streamsize>(out.size()));
-  return out;
 }
 
 // The types SYSTEMS.md §2.2 and the mix definitions give, written out here
@@ -199,9 +176,9 @@ TEST(MkmodelFilesRepro, SameArgumentsSameBytes) {
   for (QuantMix mix : {QuantMix::Ds4Q2, QuantMix::F16}) {
     SCOPED_TRACE(quant_mix_name(mix));
     const Deepseek4HParams& hp = mix == QuantMix::F16 ? two_layers : preset_tiny();
-    const auto a = bytes_of(write_model(hp, mix, 3, 1, dir.file("a.gguf")));
-    const auto b = bytes_of(write_model(hp, mix, 3, 2, dir.file("b.gguf")));
-    const auto c = bytes_of(write_model(hp, mix, 4, 2, dir.file("c.gguf")));
+    const auto a = test::read_bytes(write_model(hp, mix, 3, 1, dir.file("a.gguf")));
+    const auto b = test::read_bytes(write_model(hp, mix, 3, 2, dir.file("b.gguf")));
+    const auto c = test::read_bytes(write_model(hp, mix, 4, 2, dir.file("c.gguf")));
     EXPECT_FALSE(a.empty());
     EXPECT_TRUE(a == b) << "same seed, different thread count: bytes differ";
     ASSERT_EQ(a.size(), c.size());

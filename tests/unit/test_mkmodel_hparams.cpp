@@ -3,13 +3,11 @@
 // SYSTEMS.md §2.2) and against the rules llama.cpp's loader imposes.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/gguf.h"
@@ -17,38 +15,16 @@
 #include "model/deepseek4_hparams.h"
 #include "model/deepseek4_tensors.h"
 #include "model/quant_mix.h"
+#include "support/error_of.h"
+#include "support/temp_dir.h"
 
 namespace ds4::model {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The message of the ds4::Error f throws ("" when it throws nothing).
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "ds4-mkmodel-hp-XXXXXX").string();
-    if (!mkdtemp(t.data())) std::abort();
-    path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using test::error_of;
+using test::TempDir;
 
 TEST(MkmodelHParams, PresetsAreValid) {
   for (const char* name : {"tiny", "small", "bench", "flash", "pro"}) {

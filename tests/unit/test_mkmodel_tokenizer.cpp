@@ -3,13 +3,11 @@
 // table, the V4 special tokens with their types and ids, and the GGUF round trip.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
 #include <string>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +15,8 @@
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
 #include "model/synthetic_tokenizer.h"
+#include "support/error_of.h"
+#include "support/temp_dir.h"
 
 #ifndef DS4_TEST_DATA_DIR
 #error "DS4_TEST_DATA_DIR must be defined"
@@ -27,31 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "ds4-mkmodel-tok-XXXXXX").string();
-    if (!mkdtemp(t.data())) std::abort();
-    path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using test::error_of;
+using test::TempDir;
 
 constexpr int32_t kNormal = static_cast<int32_t>(TokenType::Normal);
 constexpr int32_t kControl = static_cast<int32_t>(TokenType::Control);

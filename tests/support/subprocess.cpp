@@ -7,43 +7,41 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "core/error.h"
+#include "file_io.h"
 #include "temp_dir.h"
 
 extern char** environ;
 
-namespace ds4::reference {
-namespace {
-
-namespace fs = std::filesystem;
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-}  // namespace
+namespace ds4::test {
 
 std::string ProcessResult::describe() const {
   return signal != 0 ? "killed by signal " + std::to_string(signal) : "exit status " + std::to_string(exit_code);
 }
 
-ProcessResult run_process(const std::vector<std::string>& args) {
+std::string ProcessResult::err_text() const {
+  std::string s = err;
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+ProcessResult run_process(const std::vector<std::string>& args, Stderr stderr_to) {
   if (args.empty()) throw Error("run_process: empty argv");
   // Output goes to files rather than pipes, so a chatty child can never block on a
   // full pipe while we wait for it.
   TempDir dir("ds4-proc-");
-  const std::string out_path = (dir.path() / "stdout").string(), err_path = (dir.path() / "stderr").string();
+  const std::string out_path = dir.file("stdout"), err_path = dir.file("stderr");
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (stderr_to == Stderr::kMergeIntoStdout) {
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  }
 
   std::vector<std::string> storage = args;
   std::vector<char*> argv;
@@ -66,9 +64,15 @@ ProcessResult run_process(const std::vector<std::string>& args) {
     r.exit_code = WEXITSTATUS(status);
   }
   r.out = read_text(out_path);
-  r.err = read_text(err_path);
-  while (!r.err.empty() && (r.err.back() == '\n' || r.err.back() == '\r')) r.err.pop_back();
+  if (stderr_to == Stderr::kSeparate) r.err = read_text(err_path);
   return r;
 }
 
-}  // namespace ds4::reference
+ProcessResult run_app(const std::string& bin_dir, const std::string& name, const std::vector<std::string>& args,
+                      Stderr stderr_to) {
+  std::vector<std::string> argv{bin_dir + "/" + name};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_process(argv, stderr_to);
+}
+
+}  // namespace ds4::test

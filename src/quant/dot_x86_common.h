@@ -1,0 +1,111 @@
+// Helpers the AVX2 and AVX-512 dot kernels share (dot_avx2.cpp, dot_avx512.cpp);
+// include it only from those files, after <immintrin.h> and after their
+// fp-contract pragmas.
+//
+// Everything here is in an anonymous namespace, so each including file gets its
+// own copy compiled with its own ISA flags: an ordinary inline function would be
+// one definition shared across the program, and the linker could keep the copy
+// built with AVX-512 flags for every caller, including baseline code.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "quant/blocks.h"
+
+namespace ds4::quant {
+namespace {
+
+inline float f16_value(uint16_t h) { return _cvtsh_ss(h); }
+
+// ggml's E8M0 half scale, as mxfp4.h's e8m0_to_fp32_half.
+inline float e8m0_half_value(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Sum of the eight int32 lanes.
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Adds the eight lanes of v to sum one at a time, lane 0 first, as the scalar
+// reference adds its per-block (or per-position) terms.
+inline float add_lanes_in_order(float sum, __m256 v) {
+  alignas(32) float t[8];
+  _mm256_store_ps(t, v);
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) sum += t[k];
+  return sum;
+}
+
+// ---- MXFP4 ----
+
+// 8 partial sums of one MXFP4 x Q8_0 block: codes -> doubled E2M1 values by the
+// 16-entry byte lookup `table` (kMxfp4DoubledValues in both lanes); |x| (u8, 128
+// allowed) times w carrying x's sign (|w| <= 12 never overflows) keeps maddubs exact.
+inline __m256i mxfp4_block(const BlockMXFP4& w, const BlockQ8_0& x, __m256i table) {
+  const __m128i q = load128(w.qs);
+  const __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+  const __m256i wv = _mm256_shuffle_epi8(table, codes);
+  const __m256i xv = load256(x.qs);
+  const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(wv, xv));
+  return _mm256_madd_epi16(prod, _mm256_set1_epi16(1));
+}
+
+// ---- Q2_K ----
+
+// The min term's products bsum[j] * (scale[j] >> 4), summed in pairs: 8 int32
+// lanes whose total is the block's min sum. `packed` is the block's 16 scale bytes.
+inline __m256i q2_K_min_products(__m128i packed, const BlockQ8_K& x) {
+  const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f)));
+  return _mm256_madd_epi16(mins, load256(x.bsums));
+}
+
+// One block's term from its integer sums (codes x scales, bsums x mins), with the
+// scalar reference's rounding.
+inline float q2_K_block_value(const BlockQ2_K& w, const BlockQ8_K& x, int32_t isum, int32_t summs) {
+  const float dall = x.d * f16_value(w.d);
+  const float dmin = x.d * f16_value(w.dmin);
+  return dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);
+}
+
+// ---- Q4_K ----
+
+struct Q4KScales {
+  uint8_t scale[8];
+  uint8_t min[8];
+};
+
+// ggml's unpacking of the 12 packed bytes into eight 6-bit scales and mins.
+inline Q4KScales unpack_q4_K_scales(const uint8_t* packed) {
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const uint32_t sc[2] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4)};
+  const uint32_t mn[2] = {u[1] & kLow6, ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
+  Q4KScales out;
+  std::memcpy(out.scale, sc, 8);
+  std::memcpy(out.min, mn, 8);
+  return out;
+}
+
+// The min term: sum over 16-groups j of bsum[j] * min[j/2].
+inline int32_t q4_K_min_sum(const Q4KScales& s, const BlockQ8_K& x) {
+  const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
+  const __m256i mins_dup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+  return hsum_i32(_mm256_madd_epi16(mins_dup, load256(x.bsums)));
+}
+
+}  // namespace
+}  // namespace ds4::quant
