@@ -332,16 +332,40 @@ void write_metadata(const Deepseek4HParams& hp, gguf::Writer& w) {
 
 namespace {
 
-// A per-layer array at least n_layer long (or a scalar repeated), cut to n_layer.
-std::vector<float> per_layer_f32(const gguf::File& f, const std::string& k, uint32_t n_layer) {
-  const gguf::Value& v = f.get(k);
-  if (!v.is_array()) return std::vector<float>(n_layer, v.as_f32());
-  std::vector<float> a = v.array_f32();
+void check_arch(const gguf::File& f) {
+  if (auto arch = f.find_string("general.architecture"); arch && *arch != kDeepseek4Arch)
+    throw Error(f.path() + ": general.architecture is '" + *arch + "', expected 'deepseek4'");
+}
+
+// The per-layer array a of key k, at least n_layer long, cut to n_layer.
+template <typename T>
+std::vector<T> cut_to_layers(const gguf::File& f, const std::string& k, std::vector<T> a, uint32_t n_layer) {
   if (a.size() < n_layer)
     throw Error(f.path() + ": metadata key '" + k + "' has " + std::to_string(a.size()) +
                 " entries, block_count is " + std::to_string(n_layer));
   a.resize(n_layer);
   return a;
+}
+
+// A per-layer array at least n_layer long (or a scalar repeated), cut to n_layer.
+std::vector<float> per_layer_f32(const gguf::File& f, const std::string& k, uint32_t n_layer) {
+  const gguf::Value& v = f.get(k);
+  if (!v.is_array()) return std::vector<float>(n_layer, v.as_f32());
+  return cut_to_layers(f, k, v.array_f32(), n_layer);
+}
+
+// ds4's loader accepts float keys stored as f32, f64, u32 or i32.
+float value_float(const gguf::Value& v) {
+  if (gguf::is_integer_type(v.type())) return static_cast<float>(v.as_i64());
+  return v.as_f32();
+}
+
+float get_float(const gguf::File& f, const std::string& k) { return value_float(f.get(k)); }
+
+std::optional<float> find_float(const gguf::File& f, const std::string& k) {
+  const gguf::Value* v = f.find(k);
+  if (!v) return std::nullopt;
+  return value_float(*v);
 }
 
 uint32_t scalar_or_uniform_u32(const gguf::File& f, const std::string& k) {
@@ -356,16 +380,22 @@ uint32_t scalar_or_uniform_u32(const gguf::File& f, const std::string& k) {
 }  // namespace
 
 Deepseek4HParams read_metadata(const gguf::File& f) {
-  if (auto arch = f.find_string("general.architecture"); arch && *arch != kDeepseek4Arch)
-    throw Error(f.path() + ": general.architecture is '" + *arch + "', expected 'deepseek4'");
-  Deepseek4HParams hp;
-  hp.name = f.find_string("general.name").value_or("");
-  hp.n_layer = f.get_u32(key("block_count"));
+  check_arch(f);
+  const uint32_t block_count = f.get_u32(key("block_count"));
   // llama.cpp's converter appends the MTP block as blk.<n_layer> and counts it
-  // in block_count; ds4 keeps it in a separate file. Only the latter is read.
+  // in block_count; ds4 keeps it in a separate file. Only the latter is read
+  // here (deepseek4_config.h resolves both layouts).
   if (auto nextn = f.find_u32(key("nextn_predict_layers")); nextn && *nextn != 0)
     throw Error(f.path() + ": metadata key '" + key("nextn_predict_layers") + "' is " + std::to_string(*nextn) +
                 "; MTP blocks inside the main model file are not supported");
+  return read_metadata_layers(f, block_count);
+}
+
+Deepseek4HParams read_metadata_layers(const gguf::File& f, uint32_t n_layer) {
+  check_arch(f);
+  Deepseek4HParams hp;
+  hp.name = f.find_string("general.name").value_or("");
+  hp.n_layer = n_layer;
   hp.n_ctx_train = f.get_u32(key("context_length"));
   hp.n_embd = f.get_u32(key("embedding_length"));
   hp.n_vocab = f.get_u32(key("vocab_size"));
@@ -377,26 +407,21 @@ Deepseek4HParams read_metadata(const gguf::File& f) {
     throw Error(f.path() + ": deepseek4 hparams: value length " + std::to_string(value_length) +
                 " must equal key length " + std::to_string(hp.head_dim) + " (K = V)");
   hp.n_rot = f.get_u32(key("rope.dimension_count"));
-  hp.rope_freq_base = f.get_f32(key("rope.freq_base"));
+  hp.rope_freq_base = get_float(f, key("rope.freq_base"));
   hp.rope_scaling_type = f.find_string(key("rope.scaling.type")).value_or("yarn");
-  hp.rope_scaling_factor = f.get_f32(key("rope.scaling.factor"));
+  hp.rope_scaling_factor = get_float(f, key("rope.scaling.factor"));
   hp.rope_scaling_orig_ctx = f.get_u32(key("rope.scaling.original_context_length"));
-  hp.yarn_beta_fast = f.find_f32(key("rope.scaling.yarn_beta_fast")).value_or(32.0f);
-  hp.yarn_beta_slow = f.find_f32(key("rope.scaling.yarn_beta_slow")).value_or(1.0f);
-  hp.rms_eps = f.get_f32(key("attention.layer_norm_rms_epsilon"));
+  hp.yarn_beta_fast = find_float(f, key("rope.scaling.yarn_beta_fast")).value_or(32.0f);
+  hp.yarn_beta_slow = find_float(f, key("rope.scaling.yarn_beta_slow")).value_or(1.0f);
+  hp.rms_eps = get_float(f, key("attention.layer_norm_rms_epsilon"));
   hp.q_lora_rank = f.get_u32(key("attention.q_lora_rank"));
   hp.n_swa = f.get_u32(key("attention.sliding_window"));
   hp.o_groups = f.get_u32(key("attention.output_group_count"));
   hp.o_lora_rank = f.get_u32(key("attention.output_lora_rank"));
 
   const std::string ratios_key = key("attention.compress_ratios");
-  std::vector<uint32_t> ratios = f.get_array(ratios_key).array_u32();
-  if (ratios.size() < hp.n_layer)
-    throw Error(f.path() + ": metadata key '" + ratios_key + "' has " + std::to_string(ratios.size()) +
-                " entries, block_count is " + std::to_string(hp.n_layer));
-  ratios.resize(hp.n_layer);
-  hp.compress_ratios = std::move(ratios);
-  hp.compress_rope_freq_base = f.get_f32(key("attention.compress_rope_freq_base"));
+  hp.compress_ratios = cut_to_layers(f, ratios_key, f.get_array(ratios_key).array_u32(), hp.n_layer);
+  hp.compress_rope_freq_base = get_float(f, key("attention.compress_rope_freq_base"));
 
   hp.indexer_n_head = f.get_u32(key("attention.indexer.head_count"));
   hp.indexer_head_dim = f.get_u32(key("attention.indexer.key_length"));
@@ -408,7 +433,7 @@ Deepseek4HParams read_metadata(const gguf::File& f) {
   hp.n_ff_exp = scalar_or_uniform_u32(f, key("expert_feed_forward_length"));
   // ds4's own files may omit the gating key; the family has one score function.
   hp.expert_gating_func = f.find_u32(key("expert_gating_func")).value_or(kGatingSqrtSoftplus);
-  hp.expert_weights_scale = f.get_f32(key("expert_weights_scale"));
+  hp.expert_weights_scale = get_float(f, key("expert_weights_scale"));
   hp.expert_weights_norm = f.get_bool(key("expert_weights_norm"));
   hp.swiglu_clamp_exp = per_layer_f32(f, key("swiglu_clamp_exp"), hp.n_layer);
   if (f.find(key("swiglu_clamp_shexp")))
@@ -422,7 +447,7 @@ Deepseek4HParams read_metadata(const gguf::File& f) {
 
   hp.hc_count = f.get_u32(key("hyper_connection.count"));
   hp.hc_sinkhorn_iters = f.get_u32(key("hyper_connection.sinkhorn_iterations"));
-  hp.hc_eps = f.get_f32(key("hyper_connection.epsilon"));
+  hp.hc_eps = get_float(f, key("hyper_connection.epsilon"));
 
   try {
     hp.validate();

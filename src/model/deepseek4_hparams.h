@@ -126,6 +126,12 @@ void write_metadata(const Deepseek4HParams& hp, gguf::Writer& w);
 // entry) and are cut to block_count; a file with nextn_predict_layers > 0 (MTP
 // inside the main file, llama.cpp's converter layout) is refused.
 Deepseek4HParams read_metadata(const gguf::File& f);
+// The same for a file whose main stack is the first n_layer of its blocks
+// (the caller has decided how block_count and nextn_predict_layers relate,
+// see deepseek4_config.h): block_count and nextn_predict_layers are not read,
+// and per-layer arrays are cut to n_layer. Float keys may be stored as f32,
+// f64 or an integer type, as ds4's loader allows.
+Deepseek4HParams read_metadata_layers(const gguf::File& f, uint32_t n_layer);
 
 // Multi-line human summary used by tools.
 std::string describe(const Deepseek4HParams& hp);
