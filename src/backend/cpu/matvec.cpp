@@ -1,0 +1,219 @@
+#include "backend/cpu/matvec.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "model/deepseek4_weights.h"
+#include "quant/dot.h"
+#include "quant/quant.h"
+
+namespace ds4::cpu {
+
+// Sources for the activation forms (see the table in matvec.h):
+//  - llama.cpp: ggml-cpu.c type_traits_cpu[].vec_dot_type gives the form each
+//    weight type is dotted with: F32->F32, F16->F16, BF16->BF16, Q8_0->Q8_0,
+//    MXFP4->Q8_0, Q2_K/Q4_K/IQ2_XXS->Q8_K. mul_mat converts the activation with
+//    that type's from_float: ggml_cpu_fp32_to_fp16 (F16C, round to nearest
+//    even), ggml_cpu_fp32_to_bf16 (round to nearest even), quantize_row_q8_0
+//    (on x86 the AVX path: id = 127/amax, round half even; our
+//    quantize_row_q8_0_act_ggml_x86) and quantize_row_q8_K (arch/x86/quants.c
+//    calls quantize_row_q8_K_ref, whose codes quant::quantize_row_q8_K
+//    reproduces).
+//  - ds4 (MODEL.md section 3): F16 weights are dotted with the f32 activation
+//    in float, no activation rounding; Q8_0 activations use
+//    lrintf(x * (1/d)) (quant::quantize_row_q8_0_act), also for MXFP4, which
+//    ds4 pairs with Q8_0 like llama.cpp; K-quants and IQ2_XXS take Q8_K.
+ActivationForm activation_form(GgmlType weight_type, Numerics numerics) {
+  const bool quality = numerics == Numerics::Quality;
+  switch (weight_type) {
+    case GgmlType::F32: return ActivationForm::F32;
+    case GgmlType::F16: return quality ? ActivationForm::F16Rounded : ActivationForm::F32;
+    case GgmlType::BF16: return quality ? ActivationForm::BF16Rounded : ActivationForm::F32;
+    case GgmlType::Q8_0:
+    case GgmlType::MXFP4: return ActivationForm::Q8_0;
+    case GgmlType::Q2_K:
+    case GgmlType::Q4_K:
+    case GgmlType::IQ2_XXS: return ActivationForm::Q8_K;
+    default: throw Error("matvec: no dot kernel for weight type " + std::string(ggml_type_name(weight_type)));
+  }
+}
+
+void ActivationCache::reset(const float* x, int64_t n, Numerics numerics) {
+  x_ = x;
+  n_ = n;
+  numerics_ = numerics;
+  have_f16_ = have_bf16_ = have_q8_0_ = have_q8_K_ = false;
+}
+
+const void* ActivationCache::built(GgmlType weight_type) const {
+  switch (activation_form(weight_type, numerics_)) {
+    case ActivationForm::F32: return x_;
+    case ActivationForm::F16Rounded: return have_f16_ ? f16_rounded_.data() : nullptr;
+    case ActivationForm::BF16Rounded: return have_bf16_ ? bf16_rounded_.data() : nullptr;
+    case ActivationForm::Q8_0: return have_q8_0_ ? q8_0_.data() : nullptr;
+    case ActivationForm::Q8_K: return have_q8_K_ ? q8_K_.data() : nullptr;
+  }
+  return nullptr;
+}
+
+const void* ActivationCache::get(GgmlType weight_type) {
+  if (const void* p = built(weight_type)) return p;
+  const size_t n = static_cast<size_t>(n_);
+  switch (activation_form(weight_type, numerics_)) {
+    case ActivationForm::F32: break;  // built() returned it unless x_ is null
+    case ActivationForm::F16Rounded:
+      // f16 values are exact in f32, so the f16_f32 kernel sees exactly
+      // llama.cpp's f16 activation and forms the same (exact) products.
+      f16_rounded_.resize(n);
+      for (size_t i = 0; i < n; ++i) f16_rounded_[i] = f16_to_f32(f32_to_f16(x_[i]));
+      have_f16_ = true;
+      return f16_rounded_.data();
+    case ActivationForm::BF16Rounded:
+      bf16_rounded_.resize(n);
+      for (size_t i = 0; i < n; ++i) bf16_rounded_[i] = bf16_to_f32(f32_to_bf16(x_[i]));
+      have_bf16_ = true;
+      return bf16_rounded_.data();
+    case ActivationForm::Q8_0:
+      if (n_ % quant::kQK8_0 != 0) throw Error("matvec: Q8_0 activation length not a multiple of 32");
+      q8_0_.resize(n / quant::kQK8_0);
+      if (numerics_ == Numerics::Quality) {
+        quant::quantize_row_q8_0_act_ggml_x86(x_, q8_0_.data(), n_);
+      } else {
+        quant::quantize_row_q8_0_act(x_, q8_0_.data(), n_);
+      }
+      have_q8_0_ = true;
+      return q8_0_.data();
+    case ActivationForm::Q8_K:
+      if (n_ % quant::kQK_K != 0) throw Error("matvec: Q8_K activation length not a multiple of 256");
+      q8_K_.resize(n / quant::kQK_K);
+      quant::quantize_row_q8_K(x_, q8_K_.data(), n_);
+      have_q8_K_ = true;
+      return q8_K_.data();
+  }
+  throw Error("matvec: activation cache has no row bound");
+}
+
+namespace {
+
+// One weight matrix: n_rows rows of n_cols elements, row_bytes apart.
+struct WeightMatrix {
+  GgmlType type;
+  const uint8_t* data;
+  uint64_t row_bytes;
+  int64_t n_cols;
+  int64_t n_rows;
+};
+
+WeightMatrix select_matrix(const model::TensorView& w, int expert) {
+  const std::string name(w.name);
+  if (!w.present()) throw Error("matvec: tensor " + name + " is absent");
+  const auto nbytes = ggml_nbytes(w.type, w.ne[0]);
+  if (!nbytes || *nbytes != w.row_bytes) throw Error("matvec: tensor " + name + " has a bad row size");
+  if (expert < 0) {
+    if (w.ne[2] * w.ne[3] != 1) throw Error("matvec: tensor " + name + " is not 2-D; pass an expert");
+    return {w.type, w.data, w.row_bytes, static_cast<int64_t>(w.ne[0]), static_cast<int64_t>(w.ne[1])};
+  }
+  if (w.ne[3] != 1 || static_cast<uint64_t>(expert) >= w.ne[2]) {
+    throw Error("matvec: expert " + std::to_string(expert) + " out of range for " + name);
+  }
+  return {w.type, w.matrix(static_cast<uint64_t>(expert)), w.row_bytes, static_cast<int64_t>(w.ne[0]),
+          static_cast<int64_t>(w.ne[1])};
+}
+
+float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_t* row, const void* act) {
+  using namespace quant;
+  switch (type) {
+    case GgmlType::F32: return k.f32_f32(n, reinterpret_cast<const float*>(row), static_cast<const float*>(act));
+    case GgmlType::F16: return k.f16_f32(n, reinterpret_cast<const uint16_t*>(row), static_cast<const float*>(act));
+    case GgmlType::BF16: return k.bf16_f32(n, reinterpret_cast<const uint16_t*>(row), static_cast<const float*>(act));
+    case GgmlType::Q8_0:
+      return k.q8_0_q8_0(n, reinterpret_cast<const BlockQ8_0*>(row), static_cast<const BlockQ8_0*>(act));
+    case GgmlType::MXFP4:
+      return k.mxfp4_q8_0(n, reinterpret_cast<const BlockMXFP4*>(row), static_cast<const BlockQ8_0*>(act));
+    case GgmlType::Q2_K:
+      return k.q2_K_q8_K(n, reinterpret_cast<const BlockQ2_K*>(row), static_cast<const BlockQ8_K*>(act));
+    case GgmlType::Q4_K:
+      return k.q4_K_q8_K(n, reinterpret_cast<const BlockQ4_K*>(row), static_cast<const BlockQ8_K*>(act));
+    case GgmlType::IQ2_XXS:
+      return k.iq2_xxs_q8_K(n, reinterpret_cast<const BlockIQ2_XXS*>(row), static_cast<const BlockQ8_K*>(act));
+    default: return 0;  // activation_form() rejected the type earlier
+  }
+}
+
+// Row chunks start at multiples of 16 rows: 16 floats fill a 64-byte cache
+// line, so two threads never write the same line of a y row (given an
+// aligned y). Tiles of 16 rows are dotted with every token before moving on,
+// so a tile's weights (<= 16 rows of one matrix) stay in L2.
+constexpr int64_t kRowAlign = 16;
+
+// Y[t * m.n_rows + r] = row_r . acts[t] for t < n_tokens, r < n_rows.
+void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, ThreadPool* pool) {
+  const quant::DotKernels& kernels = quant::dot_kernels();
+  const int64_t n_blocks = (m.n_rows + kRowAlign - 1) / kRowAlign;
+  const int threads = pool ? pool->size() : 1;
+  const int n_tasks = static_cast<int>(std::min<int64_t>(threads, n_blocks));
+  if (n_tasks <= 0) return;
+  const int64_t chunk = (n_blocks + n_tasks - 1) / n_tasks * kRowAlign;
+  auto task = [&](int t, int /*n*/) {
+    const int64_t row_end = std::min(m.n_rows, (t + 1) * chunk);
+    for (int64_t tile = t * chunk; tile < row_end; tile += kRowAlign) {
+      const int64_t tile_end = std::min(row_end, tile + kRowAlign);
+      for (int64_t tok = 0; tok < n_tokens; ++tok) {
+        float* y = Y + tok * m.n_rows;
+        for (int64_t r = tile; r < tile_end; ++r) {
+          y[r] = dot_row(kernels, m.type, m.n_cols, m.data + static_cast<uint64_t>(r) * m.row_bytes, acts[tok]);
+        }
+      }
+    }
+  };
+  if (pool) {
+    pool->run(n_tasks, task);
+  } else {
+    task(0, 1);
+  }
+}
+
+}  // namespace
+
+void matvec(const model::TensorView& w, int expert, ActivationCache& x, float* y, ThreadPool* pool) {
+  const WeightMatrix m = select_matrix(w, expert);
+  if (x.size() != m.n_cols) throw Error("matvec: activation length does not match " + std::string(w.name));
+  const void* act = x.get(m.type);
+  dot_rows(m, &act, 1, y, pool);
+}
+
+void matvec(const model::TensorView& w, int expert, const float* x, float* y, Numerics numerics, ThreadPool* pool) {
+  ActivationCache cache;
+  cache.reset(x, static_cast<int64_t>(w.ne[0]), numerics);
+  matvec(w, expert, cache, y, pool);
+}
+
+void matmul(const model::TensorView& w, int expert, const float* X, int64_t n_tokens, float* Y, Numerics numerics,
+            ThreadPool* pool) {
+  const WeightMatrix m = select_matrix(w, expert);
+  if (n_tokens <= 0) return;
+  (void)activation_form(m.type, numerics);  // reject the type before any work
+  std::vector<ActivationCache> caches(static_cast<size_t>(n_tokens));
+  std::vector<const void*> acts(static_cast<size_t>(n_tokens));
+  // Each token's cache is independent, so tokens convert in parallel.
+  auto convert = [&](int t, int n) {
+    for (int64_t tok = t; tok < n_tokens; tok += n) {
+      auto& c = caches[static_cast<size_t>(tok)];
+      c.reset(X + tok * m.n_cols, m.n_cols, numerics);
+      acts[static_cast<size_t>(tok)] = c.get(m.type);
+    }
+  };
+  const int threads = pool ? pool->size() : 1;
+  const int n_convert = static_cast<int>(std::min<int64_t>(threads, n_tokens));
+  if (pool) {
+    pool->run(n_convert, convert);
+  } else {
+    convert(0, 1);
+  }
+  dot_rows(m, acts.data(), n_tokens, Y, pool);
+}
+
+}  // namespace ds4::cpu

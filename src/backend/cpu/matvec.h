@@ -1,0 +1,85 @@
+// Weight-matrix times activation: y[r] = row_r(W) . x for every output row of
+// a 2-D weight or one expert matrix of a 3-D weight, rows split across a
+// ThreadPool. Each weight type is dotted with the activation form its dot
+// kernel (quant/dot.h) takes; the activation row is converted once per form.
+//
+// Activation form per weight type and numerics (sources in matvec.cpp):
+//   weight     Default (ds4)                      Quality (llama.cpp CPU)
+//   F32        f32                                f32
+//   F16        f32                                f16-rounded f32
+//   BF16       f32                                bf16-rounded f32
+//   Q8_0       Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
+//   MXFP4      Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
+//   Q2_K, Q4_K, IQ2_XXS   Q8_K                    Q8_K (same codes)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/numerics.h"
+#include "core/ggml_type.h"
+#include "quant/blocks.h"
+
+namespace ds4 {
+class ThreadPool;
+}
+namespace ds4::model {
+struct TensorView;
+}
+
+namespace ds4::cpu {
+
+enum class ActivationForm { F32, F16Rounded, BF16Rounded, Q8_0, Q8_K };
+
+// The form a weight of `type` is dotted with; ds4::Error for a weight type
+// without a dot kernel.
+ActivationForm activation_form(GgmlType weight_type, Numerics numerics);
+
+// One activation row and the forms built from it so far. Forms are built on
+// first request and kept until reset(); buffers keep their capacity, so a
+// reused cache stops allocating. get() is not thread-safe: call prepare() (or
+// get()) for every form needed before fanning out, then read concurrently.
+class ActivationCache {
+ public:
+  // Binds x (n elements; not copied, must stay valid while the cache is
+  // used) and forgets earlier forms.
+  void reset(const float* x, int64_t n, Numerics numerics);
+  void prepare(GgmlType weight_type) { (void)get(weight_type); }
+  // The activation as the dot kernel for `weight_type` takes it: const float*
+  // for F32/F16/BF16 weights, const BlockQ8_0* or const BlockQ8_K* otherwise.
+  const void* get(GgmlType weight_type);
+  // Already built form (nullptr when not): safe to call concurrently.
+  const void* built(GgmlType weight_type) const;
+
+  int64_t size() const { return n_; }
+  Numerics numerics() const { return numerics_; }
+
+ private:
+  const float* x_ = nullptr;
+  int64_t n_ = 0;
+  Numerics numerics_ = Numerics::Default;
+  bool have_f16_ = false, have_bf16_ = false, have_q8_0_ = false, have_q8_K_ = false;
+  std::vector<float> f16_rounded_;   // x rounded to f16, held as f32
+  std::vector<float> bf16_rounded_;  // x rounded to bf16, held as f32
+  std::vector<quant::BlockQ8_0> q8_0_;
+  std::vector<quant::BlockQ8_K> q8_K_;
+};
+
+// y[r] = row_r . x for the ne[1] rows of w (expert == -1: a 2-D tensor) or of
+// expert matrix `expert` of a 3-D tensor. x has ne[0] elements (a whole number
+// of the type's blocks), y has ne[1]. pool == nullptr runs on the caller.
+// Results do not depend on the pool size. ds4::Error on a bad type, expert or
+// shape.
+void matvec(const model::TensorView& w, int expert, const float* x, float* y, Numerics numerics, ThreadPool* pool);
+// Same, with an activation cache bound to x (reuse it across the matrices
+// that read the same x).
+void matvec(const model::TensorView& w, int expert, ActivationCache& x, float* y, ThreadPool* pool);
+
+// Y[t][r] = row_r . X[t] for n_tokens activation rows: X is n_tokens x ne[0],
+// Y is n_tokens x ne[1], both row-major. Each Y[t] equals matvec(X[t]) bit
+// for bit; each token row is converted once and each weight row is dotted
+// with every token while it is in cache.
+void matmul(const model::TensorView& w, int expert, const float* X, int64_t n_tokens, float* Y, Numerics numerics,
+            ThreadPool* pool);
+
+}  // namespace ds4::cpu
