@@ -1,0 +1,65 @@
+#include "backend/cpu/indexer.h"
+
+#include <cmath>
+#include <string>
+
+#include "backend/cpu/matvec.h"
+#include "backend/cpu/ops_indexer.h"
+#include "backend/cpu/ops_qat.h"
+#include "core/error.h"
+
+namespace ds4::cpu {
+
+Indexer::Indexer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp, Numerics numerics)
+    : q_b_(layer.indexer_q_b),
+      proj_(layer.indexer_proj),
+      numerics_(numerics),
+      n_head_(static_cast<int>(hp.indexer_n_head)),
+      head_dim_(static_cast<int>(hp.indexer_head_dim)),
+      n_rot_(static_cast<int>(hp.n_rot)),
+      top_k_(static_cast<int>(hp.indexer_top_k)),
+      rope_(rope_params(hp, layer.compress_ratio, numerics)) {
+  const std::string where = "indexer of layer " + std::to_string(layer.index) + ": ";
+  if (layer.compress_ratio != 4 || !q_b_.present() || !proj_.present()) throw Error(where + "layer has no indexer");
+  if (head_dim_ != kHadamardSize) throw Error(where + "key length " + std::to_string(head_dim_) + " is not 128");
+  if (q_b_.ne[1] != static_cast<uint64_t>(n_head_ * head_dim_) || proj_.ne[1] != static_cast<uint64_t>(n_head_))
+    throw Error(where + "weight shapes do not match the indexer heads");
+}
+
+void Indexer::query(std::span<const float> qr, int64_t pos, std::span<float> q, ThreadPool* pool) const {
+  matvec(q_b_, -1, qr.data(), q.data(), numerics_, pool);
+  const RopeCache cache = rope_cache(rope_, pos, /*inverse=*/false);
+  rope_heads(q, n_head_, head_dim_, cache);
+  for (int h = 0; h < n_head_; ++h) {
+    std::span<float, kHadamardSize> head(q.data() + static_cast<size_t>(h) * head_dim_, kHadamardSize);
+    // Quality: llama.cpp rotates but does not round (the rotation cancels in the dot).
+    if (numerics_ == Numerics::Default)
+      indexer_qat(head);
+    else
+      hadamard128(head);
+  }
+}
+
+void Indexer::head_weights(std::span<const float> xn, std::span<float> w, ThreadPool* pool) const {
+  matvec(proj_, -1, xn.data(), w.data(), numerics_, pool);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(n_head_ * head_dim_));
+  for (float& v : w) v *= scale;
+}
+
+std::vector<int32_t> Indexer::allowed(std::span<const float> qr, std::span<const float> xn, int64_t pos,
+                                      std::span<const float* const> rows, ThreadPool* pool) const {
+  const int n = static_cast<int>(rows.size());
+  if (n <= top_k_) {
+    std::vector<int32_t> all(static_cast<size_t>(n));
+    for (int c = 0; c < n; ++c) all[static_cast<size_t>(c)] = c;
+    return all;
+  }
+  std::vector<float> q(static_cast<size_t>(n_head_) * head_dim_), w(static_cast<size_t>(n_head_));
+  query(qr, pos, q, pool);
+  head_weights(xn, w, pool);
+  std::vector<float> scores(static_cast<size_t>(n));
+  indexer_scores(q, w, head_dim_, rows, scores);
+  return indexer_select(scores, top_k_);
+}
+
+}  // namespace ds4::cpu

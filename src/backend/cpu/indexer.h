@@ -1,0 +1,54 @@
+// The lightning indexer of a ratio-4 layer (MODEL.md 4.6): which compressed
+// rows the token at `pos` may attend to. With at most top_k rows, all of them
+// (no scoring); else the top_k rows by score sum_h w[h] * relu(row . q_h),
+// where q comes from the q-LoRA output and w from the normed layer input.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/cpu/numerics.h"
+#include "backend/cpu/ops_rope.h"
+#include "model/deepseek4_hparams.h"
+#include "model/deepseek4_weights.h"
+
+namespace ds4 {
+class ThreadPool;
+}
+
+namespace ds4::cpu {
+
+class Indexer {
+ public:
+  // Binds indexer_attn_q_b and indexer_proj of `layer` (views into the
+  // model's mapping, which must outlive this object). ds4::Error on a layer
+  // without an indexer or an indexer key length other than 128.
+  Indexer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp, Numerics numerics);
+
+  // Indices of the allowed rows, increasing. qr: q-LoRA output after its
+  // RMSNorm (q_lora_rank); xn: attention-normed input (n_embd); rows: the
+  // index rows visible at pos (each head_dim() wide, as the index compressor
+  // emitted and the cache stored them).
+  std::vector<int32_t> allowed(std::span<const float> qr, std::span<const float> xn, int64_t pos,
+                               std::span<const float* const> rows, ThreadPool* pool = nullptr) const;
+
+  // The parts of allowed(), for tests and diagnostics.
+  // q: n_head x head_dim = indexer_attn_q_b . qr, each head's tail roped at
+  // pos, then Hadamard-128 (+ FP4 in Default).
+  void query(std::span<const float> qr, int64_t pos, std::span<float> q, ThreadPool* pool = nullptr) const;
+  // w: n_head = (indexer_proj . xn) * 1/sqrt(n_head * head_dim).
+  void head_weights(std::span<const float> xn, std::span<float> w, ThreadPool* pool = nullptr) const;
+
+  int n_head() const { return n_head_; }
+  int head_dim() const { return head_dim_; }
+  int top_k() const { return top_k_; }
+
+ private:
+  model::TensorView q_b_, proj_;
+  Numerics numerics_;
+  int n_head_ = 0, head_dim_ = 0, n_rot_ = 0, top_k_ = 0;
+  RopeParams rope_;  // compressed-layer (ratio 4) parameters, as for the index rows
+};
+
+}  // namespace ds4::cpu
