@@ -1,0 +1,66 @@
+// One layer's MoE sublayer (MODEL.md 4.8) for one token: RMSNorm, router,
+// expert selection (token-hash table on hash layers, biased top-k elsewhere),
+// the selected routed experts with clamped SwiGLU, plus the shared expert.
+// Input is the HC-pre output x; output is routed + shared, before HC post.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/cpu/matvec.h"
+#include "backend/cpu/numerics.h"
+#include "model/deepseek4_hparams.h"
+#include "model/deepseek4_weights.h"
+
+namespace ds4 {
+class ThreadPool;
+}
+
+namespace ds4::cpu {
+
+class MoeLayer {
+ public:
+  // Binds the MoE weights of `layer`. Copies ffn_norm and exp_probs_b to f32
+  // once (an absent exp_probs_b is a zero bias); the matrices stay in the
+  // model's mapping, which must outlive this object. ds4::Error when a tensor
+  // is missing or its shape does not match hp.
+  MoeLayer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp, Numerics numerics);
+
+  // out = routed + shared experts of x (n_embd wide; out may alias x).
+  // token_id picks the experts on hash layers only, where it must lie in
+  // [0, n_vocab) (ds4::Error otherwise); other layers ignore it. Buffers are
+  // kept between calls, so only the first call allocates in this class.
+  void forward(std::span<const float> x, int32_t token_id, std::span<float> out, ThreadPool* pool);
+
+  // The last forward's expert ids (slot order) and their weights (normalised,
+  // times expert_weights_scale), n_expert_used each; for tests and tracing.
+  std::span<const int32_t> selected_ids() const { return ids_; }
+  std::span<const float> selected_weights() const { return weights_; }
+  // The last forward's router scores sqrt(softplus(logit)), n_expert wide.
+  std::span<const float> scores() const { return scores_; }
+
+  bool hash_routed() const { return hash_routed_; }
+  uint32_t layer_index() const { return index_; }
+
+ private:
+  void expert_ffn(const model::TensorView& gate, const model::TensorView& up, const model::TensorView& down,
+                  int expert, float limit, float weight_before_down, ThreadPool* pool);
+
+  const model::LayerWeights* w_;  // views into the model's mapping
+  Numerics numerics_;
+  uint32_t index_ = 0;
+  bool hash_routed_ = false;
+  int n_embd_ = 0, n_ff_ = 0, n_ff_shared_ = 0, n_expert_ = 0, n_used_ = 0, n_vocab_ = 0;
+  float eps_ = 1e-6f, scale_ = 1.0f, clamp_exp_ = 0.0f, clamp_shexp_ = 0.0f;
+  std::vector<float> norm_;  // ffn_norm, n_embd
+  std::vector<float> bias_;  // exp_probs_b, n_expert; empty on hash layers or when absent
+
+  // Per-call scratch, sized once in the constructor.
+  std::vector<float> xn_, logits_, scores_, weights_;
+  std::vector<int32_t> ids_, tid_row_;
+  std::vector<float> gate_, up_, mid_, down_, acc_;
+  ActivationCache xn_cache_, mid_cache_;
+};
+
+}  // namespace ds4::cpu
