@@ -1,0 +1,71 @@
+// The attention sublayer of one layer for one token (MODEL.md 4.4), from the
+// HC-pre output x to the sublayer output that HC post mixes back in:
+// q-LoRA and kv projections with their norms, RoPE, (Default) FP8 on kv,
+// cache update (raw window, compressors), indexer selection, attention with
+// sink over window + compressed rows, inverse RoPE, grouped output LoRA.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "backend/cpu/indexer.h"
+#include "backend/cpu/layer_kv_state.h"
+#include "backend/cpu/numerics.h"
+#include "backend/cpu/ops_rope.h"
+#include "model/deepseek4_hparams.h"
+#include "model/deepseek4_weights.h"
+
+namespace ds4 {
+class ThreadPool;
+}
+
+namespace ds4::cpu {
+
+class AttentionLayer {
+ public:
+  // Binds the layer's attention weights (views into the model's mapping,
+  // which must outlive this object); norms and sinks are copied to f32.
+  // ds4::Error on shapes that do not fit hp.
+  AttentionLayer(const model::LayerWeights &layer, const model::Deepseek4HParams &hp, Numerics numerics);
+
+  // One token at absolute position pos: x is the HC-pre output (n_embd), out
+  // receives the sublayer output (n_embd). Updates state (which must belong
+  // to this layer, in the same numerics); positions must follow each other
+  // from 0 or from the state's last position. Not thread-safe (reuses
+  // buffers); the pool splits matvecs and heads.
+  void forward(std::span<const float> x, int64_t pos, LayerKvState &state, std::span<float> out,
+               ThreadPool *pool = nullptr);
+
+  // Intermediates of the last forward (tests, diagnostics).
+  std::span<const float> last_xn() const { return xn_; }
+  std::span<const float> last_qr() const { return qr_; }
+  std::span<const float> last_q() const { return q_; }          // normed, roped
+  std::span<const float> last_kv() const { return kv_; }        // roped, QAT'd, before storage rounding
+  std::span<const float> last_heads() const { return heads_; }  // attention output, tails inverse-roped
+  std::span<const int32_t> last_allowed() const { return allowed_; }
+
+  int ratio() const { return ratio_; }
+  Numerics numerics() const { return numerics_; }
+
+ private:
+  void attend(const LayerKvState &state, ThreadPool *pool);
+
+  const model::LayerWeights *w_;
+  Numerics numerics_;
+  int ratio_ = 0, n_embd_ = 0, n_head_ = 0, head_dim_ = 0, n_rot_ = 0, q_lora_ = 0;
+  int o_groups_ = 0, o_lora_ = 0;
+  float eps_ = 1e-6f;
+  RopeParams rope_;
+  model::TensorView out_a_grouped_;  // attn_output_a viewed {H*hd/G, o_lora, G}
+  std::optional<Indexer> indexer_;
+  std::vector<float> attn_norm_, q_a_norm_, kv_norm_, sinks_;
+
+  // Per-token buffers, kept across calls.
+  std::vector<float> xn_, qa_, qr_, q_, kv_, heads_, low_, scores_;
+  std::vector<int32_t> allowed_;
+  std::vector<const float *> rows_, index_rows_;
+};
+
+}  // namespace ds4::cpu

@@ -1,0 +1,85 @@
+// What one layer keeps between tokens of a session (MODEL.md 6): the raw
+// sliding window (the newest n_swa kv rows with their positions), the
+// append-only compressed attention rows and, on ratio-4 layers, indexer rows,
+// plus the compressors whose frontiers produce them. Rows are stored as the
+// numerics' cache stores them: Default f16-rounds every row (ds4 keeps
+// f16-exact values in f32 buffers), Quality keeps f32 (llama.cpp, F32 KV).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "backend/cpu/compressor.h"
+#include "backend/cpu/numerics.h"
+#include "model/deepseek4_hparams.h"
+#include "model/deepseek4_weights.h"
+
+namespace ds4::cpu {
+
+class LayerKvState {
+ public:
+  // Binds the layer's compressors (none on ratio 0; attention on ratio 4 and
+  // 128; indexer too on ratio 4); their weights stay in the model's mapping,
+  // which must outlive this object. reserve_ctx > 0 reserves the compressed
+  // row capacity MODEL.md 6 gives for that context (ctx/ratio + 2 rows).
+  LayerKvState(const model::LayerWeights &layer, const model::Deepseek4HParams &hp, Numerics numerics,
+               int64_t reserve_ctx = 0);
+
+  // Empty window, no compressed rows, empty frontiers; capacity is kept.
+  void reset();
+
+  // Stores `row` (head_dim) as the window's newest row, rounded for storage;
+  // when the window is full the oldest row is dropped.
+  void push_raw(std::span<const float> row, int64_t pos);
+  // Rows held (<= n_swa); i = 0 is the oldest.
+  int raw_count() const { return raw_count_; }
+  const float *raw_row(int i) const { return raw_.data() + static_cast<size_t>(raw_slot(i)) * head_dim_; }
+  int64_t raw_pos(int i) const { return raw_pos_[static_cast<size_t>(raw_slot(i))]; }
+
+  // Append-only, rounded for storage. Pointers from compressed_row /
+  // index_row are invalidated by the next append.
+  void append_compressed(std::span<const float> row);
+  void append_index(std::span<const float> row);
+  int64_t n_compressed() const { return n_comp_; }
+  int64_t n_index() const { return n_index_; }
+  const float *compressed_row(int64_t c) const { return comp_.data() + static_cast<size_t>(c) * head_dim_; }
+  const float *index_row(int64_t c) const { return index_.data() + static_cast<size_t>(c) * index_dim_; }
+
+  // nullptr where the layer has none.
+  Compressor *attn_compressor() { return attn_comp_ ? &*attn_comp_ : nullptr; }
+  Compressor *index_compressor() { return index_comp_ ? &*index_comp_ : nullptr; }
+
+  // Bytes of state, all held as f32: the window's n_swa x head_dim buffer and
+  // positions, the live compressed and index rows, both compressors'
+  // frontiers (kv + score). Capacity reserved but unused is not counted.
+  size_t raw_bytes() const;
+  size_t compressed_bytes() const;
+  size_t index_bytes() const;
+  size_t frontier_bytes() const;
+  size_t bytes() const { return raw_bytes() + compressed_bytes() + index_bytes() + frontier_bytes(); }
+
+  int ratio() const { return ratio_; }
+  int head_dim() const { return head_dim_; }
+  int index_dim() const { return index_dim_; }
+  int n_swa() const { return n_swa_; }
+  Numerics numerics() const { return numerics_; }
+
+ private:
+  int raw_slot(int i) const { return (raw_next_ - raw_count_ + i + n_swa_) % n_swa_; }
+  // Appends row to dst in the storage rounding.
+  void store(std::vector<float> &dst, std::span<const float> row) const;
+
+  Numerics numerics_;
+  int ratio_ = 0, head_dim_ = 0, index_dim_ = 0, n_swa_ = 0;
+  std::vector<float> raw_;        // n_swa x head_dim ring
+  std::vector<int64_t> raw_pos_;  // position of each slot
+  int raw_next_ = 0, raw_count_ = 0;
+  std::vector<float> comp_, index_;
+  int64_t n_comp_ = 0, n_index_ = 0;
+  std::optional<Compressor> attn_comp_, index_comp_;
+};
+
+}  // namespace ds4::cpu
