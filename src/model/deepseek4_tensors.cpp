@@ -6,9 +6,7 @@
 #include "core/gguf.h"
 
 namespace ds4::model {
-namespace {
-
-std::string shape_str(const std::vector<uint64_t>& ne) {
+std::string format_shape(std::span<const uint64_t> ne) {
   std::string s = "[";
   for (size_t i = 0; i < ne.size(); ++i) {
     if (i) s += ", ";
@@ -21,8 +19,6 @@ std::vector<uint64_t> without_trailing_ones(std::vector<uint64_t> ne) {
   while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
   return ne;
 }
-
-}  // namespace
 
 TensorFamily family_of(TensorKind kind) {
   switch (kind) {
@@ -253,8 +249,8 @@ void validate_tensor_directory(const gguf::File& f, const Deepseek4HParams& hp) 
       throw Error(f.path() + ": tensor '" + s.name + "' missing" + why);
     }
     if (without_trailing_ones(t->ne) != s.ne)
-      throw Error(f.path() + ": tensor '" + s.name + "' has shape " + shape_str(t->ne) + ", expected " +
-                  shape_str(s.ne));
+      throw Error(f.path() + ": tensor '" + s.name + "' has shape " + format_shape(t->ne) + ", expected " +
+                  format_shape(s.ne));
     if (s.kind == TensorKind::FfnGateTid2Eid && t->type != GgmlType::I32)
       throw Error(f.path() + ": tensor '" + s.name + "' has type " + std::string(ggml_type_name(t->type)) +
                   ", expected i32");

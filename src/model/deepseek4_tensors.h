@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -109,6 +110,11 @@ struct TensorSpec {
 // Every tensor of a file with these hyperparameters, in write order: token_embd,
 // each layer's tensors in computation order, then the output head. Validates hp.
 std::vector<TensorSpec> deepseek4_tensors(const Deepseek4HParams& hp);
+
+// "[4096, 1024]": a shape as error messages print it.
+std::string format_shape(std::span<const uint64_t> ne);
+// A file's shape compared with a spec: GGUF writers may keep trailing 1s (gguf-py does).
+std::vector<uint64_t> without_trailing_ones(std::vector<uint64_t> ne);
 
 // Checks that the file's tensor directory is exactly deepseek4_tensors(hp):
 // every tensor present with its shape (trailing 1s ignored), no extra tensor,

@@ -16,20 +16,6 @@ constexpr GgmlType kDense[] = {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0};
 constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::Q2_K, GgmlType::Q4_K, GgmlType::MXFP4,
                                 GgmlType::F32,     GgmlType::F16,  GgmlType::Q8_0};
 
-std::string shape_str(std::span<const uint64_t> ne) {
-  std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(ne[i]);
-  }
-  return s + "]";
-}
-
-std::vector<uint64_t> without_trailing_ones(std::vector<uint64_t> ne) {
-  while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
-  return ne;
-}
-
 std::string type_list(std::span<const GgmlType> types) {
   std::string s;
   for (GgmlType t : types) {
@@ -196,7 +182,7 @@ Deepseek4Weights bind_weights(const gguf::File& f, const Deepseek4Config& cfg) {
       throw Error(path + ": tensor '" + s.name + "' missing" + why);
     }
     if (without_trailing_ones(t->ne) != s.ne)
-      throw Error(path + ": tensor '" + s.name + "' has shape " + shape_str(t->ne) + ", expected " + shape_str(s.ne));
+      throw Error(path + ": tensor '" + s.name + "' has shape " + format_shape(t->ne) + ", expected " + format_shape(s.ne));
     const std::span<const GgmlType> allowed = allowed_types(s.kind);
     bool ok = false;
     for (GgmlType a : allowed) ok |= a == t->type;

@@ -31,7 +31,7 @@
 #include "model/synthetic_tokenizer.h"
 #include "model/synthetic_weights.h"
 #include "quant/quant.h"
-#include "support/temp_dir.h"
+#include "support/synthetic_model.h"
 
 namespace ds4::cpu {
 namespace {
@@ -42,36 +42,15 @@ constexpr int kLayers[] = {0, 1, 2};  // ratio 0, 4, 128 in preset_tiny
 class AttentionLayerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new test::TempDir("ds4-attention-");
-    const model::Deepseek4HParams hp = model::preset_tiny();
-    gguf::Writer w;
-    model::write_metadata(hp, w);
-    model::make_synthetic_tokenizer(hp.n_vocab).write(w);
-    model::add_synthetic_tensors(w, hp, model::QuantMix::F32, /*seed=*/23,
-                                 /*n_threads=*/2);
-    const std::string path = dir_->file("tiny-f32.gguf");
-    w.write(path);
-    model_ = new model::Deepseek4Model(model::Deepseek4Model::open(path));
+    model_ = new test::SyntheticModel(model::preset_tiny(), model::QuantMix::F32, /*seed=*/23);
   }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete dir_;
-  }
-  static const model::Deepseek4HParams &hp() { return model_->hparams(); }
-  static const model::LayerWeights &layer(int il) { return model_->weights().layers.at(static_cast<size_t>(il)); }
+  static void TearDownTestSuite() { delete model_; }
+  static const model::Deepseek4HParams& hp() { return model_->hparams(); }
+  static const model::LayerWeights& layer(int il) { return model_->layer(il); }
 
-  static test::TempDir *dir_;
-  static model::Deepseek4Model *model_;
+  static test::SyntheticModel* model_;
 };
-test::TempDir *AttentionLayerTest::dir_ = nullptr;
-model::Deepseek4Model *AttentionLayerTest::model_ = nullptr;
-
-std::vector<float> dequant(const model::TensorView &t) {
-  std::vector<float> out(t.ne[0] * t.n_rows);
-  for (uint64_t r = 0; r < t.n_rows; ++r)
-    quant::dequantize_row(t.type, t.row(r), out.data() + r * t.ne[0], static_cast<int64_t>(t.ne[0]));
-  return out;
-}
+test::SyntheticModel* AttentionLayerTest::model_ = nullptr;
 
 std::vector<std::vector<float>> random_inputs(int n, int width, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -118,15 +97,15 @@ class ReferenceAttention {
  public:
   ReferenceAttention(const model::LayerWeights &lw, const model::Deepseek4HParams &hp) : hp_(hp) {
     ratio_ = static_cast<int>(lw.compress_ratio);
-    attn_norm_ = dequant(lw.attn_norm);
-    q_a_ = dequant(lw.attn_q_a);
-    q_a_norm_ = dequant(lw.attn_q_a_norm);
-    q_b_ = dequant(lw.attn_q_b);
-    kv_ = dequant(lw.attn_kv);
-    kv_norm_ = dequant(lw.attn_kv_norm);
-    sinks_ = dequant(lw.attn_sinks);
-    out_a_ = dequant(lw.attn_output_a);
-    out_b_ = dequant(lw.attn_output_b);
+    attn_norm_ = test::dequantize_tensor(lw.attn_norm);
+    q_a_ = test::dequantize_tensor(lw.attn_q_a);
+    q_a_norm_ = test::dequantize_tensor(lw.attn_q_a_norm);
+    q_b_ = test::dequantize_tensor(lw.attn_q_b);
+    kv_ = test::dequantize_tensor(lw.attn_kv);
+    kv_norm_ = test::dequantize_tensor(lw.attn_kv_norm);
+    sinks_ = test::dequantize_tensor(lw.attn_sinks);
+    out_a_ = test::dequantize_tensor(lw.attn_output_a);
+    out_b_ = test::dequantize_tensor(lw.attn_output_b);
     rope_ = rope_params(hp, lw.compress_ratio, Numerics::Quality);
     if (ratio_ != 0) comp_.emplace(lw, hp, CompressorRole::Attention, Numerics::Quality);
     if (ratio_ == 4) {
@@ -274,7 +253,7 @@ TEST_F(AttentionLayerTest, PositionZeroIsTheClosedForm) {
       ASSERT_EQ(state.raw_count(), 1);
       ASSERT_EQ(state.n_compressed(), 0);
       const float *kv = state.raw_row(0);
-      const std::vector<float> sk = dequant(layer(il).attn_sinks);
+      const std::vector<float> sk = test::dequantize_tensor(layer(il).attn_sinks);
       for (size_t h = 0; h < hp().n_head; ++h) {
         double s = 0.0;
         for (size_t i = 0; i < hd; ++i) s += static_cast<double>(l.last_q()[h * hd + i]) * kv[i];

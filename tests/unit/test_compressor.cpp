@@ -29,7 +29,7 @@
 #include "model/synthetic_tokenizer.h"
 #include "model/synthetic_weights.h"
 #include "quant/quant.h"
-#include "support/temp_dir.h"
+#include "support/synthetic_model.h"
 
 namespace ds4::cpu {
 namespace {
@@ -39,35 +39,15 @@ constexpr int kPositions = 600;
 class CompressorTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new test::TempDir("ds4-compressor-");
-    const model::Deepseek4HParams hp = model::preset_tiny();
-    gguf::Writer w;
-    model::write_metadata(hp, w);
-    model::make_synthetic_tokenizer(hp.n_vocab).write(w);
-    model::add_synthetic_tensors(w, hp, model::QuantMix::F32, /*seed=*/11, /*n_threads=*/2);
-    const std::string path = dir_->file("tiny-f32.gguf");
-    w.write(path);
-    model_ = new model::Deepseek4Model(model::Deepseek4Model::open(path));
+    model_ = new test::SyntheticModel(model::preset_tiny(), model::QuantMix::F32, /*seed=*/11);
   }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete dir_;
-  }
+  static void TearDownTestSuite() { delete model_; }
   static const model::Deepseek4HParams& hp() { return model_->hparams(); }
-  static const model::LayerWeights& layer(int il) { return model_->weights().layers.at(static_cast<size_t>(il)); }
+  static const model::LayerWeights& layer(int il) { return model_->layer(il); }
 
-  static test::TempDir* dir_;
-  static model::Deepseek4Model* model_;
+  static test::SyntheticModel* model_;
 };
-test::TempDir* CompressorTest::dir_ = nullptr;
-model::Deepseek4Model* CompressorTest::model_ = nullptr;
-
-std::vector<float> dequant(const model::TensorView& t) {
-  std::vector<float> out(t.ne[0] * t.n_rows);
-  for (uint64_t r = 0; r < t.n_rows; ++r)
-    quant::dequantize_row(t.type, t.row(r), out.data() + r * t.ne[0], static_cast<int64_t>(t.ne[0]));
-  return out;
-}
+test::SyntheticModel* CompressorTest::model_ = nullptr;
 
 std::vector<std::vector<float>> random_inputs(int n, int width, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -98,10 +78,10 @@ class ReferenceCompressor {
     coff_ = ratio_ == 4 ? 2 : 1;
     dim_ = static_cast<int>(role == CompressorRole::Attention ? hp.head_dim : hp.indexer_head_dim);
     n_embd_ = static_cast<int>(hp.n_embd);
-    kv_ = dequant(w.kv);
-    gate_ = dequant(w.gate);
-    ape_ = dequant(w.ape);
-    norm_ = dequant(w.norm);
+    kv_ = test::dequantize_tensor(w.kv);
+    gate_ = test::dequantize_tensor(w.gate);
+    ape_ = test::dequantize_tensor(w.ape);
+    norm_ = test::dequantize_tensor(w.norm);
     rope_ = rope_params(hp, lw.compress_ratio, n);
   }
 

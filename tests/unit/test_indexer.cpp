@@ -31,7 +31,7 @@
 #include "model/synthetic_tokenizer.h"
 #include "model/synthetic_weights.h"
 #include "quant/quant.h"
-#include "support/temp_dir.h"
+#include "support/synthetic_model.h"
 
 namespace ds4::cpu {
 namespace {
@@ -42,35 +42,15 @@ constexpr int kLayer = 1;  // ratio 4
 class IndexerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new test::TempDir("ds4-indexer-");
-    const model::Deepseek4HParams hp = model::preset_tiny();
-    gguf::Writer w;
-    model::write_metadata(hp, w);
-    model::make_synthetic_tokenizer(hp.n_vocab).write(w);
-    model::add_synthetic_tensors(w, hp, model::QuantMix::F32, /*seed=*/17, /*n_threads=*/2);
-    const std::string path = dir_->file("tiny-f32.gguf");
-    w.write(path);
-    model_ = new model::Deepseek4Model(model::Deepseek4Model::open(path));
+    model_ = new test::SyntheticModel(model::preset_tiny(), model::QuantMix::F32, /*seed=*/17);
   }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete dir_;
-  }
+  static void TearDownTestSuite() { delete model_; }
   static const model::Deepseek4HParams& hp() { return model_->hparams(); }
-  static const model::LayerWeights& layer(int il) { return model_->weights().layers.at(static_cast<size_t>(il)); }
+  static const model::LayerWeights& layer(int il) { return model_->layer(il); }
 
-  static test::TempDir* dir_;
-  static model::Deepseek4Model* model_;
+  static test::SyntheticModel* model_;
 };
-test::TempDir* IndexerTest::dir_ = nullptr;
-model::Deepseek4Model* IndexerTest::model_ = nullptr;
-
-std::vector<float> dequant(const model::TensorView& t) {
-  std::vector<float> out(t.ne[0] * t.n_rows);
-  for (uint64_t r = 0; r < t.n_rows; ++r)
-    quant::dequantize_row(t.type, t.row(r), out.data() + r * t.ne[0], static_cast<int64_t>(t.ne[0]));
-  return out;
-}
+test::SyntheticModel* IndexerTest::model_ = nullptr;
 
 std::vector<float> random_vector(std::mt19937& rng, uint32_t n) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -92,7 +72,7 @@ std::vector<double> matvec_double(const std::vector<float>& w, const std::vector
 class ReferenceIndexer {
  public:
   ReferenceIndexer(const model::LayerWeights& lw, const model::Deepseek4HParams& hp, Numerics n)
-      : hp_(hp), numerics_(n), q_b_(dequant(lw.indexer_q_b)), proj_(dequant(lw.indexer_proj)),
+      : hp_(hp), numerics_(n), q_b_(test::dequantize_tensor(lw.indexer_q_b)), proj_(test::dequantize_tensor(lw.indexer_proj)),
         rope_(rope_params(hp, lw.compress_ratio, n)) {}
 
   std::vector<double> scores(const std::vector<float>& qr, const std::vector<float>& xn, int64_t pos,
@@ -211,7 +191,7 @@ TEST_F(IndexerTest, HeadWeightsCarryTheScale) {
   const std::vector<float> xn = random_vector(rng, hp().n_embd);
   std::vector<float> w(static_cast<size_t>(indexer.n_head()));
   indexer.head_weights(xn, w);
-  const std::vector<double> want = matvec_double(dequant(layer(kLayer).indexer_proj), xn);
+  const std::vector<double> want = matvec_double(test::dequantize_tensor(layer(kLayer).indexer_proj), xn);
   const double scale = 1.0 / std::sqrt(static_cast<double>(indexer.n_head() * indexer.head_dim()));
   for (size_t h = 0; h < w.size(); ++h) EXPECT_NEAR(w[h], want[h] * scale, 1e-5 * std::max(1.0, std::abs(want[h])));
 }

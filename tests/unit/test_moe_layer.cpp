@@ -38,7 +38,7 @@
 #include "model/synthetic_weights.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
-#include "support/temp_dir.h"
+#include "support/synthetic_model.h"
 
 namespace ds4::cpu {
 namespace {
@@ -46,26 +46,11 @@ namespace {
 constexpr int kSamples = 50;
 constexpr double kNearTie = 1e-5;
 
-struct Model {
-  std::unique_ptr<test::TempDir> dir;
-  std::unique_ptr<model::Deepseek4Model> model;
-};
-
 const model::Deepseek4Model& tiny_model(model::QuantMix mix) {
-  static std::map<model::QuantMix, Model> models;
-  Model& m = models[mix];
-  if (!m.model) {
-    m.dir = std::make_unique<test::TempDir>("ds4-moe-layer-");
-    const model::Deepseek4HParams hp = model::preset_tiny();
-    gguf::Writer w;
-    model::write_metadata(hp, w);
-    model::make_synthetic_tokenizer(hp.n_vocab).write(w);
-    model::add_synthetic_tensors(w, hp, mix, /*seed=*/23, /*n_threads=*/2);
-    const std::string path = m.dir->file("tiny.gguf");
-    w.write(path);
-    m.model = std::make_unique<model::Deepseek4Model>(model::Deepseek4Model::open(path));
-  }
-  return *m.model;
+  static std::map<model::QuantMix, std::unique_ptr<test::SyntheticModel>> models;
+  std::unique_ptr<test::SyntheticModel>& m = models[mix];
+  if (!m) m = std::make_unique<test::SyntheticModel>(model::preset_tiny(), mix, /*seed=*/23);
+  return m->model();
 }
 
 // A weight matrix (or every expert of a 3-D one) dequantised, row-major.
