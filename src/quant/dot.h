@@ -46,4 +46,9 @@ float dot_f16_f32_scalar(int64_t n, const uint16_t* w, const float* x);
 float dot_bf16_f32_scalar(int64_t n, const uint16_t* w, const float* x);
 float dot_f32_f32_scalar(int64_t n, const float* w, const float* x);
 
+// The same dots in the float order of ggml's x86 CPU kernels (AVX2 and up),
+// for --quality (dot_ggml_x86.cpp). Bit-identical to what llama.cpp computes
+// on these CPUs, whatever ISA this engine runs at.
+float dot_q8_0_q8_0_ggml_x86(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x);
+
 }  // namespace ds4::quant

@@ -59,7 +59,7 @@ std::vector<int32_t> Indexer::allowed(std::span<const float> qr, std::span<const
   head_weights(xn, w, pool);
   std::vector<float> scores(static_cast<size_t>(n));
   indexer_scores(q, w, head_dim_, rows, scores);
-  return indexer_select(scores, top_k_);
+  return indexer_select(scores, top_k_, numerics_);
 }
 
 }  // namespace ds4::cpu

@@ -123,8 +123,11 @@ WeightMatrix select_matrix(const model::TensorView& w, int expert) {
           static_cast<int64_t>(w.ne[1])};
 }
 
-float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_t* row, const void* act) {
+float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_t* row, const void* act,
+              bool ggml_order) {
   using namespace quant;
+  if (ggml_order && type == GgmlType::Q8_0)
+    return dot_q8_0_q8_0_ggml_x86(n, reinterpret_cast<const BlockQ8_0*>(row), static_cast<const BlockQ8_0*>(act));
   switch (type) {
     case GgmlType::F32: return k.f32_f32(n, reinterpret_cast<const float*>(row), static_cast<const float*>(act));
     case GgmlType::F16: return k.f16_f32(n, reinterpret_cast<const uint16_t*>(row), static_cast<const float*>(act));
@@ -150,7 +153,8 @@ float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_
 constexpr int64_t kRowAlign = 16;
 
 // Y[t * m.n_rows + r] = row_r . acts[t] for t < n_tokens, r < n_rows.
-void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, ThreadPool* pool) {
+void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, bool ggml_order,
+              ThreadPool* pool) {
   const quant::DotKernels& kernels = quant::dot_kernels();
   const int64_t n_blocks = (m.n_rows + kRowAlign - 1) / kRowAlign;
   const int threads = pool ? pool->size() : 1;
@@ -164,7 +168,8 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
       for (int64_t tok = 0; tok < n_tokens; ++tok) {
         float* y = Y + tok * m.n_rows;
         for (int64_t r = tile; r < tile_end; ++r) {
-          y[r] = dot_row(kernels, m.type, m.n_cols, m.data + static_cast<uint64_t>(r) * m.row_bytes, acts[tok]);
+          y[r] = dot_row(kernels, m.type, m.n_cols, m.data + static_cast<uint64_t>(r) * m.row_bytes, acts[tok],
+                         ggml_order);
         }
       }
     }
@@ -182,7 +187,7 @@ void matvec(const model::TensorView& w, int expert, ActivationCache& x, float* y
   const WeightMatrix m = select_matrix(w, expert);
   if (x.size() != m.n_cols) throw Error("matvec: activation length does not match " + std::string(w.name));
   const void* act = x.get(m.type);
-  dot_rows(m, &act, 1, y, pool);
+  dot_rows(m, &act, 1, y, x.numerics() == Numerics::Quality, pool);
 }
 
 void matvec(const model::TensorView& w, int expert, const float* x, float* y, Numerics numerics, ThreadPool* pool) {
@@ -213,7 +218,7 @@ void matmul(const model::TensorView& w, int expert, const float* X, int64_t n_to
   } else {
     convert(0, 1);
   }
-  dot_rows(m, acts.data(), n_tokens, Y, pool);
+  dot_rows(m, acts.data(), n_tokens, Y, numerics == Numerics::Quality, pool);
 }
 
 }  // namespace ds4::cpu

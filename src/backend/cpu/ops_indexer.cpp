@@ -25,7 +25,7 @@ void indexer_scores(std::span<const float> q, std::span<const float> weights, in
   }
 }
 
-std::vector<int32_t> indexer_select(std::span<const float> scores, int top_k) {
+std::vector<int32_t> indexer_select(std::span<const float> scores, int top_k, Numerics numerics) {
   const auto n = static_cast<int32_t>(scores.size());
   std::vector<int32_t> ids;
   if (n <= top_k) {
@@ -34,7 +34,10 @@ std::vector<int32_t> indexer_select(std::span<const float> scores, int top_k) {
     return ids;
   }
   ids.resize(static_cast<std::size_t>(top_k));
-  top_k_desc(scores, ids);
+  if (numerics == Numerics::Quality)
+    top_k_ggml(scores, ids);
+  else
+    top_k_desc(scores, ids);
   std::sort(ids.begin(), ids.end());
   return ids;
 }

@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "backend/cpu/numerics.h"
+
 namespace ds4::cpu {
 
 // scores[c] = sum_h max(0, dot(rows[c], q_h)) * weights[h], heads in order,
@@ -17,8 +19,10 @@ void indexer_scores(std::span<const float> q, std::span<const float> weights, in
                     std::span<const float* const> rows, std::span<float> scores);
 
 // Indices of the compressed rows attention may use, increasing: all of them
-// when there are at most top_k, else the top_k highest scores (ties -> lower
-// index, as ds4's repeated strict-greater argmax picks).
-std::vector<int32_t> indexer_select(std::span<const float> scores, int top_k);
+// when there are at most top_k, else the top_k highest scores. Ties: Default
+// -> lower index (ds4's repeated strict-greater argmax); Quality -> where
+// ggml's top_k (a libstdc++ partial_sort) puts them.
+std::vector<int32_t> indexer_select(std::span<const float> scores, int top_k,
+                                    Numerics numerics = Numerics::Default);
 
 }  // namespace ds4::cpu

@@ -39,7 +39,10 @@ void route_top_k(std::span<const float> scores, std::span<const float> bias, flo
   assert(bias.empty() || bias.size() == scores.size());
   std::vector<float> selection(scores.begin(), scores.end());
   for (std::size_t e = 0; e < bias.size(); ++e) selection[e] += bias[e];
-  top_k_desc(selection, ids);
+  if (n == Numerics::Quality)
+    argsort_top_k_ggml(selection, ids);
+  else
+    top_k_desc(selection, ids);
   expert_weights(scores, ids, scale, weights, n);
 }
 

@@ -23,7 +23,8 @@ void expert_weights(std::span<const float> scores, std::span<const int32_t> ids,
                     std::span<float> weights, Numerics n);
 
 // Non-hash layers: ids = top-k of scores + bias (the bias steers selection
-// only; ties -> lower expert), weights from the unbiased scores.
+// only; ties: Default -> lower expert, Quality -> as ggml_argsort_top_k
+// sorts them), weights from the unbiased scores.
 // ids.size() = weights.size() = k. bias may be empty (no exp_probs_b).
 void route_top_k(std::span<const float> scores, std::span<const float> bias, float scale,
                  std::span<int32_t> ids, std::span<float> weights, Numerics n);

@@ -27,4 +27,27 @@ void top_k_desc(std::span<const float> scores, std::span<int32_t> out) {
   std::copy_n(idx.begin(), out.size(), out.begin());
 }
 
+namespace {
+std::vector<int32_t> iota_indices(std::size_t n) {
+  std::vector<int32_t> idx(n);
+  for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<int32_t>(i);
+  return idx;
+}
+}  // namespace
+
+void top_k_ggml(std::span<const float> scores, std::span<int32_t> out) {
+  assert(out.size() <= scores.size());
+  auto idx = iota_indices(scores.size());
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(out.size()), idx.end(),
+                    [&](int32_t a, int32_t b) { return scores[a] > scores[b]; });
+  std::copy_n(idx.begin(), out.size(), out.begin());
+}
+
+void argsort_top_k_ggml(std::span<const float> scores, std::span<int32_t> out) {
+  assert(out.size() <= scores.size());
+  auto idx = iota_indices(scores.size());
+  std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return scores[a] > scores[b]; });
+  std::copy_n(idx.begin(), out.size(), out.begin());
+}
+
 }  // namespace ds4::cpu

@@ -13,4 +13,14 @@ namespace ds4::cpu {
 // Requires out.size() <= scores.size().
 void top_k_desc(std::span<const float> scores, std::span<int32_t> out);
 
+// ggml's CPU GGML_OP_TOP_K (llama.cpp's indexer; Quality): the indices sorted
+// by std::partial_sort with "score greater" and nothing else, so ties fall
+// where libstdc++'s heap selection leaves them, exactly as in ggml. Indexer
+// scores tie often: a row whose dot with every head is negative scores 0.
+void top_k_ggml(std::span<const float> scores, std::span<int32_t> out);
+
+// ggml's ggml_argsort_top_k (llama.cpp's MoE router; Quality): std::sort of
+// all indices by "score greater", the first out.size() of them.
+void argsort_top_k_ggml(std::span<const float> scores, std::span<int32_t> out);
+
 }  // namespace ds4::cpu
