@@ -1,0 +1,106 @@
+// The whole DeepSeek V4 forward pass on the CPU (MODEL.md 4-5): embedding,
+// per layer HC pre -> attention -> HC post -> HC pre -> MoE -> HC post, then
+// the output HC head, norm and vocab head. Evaluates any number of tokens
+// into a Session in chunks of prefill_chunk tokens, layer-major inside a
+// chunk (every token of the chunk passes layer l before any passes l + 1);
+// inside a layer tokens stream through the cache in order, so the result is
+// the same for every chunk size and equals token-by-token decoding.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/cpu/attention_layer.h"
+#include "backend/cpu/matvec.h"
+#include "backend/cpu/moe_layer.h"
+#include "backend/cpu/numerics.h"
+#include "backend/cpu/ops_hc.h"
+#include "backend/cpu/session.h"
+
+namespace ds4 {
+class ThreadPool;
+}
+namespace ds4::model {
+class Deepseek4Model;
+}
+
+namespace ds4::cpu {
+
+inline constexpr int kDefaultPrefillChunk = 4096;
+
+class Forward {
+ public:
+  // Binds every layer of `model` (which must outlive this object) in
+  // `numerics`; pool (may be null: single-threaded) splits the matrix work.
+  Forward(const model::Deepseek4Model &model, Numerics numerics, ThreadPool *pool);
+
+  const model::Deepseek4Model &model() const { return *model_; }
+  Numerics numerics() const { return numerics_; }
+
+  // Tokens per layer-major chunk (>= 1); default kDefaultPrefillChunk.
+  void set_prefill_chunk(int n);
+  int prefill_chunk() const { return chunk_; }
+
+  // A new empty session for this model and numerics.
+  Session new_session(int64_t n_ctx) const;
+
+  // Evaluates `tokens` after the session's current tokens (positions
+  // session.size() ...). Afterwards session.logits() holds the logits after
+  // the last token; all_logits, when given, receives tokens.size() rows of
+  // n_vocab (row i: after tokens[i]). ds4::Error, with the session
+  // unchanged, when a token id is outside [0, n_vocab), when the session would
+  // exceed its n_ctx, or when the session belongs to another model/numerics.
+  void eval(Session &session, std::span<const int32_t> tokens, float *all_logits = nullptr);
+
+  // Greedy continuation: n ids, each the argmax (lowest index on ties) of the
+  // logits before it, every id but the last also evaluated into the session.
+  // The session must hold at least one token. ds4::Error when the context
+  // would overflow.
+  std::vector<int32_t> generate_greedy(Session &session, int n);
+
+  // The sublayers of layer il; their last_*() / selected_*() accessors describe
+  // the last token evaluated (diagnostics, tests).
+  const AttentionLayer &attention(size_t il) const { return attn_.at(il); }
+  const MoeLayer &moe(size_t il) const { return moe_.at(il); }
+
+ private:
+  struct HcWeights {
+    model::TensorView fn;       // hc_dim -> hc_mix_dim
+    std::vector<float> scale;   // 3
+    std::vector<float> base;    // hc_mix_dim
+  };
+
+  void check(const Session &session, std::span<const int32_t> tokens) const;
+  // Evaluates one chunk; the last token's logits are computed when all_logits
+  // is given or last_chunk is set.
+  void eval_chunk(Session &session, std::span<const int32_t> tokens, float *all_logits, bool last_chunk);
+  // x = HC pre of the flat state h (hc_dim) with weights w; split receives
+  // pre/post/comb.
+  void hc_pre(std::span<const float> h, const HcWeights &w, std::span<float> x, HcSplit &split);
+  // logits (n_vocab) of the flat state h.
+  void head(std::span<const float> h, std::span<float> logits);
+
+  const model::Deepseek4Model *model_;
+  Numerics numerics_;
+  ThreadPool *pool_;
+  int chunk_ = kDefaultPrefillChunk;
+  int n_embd_ = 0, hc_dim_ = 0, n_vocab_ = 0;
+  float rms_eps_ = 1e-6f, hc_eps_ = 1e-6f;
+  int sinkhorn_iters_ = kHcSinkhornIters;
+
+  std::vector<AttentionLayer> attn_;
+  std::vector<MoeLayer> moe_;
+  std::vector<HcWeights> hc_attn_, hc_ffn_;
+  HcWeights hc_head_;  // fn: hc_dim -> 4; scale 1; base 4
+  std::vector<float> output_norm_;
+
+  // Chunk buffers, kept across calls.
+  std::vector<float> h_;        // chunk x hc_dim: the running HC state
+  std::vector<float> h_next_;   // hc_dim
+  std::vector<float> flat_, mix_, x_, f_;
+  std::vector<HcSplit> splits_;
+  ActivationCache flat_cache_;
+};
+
+}  // namespace ds4::cpu
