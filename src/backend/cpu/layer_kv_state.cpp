@@ -69,6 +69,41 @@ void LayerKvState::append_index(std::span<const float> row) {
   ++n_index_;
 }
 
+void LayerKvState::restore_raw(std::span<const float> rows, int64_t first_pos) {
+  const size_t width = static_cast<size_t>(head_dim_);
+  if (rows.size() % width != 0 || rows.size() / width > static_cast<size_t>(n_swa_))
+    throw Error("restore_raw: " + std::to_string(rows.size()) + " floats are not at most " + std::to_string(n_swa_) +
+                " rows of " + std::to_string(head_dim_));
+  const int n = static_cast<int>(rows.size() / width);
+  // Slots 0..n-1 in position order; the ring continues from there exactly as
+  // if the rows had been pushed one by one.
+  std::copy(rows.begin(), rows.end(), raw_.begin());
+  for (int i = 0; i < n; ++i) raw_pos_[static_cast<size_t>(i)] = first_pos + i;
+  raw_count_ = n;
+  raw_next_ = n % n_swa_;
+}
+
+void LayerKvState::restore_compressed(std::span<const float> rows) {
+  if (ratio_ == 0 && !rows.empty()) throw Error("restore_compressed: no compressed rows on this layer");
+  if (rows.size() % static_cast<size_t>(head_dim_) != 0)
+    throw Error("restore_compressed: " + std::to_string(rows.size()) + " floats are not whole rows of " +
+                std::to_string(head_dim_));
+  comp_.assign(rows.begin(), rows.end());
+  n_comp_ = static_cast<int64_t>(rows.size() / static_cast<size_t>(head_dim_));
+}
+
+void LayerKvState::restore_index(std::span<const float> rows) {
+  if (index_dim_ == 0) {
+    if (!rows.empty()) throw Error("restore_index: no index rows on this layer");
+    return;
+  }
+  if (rows.size() % static_cast<size_t>(index_dim_) != 0)
+    throw Error("restore_index: " + std::to_string(rows.size()) + " floats are not whole rows of " +
+                std::to_string(index_dim_));
+  index_.assign(rows.begin(), rows.end());
+  n_index_ = static_cast<int64_t>(rows.size() / static_cast<size_t>(index_dim_));
+}
+
 size_t LayerKvState::raw_bytes() const { return raw_.size() * sizeof(float) + raw_pos_.size() * sizeof(int64_t); }
 size_t LayerKvState::compressed_bytes() const { return static_cast<size_t>(n_comp_) * head_dim_ * sizeof(float); }
 size_t LayerKvState::index_bytes() const { return static_cast<size_t>(n_index_) * index_dim_ * sizeof(float); }

@@ -51,6 +51,19 @@ class LayerKvState {
   // nullptr where the layer has none.
   Compressor *attn_compressor() { return attn_comp_ ? &*attn_comp_ : nullptr; }
   Compressor *index_compressor() { return index_comp_ ? &*index_comp_ : nullptr; }
+  const Compressor *attn_compressor() const { return attn_comp_ ? &*attn_comp_ : nullptr; }
+  const Compressor *index_compressor() const { return index_comp_ ? &*index_comp_ : nullptr; }
+
+  // Restoring saved state (session payloads). The rows were rounded when they
+  // were first stored, so they are copied verbatim, never rounded again.
+  // restore_raw: the window becomes `rows` (a whole number of head_dim rows,
+  // at most n_swa, oldest first) at positions first_pos, first_pos + 1, ...
+  // restore_compressed / restore_index: the rows replace all held rows.
+  // ds4::Error, state unchanged, when the sizes do not fit. The compressor
+  // frontiers are restored through their state_kv() / state_score() spans.
+  void restore_raw(std::span<const float> rows, int64_t first_pos);
+  void restore_compressed(std::span<const float> rows);
+  void restore_index(std::span<const float> rows);
 
   // Bytes of state, all held as f32: the window's n_swa x head_dim buffer and
   // positions, the live compressed and index rows, both compressors'
