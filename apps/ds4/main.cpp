@@ -1,0 +1,214 @@
+// ds4: runs the DeepSeek V4 forward pass on the CPU over a list of token ids.
+//   ds4 -m MODEL --tokens-file T.json --dump-logits OUT.bin   all-position logits (f32 LE, n x n_vocab)
+//   ds4 -m MODEL --tokens-file T.json --greedy N              N greedy ids as one JSON line on stdout
+// plus --save-session / --load-session. stdout carries only the --greedy
+// result; the memory accounting and the speed lines go to stderr. Every
+// failure is one line "ds4: <message>" on stderr and exit status 1.
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/forward.h"
+#include "backend/cpu/numerics.h"
+#include "backend/cpu/session.h"
+#include "backend/cpu/session_payload.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/deepseek4_model.h"
+
+#include "logits_file.h"
+#include "memory_report.h"
+#include "options.h"
+#include "tokens_file.h"
+
+namespace {
+
+using ds4::Error;
+using namespace ds4::app;
+using Clock = std::chrono::steady_clock;
+
+// Rows of logits buffered per eval() call while dumping: one prefill chunk,
+// but at most about 1 GiB of floats (the result does not depend on it).
+constexpr uint64_t kMaxLogitsBufferBytes = uint64_t{1} << 30;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void print_speed(const char* what, int64_t n, double secs) {
+  std::fprintf(stderr, "%s: %lld tokens in %.3f s, %.2f tokens/s\n", what, static_cast<long long>(n), secs,
+               secs > 0 ? static_cast<double>(n) / secs : 0.0);
+}
+
+// ds4::Error when the folder `path` would be created in is missing or not writable.
+void check_writable_folder(const std::string& path, const char* option) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string folder = parent.empty() ? "." : parent.string();
+  if (::access(folder.c_str(), W_OK) != 0)
+    throw Error(std::string("cannot write ") + option + " " + path + ": " + std::strerror(errno));
+}
+
+std::string json_ids(const std::vector<int32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(ids[i]);
+  }
+  return out + "]";
+}
+
+int run(const Options& o) {
+  validate(o);
+  std::vector<int32_t> tokens;
+  if (!o.tokens_file.empty()) tokens = read_tokens_file(o.tokens_file);
+  if (tokens.empty() && !o.dump_logits.empty()) throw Error(o.tokens_file + ": the token list is empty");
+  if (tokens.empty() && o.load_session.empty())
+    throw Error(o.tokens_file + ": the token list is empty and no --load-session gives a context");
+
+  const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model);
+  const ds4::model::Deepseek4HParams& hp = model.hparams();
+  check_token_range(tokens, hp.n_vocab, o.tokens_file);
+
+  const int64_t n_new = static_cast<int64_t>(tokens.size());
+  const std::string file_detail = std::to_string(n_new) + " from " + (o.tokens_file.empty() ? "no file" : o.tokens_file) +
+                                  (o.greedy ? " + " + std::to_string(*o.greedy - 1) + " fed back by --greedy" : "");
+  const int64_t needed_before_load = tokens_needed(0, n_new, o.greedy);
+  const int64_t n_ctx = choose_ctx(o, hp.n_ctx_train, needed_before_load);
+  check_fits(needed_before_load, n_ctx, file_detail);
+
+  // Output places are checked before anything is printed, so that a bad one
+  // is the only line on stderr.
+  std::unique_ptr<AtomicFloatFile> logits_out;
+  if (!o.dump_logits.empty()) logits_out = std::make_unique<AtomicFloatFile>(o.dump_logits);
+  if (!o.save_session.empty()) check_writable_folder(o.save_session, "--save-session");
+
+  RunSettings settings;
+  settings.n_ctx = n_ctx;
+  settings.threads = o.threads;
+  settings.prefill_chunk = o.prefill_chunk;
+  settings.numerics = o.quality ? ds4::cpu::Numerics::Quality : ds4::cpu::Numerics::Default;
+
+  ds4::ThreadPool pool(o.threads);
+  ds4::cpu::Forward forward(model, settings.numerics, &pool);
+  forward.set_prefill_chunk(o.prefill_chunk);
+  ds4::cpu::Session session = forward.new_session(n_ctx);
+
+  if (!o.load_session.empty()) {
+    ds4::cpu::load_session_file(o.load_session, session);
+    const int64_t loaded = session.size();
+    check_fits(tokens_needed(loaded, n_new, o.greedy), n_ctx,
+               std::to_string(loaded) + " loaded from " + o.load_session + " + " + file_detail);
+    if (loaded == 0 && tokens.empty()) throw Error(o.load_session + ": the session holds no tokens to continue from");
+  }
+
+  std::fputs(memory_report(model, settings).c_str(), stderr);
+  std::fflush(stderr);
+
+  if (!tokens.empty()) {
+    double eval_secs = 0;
+    if (!o.dump_logits.empty()) {
+      const uint64_t row_bytes = uint64_t{hp.n_vocab} * sizeof(float);
+      const size_t piece = static_cast<size_t>(
+          std::max<uint64_t>(1, std::min<uint64_t>(static_cast<uint64_t>(o.prefill_chunk), kMaxLogitsBufferBytes / row_bytes)));
+      std::vector<float> rows(std::min(piece, tokens.size()) * hp.n_vocab);
+      AtomicFloatFile& out = *logits_out;
+      for (size_t start = 0; start < tokens.size(); start += piece) {
+        const size_t n = std::min(piece, tokens.size() - start);
+        const auto t0 = Clock::now();
+        forward.eval(session, std::span<const int32_t>(tokens).subspan(start, n), rows.data());
+        eval_secs += seconds_since(t0);
+        out.write(std::span<const float>(rows.data(), n * hp.n_vocab));
+      }
+      out.commit();
+    } else {
+      const auto t0 = Clock::now();
+      forward.eval(session, tokens);
+      eval_secs = seconds_since(t0);
+    }
+    print_speed("prefill", n_new, eval_secs);
+  }
+
+  if (!o.save_session.empty()) ds4::cpu::save_session_file(o.save_session, session, o.prefill_chunk);
+
+  if (o.greedy) {
+    const auto t0 = Clock::now();
+    const std::vector<int32_t> ids = forward.generate_greedy(session, *o.greedy);
+    print_speed("decode", static_cast<int64_t>(ids.size()), seconds_since(t0));
+    const std::string line = json_ids(ids) + "\n";
+    if (std::fputs(line.c_str(), stdout) < 0 || std::fflush(stdout) != 0) throw Error("cannot write to stdout");
+  }
+  return 0;
+}
+
+// One line: newlines inside a message become "; ".
+void print_error(const std::string& msg) {
+  std::string line;
+  for (char c : msg) {
+    if (c == '\n' || c == '\r') {
+      if (!line.empty() && line.back() != ' ') line += "; ";
+    } else {
+      line += c;
+    }
+  }
+  while (!line.empty() && (line.back() == ' ' || line.back() == ';')) line.pop_back();
+  std::fprintf(stderr, "ds4: %s\n", line.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Run DeepSeek V4 (deepseek4 GGUF) on the CPU over a list of token ids.", "ds4"};
+  app.set_help_flag("-h,--help", "Print this help and exit");
+  Options o;
+  o.threads = ds4::default_thread_count();
+  o.prefill_chunk = ds4::cpu::kDefaultPrefillChunk;
+
+  app.add_option("-m,--model", o.model, "Model GGUF file")->required();
+  app.add_option("--tokens-file", o.tokens_file,
+                 "JSON array of token ids, evaluated as given (nothing added); may be left out with --load-session "
+                 "and --greedy");
+  app.add_option("--dump-logits", o.dump_logits,
+                 "Write the logits after every token of --tokens-file: float32 little-endian, n_tokens x n_vocab, "
+                 "row i after token i (written to a temporary file and renamed)");
+  app.add_option("--greedy", o.greedy, "Generate N ids greedily after the tokens; prints them as one JSON array on stdout");
+  app.add_option("--save-session", o.save_session, "After evaluating the tokens, save the session to this file");
+  app.add_option("--load-session", o.load_session,
+                 "Before evaluating, load this session; the tokens of --tokens-file follow its tokens");
+  app.add_flag("--quality", o.quality, "Quality numerics (llama.cpp's op order) instead of the default numerics");
+  app.add_option("--threads", o.threads, "Threads (default: physical cores available)")->capture_default_str();
+  app.add_option("--ctx", o.ctx,
+                 "Context size in tokens (default: min(model n_ctx_train, 32768), raised to the tokens the run "
+                 "needs)");
+  app.add_option("--prefill-chunk", o.prefill_chunk, "Tokens per layer-major prefill chunk")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    print_error(std::string(e.what()) + " (see ds4 --help)");
+    return 1;
+  }
+
+  try {
+    return run(o);
+  } catch (const ds4::Error& e) {
+    print_error(e.what());
+  } catch (const std::bad_alloc&) {
+    print_error("out of memory");
+  } catch (const std::exception& e) {
+    print_error(std::string("internal error: ") + e.what());
+  }
+  return 1;
+}

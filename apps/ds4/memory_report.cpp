@@ -1,0 +1,52 @@
+#include "memory_report.h"
+
+#include <cstdio>
+
+#include "model/deepseek4_memory.h"
+#include "model/deepseek4_model.h"
+
+namespace ds4::app {
+
+std::string format_bytes(uint64_t bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[96];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%llu bytes (%.2f %s)", static_cast<unsigned long long>(bytes), v, units[u]);
+  return buf;
+}
+
+std::string memory_report(const model::Deepseek4Model& m, const RunSettings& s) {
+  const model::Deepseek4HParams& hp = m.hparams();
+  const model::WeightBytes w = model::weight_bytes(m.weights());
+  const model::KvStateBytes kv = model::kv_state_bytes(hp, static_cast<uint64_t>(s.n_ctx), kStateElemBytes);
+  const double per_token = model::kv_bytes_per_token(hp, kStateElemBytes);
+
+  std::string out = "memory:\n";
+  out += "  model file           " + format_bytes(m.file().file_size()) + "\n";
+  out += "  weights              " + format_bytes(w.total()) + " (routed experts " + format_bytes(w.routed()) +
+         ", other " + format_bytes(w.non_routed()) + ")\n";
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "  kv state per token   %.1f bytes (f32, compressed + indexer rows)\n", per_token);
+  out += buf;
+  out += "  kv state for ctx " + std::to_string(s.n_ctx) + ": " + format_bytes(kv.total()) + "\n";
+  out += "    raw window         " + format_bytes(kv.raw_window) + "\n";
+  out += "    compressed         " + format_bytes(kv.compressed_attn) + "\n";
+  out += "    indexer            " + format_bytes(kv.compressed_index) + "\n";
+  out += "    frontiers          " + format_bytes(kv.frontiers) + "\n";
+  out += "  weights + kv state   " + format_bytes(w.total() + kv.total()) + "\n";
+  out += "threads " + std::to_string(s.threads) + ", numerics " +
+         (s.numerics == cpu::Numerics::Quality ? "quality" : "default") + ", ctx " + std::to_string(s.n_ctx) +
+         " (n_ctx_train " + std::to_string(hp.n_ctx_train) + "), prefill chunk " + std::to_string(s.prefill_chunk) +
+         "\n";
+  return out;
+}
+
+}  // namespace ds4::app

@@ -1,0 +1,72 @@
+#include "options.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ds4::app {
+
+namespace {
+
+bool same_file(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code ec1, ec2;
+  const auto ca = std::filesystem::weakly_canonical(a, ec1);
+  const auto cb = std::filesystem::weakly_canonical(b, ec2);
+  if (ec1 || ec2) return a == b;
+  return ca == cb;
+}
+
+}  // namespace
+
+void validate(const Options& o) {
+  if (o.threads < 1) throw Error("--threads must be at least 1 (got " + std::to_string(o.threads) + ")");
+  if (o.prefill_chunk < 1)
+    throw Error("--prefill-chunk must be at least 1 (got " + std::to_string(o.prefill_chunk) + ")");
+  if (o.ctx && *o.ctx < 1) throw Error("--ctx must be at least 1 (got " + std::to_string(*o.ctx) + ")");
+  if (o.greedy && *o.greedy < 1) throw Error("--greedy must be at least 1 (got " + std::to_string(*o.greedy) + ")");
+  if (o.dump_logits.empty() && !o.greedy && o.save_session.empty())
+    throw Error("nothing to do: give --dump-logits, --greedy or --save-session");
+  if (!o.dump_logits.empty() && o.tokens_file.empty()) throw Error("--dump-logits needs --tokens-file");
+  if (o.tokens_file.empty() && (o.load_session.empty() || !o.greedy))
+    throw Error("--tokens-file is required (it may be left out only with --load-session and --greedy)");
+
+  const std::vector<std::pair<std::string, std::string>> inputs = {
+      {"-m", o.model}, {"--tokens-file", o.tokens_file}, {"--load-session", o.load_session}};
+  const std::vector<std::pair<std::string, std::string>> outputs = {{"--dump-logits", o.dump_logits},
+                                                                    {"--save-session", o.save_session}};
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (const auto& in : inputs) {
+      if (same_file(outputs[i].second, in.second))
+        throw Error("conflicting options: " + outputs[i].first + " and " + in.first + " name the same file " +
+                    in.second);
+    }
+    for (size_t j = i + 1; j < outputs.size(); ++j) {
+      if (same_file(outputs[i].second, outputs[j].second))
+        throw Error("conflicting options: " + outputs[i].first + " and " + outputs[j].first +
+                    " name the same file " + outputs[i].second);
+    }
+  }
+}
+
+int64_t tokens_needed(int64_t loaded, int64_t evaluated, const std::optional<int>& greedy) {
+  return loaded + evaluated + (greedy ? std::max(*greedy - 1, 0) : 0);
+}
+
+int64_t choose_ctx(const Options& o, uint32_t n_ctx_train, int64_t needed) {
+  if (o.ctx) return *o.ctx;
+  const int64_t base = std::min<int64_t>(std::max<int64_t>(n_ctx_train, 1), kDefaultCtxCap);
+  return std::max(base, needed);
+}
+
+void check_fits(int64_t needed, int64_t n_ctx, const std::string& detail) {
+  if (needed > n_ctx)
+    throw Error(std::to_string(needed) + " tokens do not fit --ctx " + std::to_string(n_ctx) +
+                (detail.empty() ? "" : " (" + detail + ")"));
+}
+
+}  // namespace ds4::app

@@ -1,0 +1,324 @@
+// The ds4 command line, as outside checks use it: --dump-logits files (size,
+// teacher forcing, independence from chunking and threads), --greedy on
+// stdout, sessions saved in one process and continued in another, the memory
+// report on stderr, and one "ds4: ..." line with exit status 1 and no output
+// file for every bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "model/deepseek4_hparams.h"
+#include "model/quant_mix.h"
+#include "support/file_io.h"
+#include "support/subprocess.h"
+#include "support/synthetic_model.h"
+#include "support/temp_dir.h"
+
+#ifndef DS4_BIN_DIR
+#error "DS4_BIN_DIR must be defined"
+#endif
+
+namespace ds4 {
+namespace {
+
+namespace fs = std::filesystem;
+
+using test::TempDir;
+
+// One tiny ds4-q2 model per test program.
+const test::SyntheticModel& tiny() {
+  static const test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 7);
+  return m;
+}
+int n_vocab() { return static_cast<int>(tiny().hparams().n_vocab); }
+
+test::ProcessResult ds4(std::vector<std::string> args) {
+  args.insert(args.begin(), {"-m", tiny().path()});
+  return test::run_app(DS4_BIN_DIR, "ds4", args);
+}
+
+// Deterministic ids in [0, n_vocab).
+std::vector<int32_t> make_tokens(size_t n, uint32_t seed = 1) {
+  std::vector<int32_t> t(n);
+  uint32_t s = seed * 2654435761u + 12345u;
+  for (auto& v : t) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(n_vocab()));
+  }
+  return t;
+}
+
+std::string write_tokens(const TempDir& dir, const std::string& name, const std::vector<int32_t>& t) {
+  const std::string p = dir.file(name);
+  test::write_text(p, nlohmann::json(t).dump());
+  return p;
+}
+
+std::vector<float> read_floats(const std::string& path) {
+  const std::vector<uint8_t> b = test::read_bytes(path);
+  EXPECT_EQ(b.size() % 4, 0u);
+  std::vector<float> f(b.size() / 4);
+  std::memcpy(f.data(), b.data(), f.size() * 4);
+  return f;
+}
+
+// Runs --dump-logits over `t` with extra args; the rows, n x n_vocab.
+std::vector<float> dump(const TempDir& dir, const std::vector<int32_t>& t, std::vector<std::string> extra = {}) {
+  static int counter = 0;
+  const std::string id = std::to_string(counter++);
+  const std::string tok = write_tokens(dir, "dump" + id + ".json", t), out = dir.file("dump" + id + ".bin");
+  std::vector<std::string> args = {"--tokens-file", tok, "--dump-logits", out};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const test::ProcessResult r = ds4(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  return read_floats(out);
+}
+
+bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+int argmax(const float* row) {
+  int best = 0;
+  for (int i = 1; i < n_vocab(); ++i)
+    if (row[i] > row[best]) best = i;
+  return best;
+}
+
+std::vector<int32_t> parse_ids(const std::string& line) {
+  const nlohmann::json j = nlohmann::json::parse(line);
+  EXPECT_TRUE(j.is_array());
+  return j.get<std::vector<int32_t>>();
+}
+
+TEST(Ds4Cli, DumpLogitsHasOneFiniteRowPerToken) {
+  TempDir dir;
+  const std::vector<float> rows = dump(dir, make_tokens(30), {"--threads", "2"});
+  ASSERT_EQ(rows.size(), 30u * static_cast<size_t>(n_vocab()));
+  for (float v : rows) ASSERT_TRUE(std::isfinite(v));
+  // Rows differ from each other (the positions are really evaluated).
+  EXPECT_FALSE(same_bits(rows.data(), rows.data() + n_vocab(), static_cast<size_t>(n_vocab())));
+  // Only the output file is left next to the inputs (no temporary).
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path())) ++files;
+  EXPECT_EQ(files, 2u);
+}
+
+TEST(Ds4Cli, RowsAreTeacherForcedPrefixRuns) {
+  TempDir dir;
+  const std::vector<int32_t> t = make_tokens(30, 2);
+  const std::vector<float> all = dump(dir, t, {"--threads", "2"});
+  const std::vector<float> prefix = dump(dir, std::vector<int32_t>(t.begin(), t.begin() + 10), {"--threads", "2"});
+  ASSERT_EQ(all.size(), 30u * static_cast<size_t>(n_vocab()));
+  ASSERT_EQ(prefix.size(), 10u * static_cast<size_t>(n_vocab()));
+  EXPECT_TRUE(same_bits(all.data(), prefix.data(), prefix.size()));
+}
+
+TEST(Ds4Cli, PrefillChunkDoesNotChangeQualityLogits) {
+  TempDir dir;
+  const std::vector<int32_t> t = make_tokens(30, 3);
+  const std::vector<float> whole = dump(dir, t, {"--quality", "--threads", "2"});
+  const std::vector<float> by7 = dump(dir, t, {"--quality", "--threads", "2", "--prefill-chunk", "7"});
+  const std::vector<float> by29 = dump(dir, t, {"--quality", "--threads", "2", "--prefill-chunk", "29"});
+  ASSERT_EQ(whole.size(), 30u * static_cast<size_t>(n_vocab()));
+  ASSERT_EQ(by7.size(), whole.size());
+  ASSERT_EQ(by29.size(), whole.size());
+  EXPECT_TRUE(same_bits(whole.data(), by7.data(), whole.size()));
+  EXPECT_TRUE(same_bits(whole.data(), by29.data(), whole.size()));
+  // And --quality is a different computation from the default.
+  const std::vector<float> def = dump(dir, t, {"--threads", "2"});
+  ASSERT_EQ(def.size(), whole.size());
+  EXPECT_FALSE(same_bits(whole.data(), def.data(), whole.size()));
+}
+
+TEST(Ds4Cli, ThreadCountDoesNotChangeLogits) {
+  TempDir dir;
+  const std::vector<int32_t> t = make_tokens(24, 4);
+  const std::vector<float> one = dump(dir, t, {"--threads", "1"});
+  const std::vector<float> two = dump(dir, t, {"--threads", "2"});
+  ASSERT_EQ(one.size(), 24u * static_cast<size_t>(n_vocab()));
+  ASSERT_EQ(two.size(), one.size());
+  EXPECT_TRUE(same_bits(one.data(), two.data(), one.size()));
+}
+
+TEST(Ds4Cli, GreedyPrintsOneJsonLineThatFollowsTheArgmax) {
+  TempDir dir;
+  const std::vector<int32_t> t = make_tokens(20, 5);
+  const std::string tok = write_tokens(dir, "t.json", t);
+  const test::ProcessResult r = ds4({"--tokens-file", tok, "--greedy", "6", "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // stdout: exactly one line, a JSON array of 6 ids in range.
+  ASSERT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.back(), '\n');
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
+  const std::vector<int32_t> ids = parse_ids(r.out);
+  ASSERT_EQ(ids.size(), 6u);
+  for (int32_t id : ids) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, n_vocab());
+  }
+  // stderr: the memory report and the speed lines.
+  for (const char* s : {"memory:", "model file", "weights", "kv state per token", "raw window", "compressed",
+                        "indexer", "frontiers", "threads 2", "numerics default", "prefill: 20 tokens",
+                        "decode: 6 tokens", "tokens/s"})
+    EXPECT_NE(r.err.find(s), std::string::npos) << s << "\n" << r.err;
+
+  // Teacher forcing over the tokens and the first 5 generated ids: each
+  // generated id is the argmax of the row before it.
+  std::vector<int32_t> forced = t;
+  forced.insert(forced.end(), ids.begin(), ids.end() - 1);
+  const std::vector<float> rows = dump(dir, forced, {"--threads", "2"});
+  ASSERT_EQ(rows.size(), forced.size() * static_cast<size_t>(n_vocab()));
+  for (size_t k = 0; k < ids.size(); ++k)
+    EXPECT_EQ(ids[k], argmax(rows.data() + (t.size() - 1 + k) * static_cast<size_t>(n_vocab()))) << "id " << k;
+}
+
+TEST(Ds4Cli, SessionSavedInOneProcessContinuesInAnother) {
+  TempDir dir;
+  const std::vector<int32_t> t = make_tokens(60, 6);
+  const std::vector<float> full = dump(dir, t, {"--threads", "2"});
+  ASSERT_EQ(full.size(), 60u * static_cast<size_t>(n_vocab()));
+
+  const std::string first = write_tokens(dir, "first.json", std::vector<int32_t>(t.begin(), t.begin() + 40));
+  const std::string rest = write_tokens(dir, "rest.json", std::vector<int32_t>(t.begin() + 40, t.end()));
+  const std::string ses = dir.file("s.ds4s"), out = dir.file("rest.bin");
+  test::ProcessResult r = ds4({"--tokens-file", first, "--save-session", ses, "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  ASSERT_TRUE(fs::exists(ses));
+
+  r = ds4({"--load-session", ses, "--tokens-file", rest, "--dump-logits", out, "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<float> cont = read_floats(out);
+  ASSERT_EQ(cont.size(), 20u * static_cast<size_t>(n_vocab()));
+  EXPECT_TRUE(same_bits(cont.data(), full.data() + 40 * static_cast<size_t>(n_vocab()), cont.size()));
+
+  // --greedy straight from a loaded session (no --tokens-file) continues the
+  // 40 saved tokens: its first id is the argmax after token 39.
+  r = ds4({"--load-session", ses, "--greedy", "3", "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<int32_t> ids = parse_ids(r.out);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0], argmax(full.data() + 39 * static_cast<size_t>(n_vocab())));
+}
+
+// ---- errors: exit 1, one "ds4: " line naming the problem, nothing written --
+
+struct BadRun {
+  test::ProcessResult r;
+  std::set<std::string> files_after;
+};
+
+std::set<std::string> listing(const TempDir& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path())) names.insert(e.path().filename().string());
+  return names;
+}
+
+void expect_one_error_line(const test::ProcessResult& r, const std::vector<std::string>& needles) {
+  EXPECT_EQ(r.exit_code, 1) << r.describe() << " " << r.err;
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.out, "");
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  EXPECT_EQ(r.err.rfind("ds4: ", 0), 0u) << r.err;
+  for (const std::string& n : needles) EXPECT_NE(r.err.find(n), std::string::npos) << n << " not in: " << r.err;
+}
+
+// Writes `json` as T.json, runs ds4 with --tokens-file T.json --dump-logits
+// out.bin plus extra, and checks the error and that no file appeared.
+void expect_tokens_error(const std::string& json, const std::vector<std::string>& extra,
+                         const std::vector<std::string>& needles) {
+  TempDir dir;
+  const std::string tok = dir.file("T.json");
+  test::write_text(tok, json);
+  std::vector<std::string> args = {"--tokens-file", tok, "--dump-logits", dir.file("out.bin")};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const test::ProcessResult r = ds4(args);
+  SCOPED_TRACE(json);
+  expect_one_error_line(r, needles);
+  EXPECT_EQ(listing(dir), std::set<std::string>{"T.json"});
+}
+
+TEST(Ds4CliErrors, TooManyTokensForCtx) {
+  expect_tokens_error(nlohmann::json(make_tokens(30)).dump(), {"--ctx", "20"}, {"30 tokens do not fit --ctx 20"});
+}
+
+TEST(Ds4CliErrors, TokenIdsOutsideTheVocabulary) {
+  const std::string v = std::to_string(n_vocab());
+  expect_tokens_error("[1, 2, " + v + "]", {}, {"token 2", v});
+  expect_tokens_error("[1, -5, 3]", {}, {"token 1", "-5"});
+}
+
+TEST(Ds4CliErrors, TokensFileThatIsNotAnArrayOfInt32) {
+  expect_tokens_error("[1, 2", {}, {"T.json", "JSON"});
+  expect_tokens_error("{\"a\": 1}", {}, {"T.json", "array"});
+  expect_tokens_error("[1, 2.5]", {}, {"element 1", "2.5"});
+  expect_tokens_error("[1, \"7\"]", {}, {"element 1", "string"});
+  expect_tokens_error("[2147483648]", {}, {"element 0", "2147483648"});
+  expect_tokens_error("[-2147483649]", {}, {"element 0", "-2147483649"});
+  expect_tokens_error("", {}, {"T.json", "JSON"});
+  expect_tokens_error("[]", {}, {"T.json", "empty"});
+}
+
+TEST(Ds4CliErrors, BadOptionValues) {
+  const std::string ok = nlohmann::json(make_tokens(4)).dump();
+  expect_tokens_error(ok, {"--threads", "0"}, {"--threads"});
+  expect_tokens_error(ok, {"--prefill-chunk", "0"}, {"--prefill-chunk"});
+  expect_tokens_error(ok, {"--ctx", "0"}, {"--ctx"});
+  expect_tokens_error(ok, {"--greedy", "0"}, {"--greedy"});
+  expect_tokens_error(ok, {"--threads", "many"}, {"--threads"});
+  expect_tokens_error(ok, {"--no-such-option"}, {"--no-such-option"});
+}
+
+TEST(Ds4CliErrors, MissingOrConflictingOptions) {
+  TempDir dir;
+  const std::string tok = write_tokens(dir, "T.json", make_tokens(4));
+  const std::set<std::string> before = listing(dir);
+  expect_one_error_line(ds4({"--dump-logits", dir.file("out.bin")}), {"--dump-logits", "--tokens-file"});
+  expect_one_error_line(ds4({"--tokens-file", tok}), {"nothing to do"});
+  expect_one_error_line(ds4({"--greedy", "2"}), {"--tokens-file"});
+  expect_one_error_line(
+      ds4({"--tokens-file", tok, "--dump-logits", dir.file("x"), "--save-session", dir.file("x")}),
+      {"conflicting", "--dump-logits", "--save-session"});
+  expect_one_error_line(ds4({"--tokens-file", tok, "--dump-logits", tok}), {"conflicting"});
+  expect_one_error_line(test::run_app(DS4_BIN_DIR, "ds4", {"--tokens-file", tok, "--greedy", "1"}), {"--model"});
+  expect_one_error_line(ds4({"--tokens-file", tok, "--greedy", "1", "--load-session", dir.file("none.ds4s")}),
+                        {"none.ds4s"});
+  expect_one_error_line(ds4({"--tokens-file", tok, "--dump-logits", dir.file("no/such/folder/out.bin")}),
+                        {"no/such/folder/out.bin"});
+  expect_one_error_line(ds4({"--tokens-file", tok, "--save-session", dir.file("no/such/folder/s.ds4s")}),
+                        {"no/such/folder/s.ds4s"});
+  EXPECT_EQ(listing(dir), before);
+}
+
+TEST(Ds4CliErrors, MissingDirectoryOrTruncatedModel) {
+  TempDir dir;
+  const std::string tok = write_tokens(dir, "T.json", make_tokens(4));
+  const auto run_model = [&](const std::string& m) {
+    return test::run_app(DS4_BIN_DIR, "ds4", {"-m", m, "--tokens-file", tok, "--dump-logits", dir.file("out.bin")});
+  };
+  expect_one_error_line(run_model(dir.file("missing.gguf")), {"missing.gguf"});
+  expect_one_error_line(run_model(dir.path().string()), {"directory"});
+  const std::vector<uint8_t> bytes = test::read_bytes(tiny().path());
+  const std::string cut = dir.file("cut.gguf");
+  test::write_bytes(cut, std::span<const uint8_t>(bytes.data(), bytes.size() / 2));
+  expect_one_error_line(run_model(cut), {"cut.gguf", "truncated"});
+  EXPECT_EQ(listing(dir), (std::set<std::string>{"T.json", "cut.gguf"}));
+}
+
+TEST(Ds4Cli, HelpDocumentsTheDefaults) {
+  const test::ProcessResult r = test::run_app(DS4_BIN_DIR, "ds4", {"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* s : {"--tokens-file", "--dump-logits", "--greedy", "--save-session", "--load-session", "--quality",
+                        "--threads", "--ctx", "32768", "--prefill-chunk", "4096"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace ds4
