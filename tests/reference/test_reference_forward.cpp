@@ -1,0 +1,235 @@
+// Logits parity of our CPU forward pass in --quality numerics with llama.cpp's
+// deepseek4 graph (the reference harness: flash attention off, F32 KV), on
+// three tiny shapes x every quant mix, over 640 tokens: every sliding window
+// wraps many times, ratio-4 layers hold 160 compressed rows against an
+// indexer top-k of 2-8, ratio-128 layers emit 5 rows.
+//   f32 weights: every position within 1e-3 of that reference row's range
+//                (measured: <= 7e-7); 64 greedy tokens identical.
+//   other mixes: NOT yet at the target (top-1 >= 99 %, KL <= 1e-3).
+//                llama.cpp re-quantises every activation; a one-ulp
+//                difference upstream (our f32 dot order in attention vs
+//                ggml's) flips an activation code now and then, and on a
+//                random-weight model with flat logits one flip moves logits
+//                by ~1e-3 of their range and persists through the KV cache.
+//                llama.cpp is not stable against itself either: the same
+//                tokens decoded one at a time instead of in one batch are printed as
+//                "llama.cpp self". The asserted bounds below are regression
+//                guards at the level measured today (docs/forward-pass.md).
+// DS4_PARITY_TRACE=1 prints every position whose error exceeds 1e-5.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/forward.h"
+#include "core/thread_pool.h"
+#include "model/deepseek4_hparams.h"
+#include "model/quant_mix.h"
+#include "reference_client.h"
+#include "support/synthetic_model.h"
+
+namespace ds4 {
+namespace {
+
+constexpr int kTokens = 640;
+constexpr int kGreedy = 64;
+constexpr int kRefThreads = 1;  // see test_reference_models.cpp
+
+struct Config {
+  std::string name;
+  model::Deepseek4HParams hp;
+  uint64_t seed;
+};
+
+// Three shapes the family rules allow, each with the indexer top-k far below
+// the compressed row count and every attention kind present.
+std::vector<Config> configs() {
+  std::vector<Config> v;
+  v.push_back({"tiny", model::preset_tiny(), 11});
+
+  auto b = model::preset_tiny();
+  b.name = "deepseek4-tiny-b";
+  b.n_swa = 16;
+  b.compress_ratios = {4, 0, 128, 4, 4, 128};
+  b.indexer_top_k = 8;
+  b.n_hash_layers = 1;
+  b.n_expert = 8;
+  b.n_expert_used = 2;
+  b.q_lora_rank = 64;
+  b.swiglu_clamp_exp.assign(b.n_layer, 7.0f);
+  v.push_back({"wide_window", b, 22});
+
+  auto c = model::preset_tiny();
+  c.name = "deepseek4-tiny-c";
+  c.n_layer = 4;
+  c.n_embd = 512;
+  c.n_head = 8;
+  c.o_groups = 4;
+  c.o_lora_rank = 32;
+  c.q_lora_rank = 256;
+  c.compress_ratios = {128, 4, 0, 4};
+  c.indexer_n_head = 8;
+  c.indexer_top_k = 2;
+  c.n_hash_layers = 2;
+  c.n_expert = 32;
+  c.n_expert_used = 6;
+  c.swiglu_clamp_exp.assign(c.n_layer, 10.0f);
+  v.push_back({"eight_heads", c, 33});
+  return v;
+}
+
+std::vector<int32_t> random_tokens(uint32_t n_vocab, int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(n_vocab) - 1);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto &x : t) x = d(rng);
+  return t;
+}
+
+struct Case {
+  size_t config;
+  model::QuantMix mix;
+};
+
+std::string case_name(const testing::TestParamInfo<Case> &info) {
+  std::string name = configs()[info.param.config].name + "_" + std::string(model::quant_mix_name(info.param.mix));
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+void PrintTo(const Case &c, std::ostream *os) {
+  *os << configs()[c.config].name << " " << model::quant_mix_name(c.mix);
+}
+
+// Softmax in double.
+std::vector<double> softmax(const float *x, size_t n) {
+  const double m = *std::max_element(x, x + n);
+  std::vector<double> p(n);
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += p[i] = std::exp(static_cast<double>(x[i]) - m);
+  for (auto &v : p) v /= s;
+  return p;
+}
+
+struct Comparison {
+  double worst_rel = 0;  // max over positions of max|d| / row range
+  int worst_pos = -1;
+  int top1_agree = 0;
+  double mean_kl = 0, max_kl = 0;
+};
+
+Comparison compare(const std::vector<float> &ref, const std::vector<float> &ours, size_t n_vocab) {
+  Comparison c;
+  const size_t n = ref.size() / n_vocab;
+  for (size_t t = 0; t < n; ++t) {
+    const float *r = ref.data() + t * n_vocab, *o = ours.data() + t * n_vocab;
+    const auto [mn, mx] = std::minmax_element(r, r + n_vocab);
+    double d = 0;
+    for (size_t i = 0; i < n_vocab; ++i) d = std::max(d, std::fabs(static_cast<double>(r[i]) - o[i]));
+    const double rel = d / (static_cast<double>(*mx) - *mn);
+    if (std::getenv("DS4_PARITY_TRACE") && rel > 1e-5) std::printf("pos %zu rel %.3g\n", t, rel);
+    if (!(rel <= c.worst_rel)) c.worst_rel = rel, c.worst_pos = static_cast<int>(t);
+    if (std::max_element(r, r + n_vocab) - r == std::max_element(o, o + n_vocab) - o) ++c.top1_agree;
+    const auto p = softmax(r, n_vocab), q = softmax(o, n_vocab);
+    double kl = 0;
+    for (size_t i = 0; i < n_vocab; ++i)
+      if (p[i] > 0) kl += p[i] * (std::log(p[i]) - std::log(std::max(q[i], 1e-300)));
+    c.mean_kl += kl;
+    c.max_kl = std::max(c.max_kl, kl);
+  }
+  c.mean_kl /= static_cast<double>(n);
+  return c;
+}
+
+class ForwardParity : public testing::TestWithParam<Case> {};
+
+TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
+  const Config cfg = configs()[GetParam().config];
+  const model::QuantMix mix = GetParam().mix;
+  test::SyntheticModel m(cfg.hp, mix, cfg.seed);
+  const auto tokens = random_tokens(cfg.hp.n_vocab, kTokens, cfg.seed * 7 + 1);
+  const size_t nv = cfg.hp.n_vocab;
+
+  const auto ref = reference::logits(m.path(), tokens, kRefThreads);
+  ASSERT_EQ(ref.size(), tokens.size() * nv);
+
+  ThreadPool pool(2);
+  cpu::Forward fwd(m.model(), cpu::Numerics::Quality, &pool);
+  auto session = fwd.new_session(kTokens + kGreedy);
+  std::vector<float> ours(tokens.size() * nv);
+  fwd.eval(session, tokens, ours.data());
+
+  const auto c = compare(ref, ours, nv);
+  std::printf("[parity] %-12s %-7s max|d|/range %.3g (pos %d)  top-1 %d/%zu  KL mean %.3g max %.3g\n",
+              cfg.name.c_str(), std::string(model::quant_mix_name(mix)).c_str(), c.worst_rel, c.worst_pos,
+              c.top1_agree, tokens.size(), c.mean_kl, c.max_kl);
+
+  const auto self = reference::logits(m.path(), tokens, kRefThreads, 1);
+  const auto cs = compare(ref, self, nv);
+  std::printf("[parity] %-12s %-7s llama.cpp self (token by token vs one batch): top-1 %d/%zu  KL mean %.3g\n",
+              cfg.name.c_str(), std::string(model::quant_mix_name(mix)).c_str(), cs.top1_agree, tokens.size(),
+              cs.mean_kl);
+
+  if (mix == model::QuantMix::F32) {
+    EXPECT_LE(c.worst_rel, 1e-3) << "worst position " << c.worst_pos;
+    const auto ref_greedy = reference::greedy(m.path(), tokens, kGreedy, kRefThreads);
+    const auto our_greedy = fwd.generate_greedy(session, kGreedy);
+    EXPECT_EQ(our_greedy, ref_greedy);
+  } else {
+    // Regression guards (see the header): measured 86-98 % and 4.6e-4..9.2e-3.
+    EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.80 * static_cast<double>(tokens.size()))));
+    EXPECT_LE(c.mean_kl, 0.02);
+  }
+}
+
+// Where no activation code flips, our --quality pass is llama.cpp's function
+// bit for bit, quantised weights included: a Q8_0 model of one ratio-4 and
+// one ratio-128 layer (hash routed, indexer active from token 19) over 64
+// tokens. This pins the ggml-order Q8_0 dot (quant/dot_ggml_x86.cpp), the
+// activation rounding, the HC, norms, compressors, indexer selection,
+// attention and MoE to llama.cpp's exact float operations.
+TEST(ForwardParityExact, Q8_0TwoLayersBitIdentical) {
+  auto hp = model::preset_tiny();
+  hp.n_layer = 2;
+  hp.compress_ratios = {4, 128};
+  hp.n_hash_layers = 1;
+  hp.swiglu_clamp_exp.assign(2, 10.0f);
+  test::SyntheticModel m(hp, model::QuantMix::Q8_0, 11);
+  const auto tokens = random_tokens(hp.n_vocab, 64, 5);
+  const auto ref = reference::logits(m.path(), tokens, kRefThreads);
+  cpu::Forward fwd(m.model(), cpu::Numerics::Quality, nullptr);
+  auto session = fwd.new_session(64);
+  std::vector<float> ours(ref.size());
+  fwd.eval(session, tokens, ours.data());
+  // A rare activation-code flip (see the file header) may still touch a
+  // row; every other row must be identical to the last bit.
+  const size_t nv = hp.n_vocab;
+  std::vector<size_t> differing;
+  for (size_t t = 0; t < tokens.size(); ++t)
+    if (!std::equal(ref.begin() + t * nv, ref.begin() + (t + 1) * nv, ours.begin() + t * nv)) differing.push_back(t);
+  std::printf("[parity] q8_0 2-layer: %zu of %zu rows bit-identical\n", tokens.size() - differing.size(),
+              tokens.size());
+  EXPECT_LE(differing.size(), 2u) << "first differing row " << (differing.empty() ? 0 : differing[0]);
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  for (size_t c = 0; c < configs().size(); ++c)
+    for (auto mix : {model::QuantMix::F32, model::QuantMix::F16, model::QuantMix::Q8_0, model::QuantMix::Mxfp4,
+                     model::QuantMix::Ds4Q2, model::QuantMix::Ds4Q4})
+      v.push_back({c, mix});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixes, ForwardParity, testing::ValuesIn(all_cases()), case_name);
+
+}  // namespace
+}  // namespace ds4
