@@ -50,5 +50,11 @@ float dot_f32_f32_scalar(int64_t n, const float* w, const float* x);
 // for --quality (dot_ggml_x86.cpp). Bit-identical to what llama.cpp computes
 // on these CPUs, whatever ISA this engine runs at.
 float dot_q8_0_q8_0_ggml_x86(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x);
+// F32 / F16 weights (x already f16-rounded for F16): a routed expert's row
+// goes through mul_mat_id, i.e. ggml_vec_dot_f32 / _f16; any other matrix
+// through llamafile's tinyBLAS (a batch of >= 2 tokens; llama.cpp's decode
+// of a single token uses vec_dot there too, which this does not follow).
+float dot_f32_ggml_x86(int64_t n, const float* w, const float* x, bool expert);
+float dot_f16_ggml_x86(int64_t n, const uint16_t* w, const float* x, bool expert);
 
 }  // namespace ds4::quant

@@ -6,6 +6,7 @@
 
 #include "core/fp16.h"
 #include "quant/dot.h"
+#include "quant/ggml_order.h"
 
 namespace ds4::quant {
 
@@ -34,6 +35,17 @@ float dot_q8_0_q8_0_ggml_x86(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x) 
     }
   }
   return hsum8(acc);
+}
+
+float dot_f32_ggml_x86(int64_t n, const float* w, const float* x, bool expert) {
+  if (expert || n % 16 != 0) return ggml_order::vec_dot_f32(n, w, x);
+  return ggml_order::tinyblas_dot(n, w, x, [](float v) { return v; });
+}
+
+float dot_f16_ggml_x86(int64_t n, const uint16_t* w, const float* x, bool expert) {
+  const auto to_float = [](uint16_t h) { return f16_to_f32(h); };
+  if (expert || n % 16 != 0) return ggml_order::vec_dot_f16(n, w, x, to_float);
+  return ggml_order::tinyblas_dot(n, w, x, to_float);
 }
 
 }  // namespace ds4::quant

@@ -1,20 +1,22 @@
 // Logits parity of our CPU forward pass in --quality numerics with llama.cpp's
-// deepseek4 graph (the reference harness: flash attention off, F32 KV), on
-// three tiny shapes x every quant mix, over 640 tokens: every sliding window
-// wraps many times, ratio-4 layers hold 160 compressed rows against an
-// indexer top-k of 2-8, ratio-128 layers emit 5 rows.
-//   f32 weights: every position within 1e-3 of that reference row's range
-//                (measured: <= 7e-7); 64 greedy tokens identical.
-//   other mixes: NOT yet at the issue's target (top-1 >= 99 %, KL <= 1e-3).
-//                llama.cpp re-quantises every activation; a one-ulp
-//                difference upstream (our f32 dot order in attention vs
-//                ggml's) flips an activation code now and then, and on a
-//                random-weight model with flat logits one flip moves logits
-//                by ~1e-3 of their range and persists through the KV cache.
-//                llama.cpp is not stable against itself either: the same
-//                tokens decoded one at a time instead of in one batch are printed as
-//                "llama.cpp self". The asserted bounds below are regression
-//                guards at the level measured today (docs/forward-pass.md).
+// deepseek4 graph (the reference harness: flash attention off, F32 KV, all
+// tokens in one batch), on three tiny shapes x every quant mix, over 640
+// tokens: every sliding window wraps many times, ratio-4 layers hold 160
+// compressed rows against an indexer top-k of 2-8, ratio-128 layers emit 5.
+//
+// --quality replicates the float order of the ggml kernels llama.cpp runs
+// here (AVX-512: tinyBLAS / vec_dot for F32 and F16, Q8_0 dots, softmax with
+// ggml_v_expf, the compiler's fused multiply-adds in HC, RoPE and Sinkhorn),
+// because llama.cpp re-quantises activations and one ulp upstream can flip an
+// activation code. Bars:
+//   f32:       every position within 1e-3 of that reference row's range;
+//              64 greedy tokens identical.
+//   f16, q8_0: top-1 agreement >= 99 % and mean KL(ref || ours) <= 1e-3 (the
+//              issue's bar; measured: bit-identical or nearly).
+//   mxfp4, ds4-q2, ds4-q4: their experts run through ggml's repacked
+//              gemm/gemv kernels, whose float order depends on how a batch's
+//              tokens group by four; held to llama.cpp's own disagreement
+//              between token-by-token decoding and one batch ("self").
 // DS4_PARITY_TRACE=1 prints every position whose error exceeds 1e-5.
 #include <gtest/gtest.h>
 
@@ -54,9 +56,17 @@ struct Config {
 // the compressed row count and every attention kind present.
 std::vector<Config> configs() {
   std::vector<Config> v;
-  v.push_back({"tiny", model::preset_tiny(), 11});
+  // head_dim 256, not the preset's 128: llama.cpp rotates every KV cache by a
+  // Hadamard matrix when the attention head is as wide as the indexer head
+  // (llama-kv-cache.cpp, "always create Hadamard rotation tensors for
+  // DeepSeek lightning indexers"), which changes only rounding. Flash (512
+  // vs 128) never has it, so the parity shapes avoid it too.
+  auto a = model::preset_tiny();
+  a.head_dim = 256;
+  v.push_back({"tiny", a, 11});
 
   auto b = model::preset_tiny();
+  b.head_dim = 256;
   b.name = "deepseek4-tiny-b";
   b.n_swa = 16;
   b.compress_ratios = {4, 0, 128, 4, 4, 128};
@@ -70,6 +80,7 @@ std::vector<Config> configs() {
 
   auto c = model::preset_tiny();
   c.name = "deepseek4-tiny-c";
+  c.head_dim = 256;
   c.n_layer = 4;
   c.n_embd = 512;
   c.n_head = 8;
@@ -178,15 +189,23 @@ TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
               cfg.name.c_str(), std::string(model::quant_mix_name(mix)).c_str(), cs.top1_agree, tokens.size(),
               cs.mean_kl);
 
+  const int n = static_cast<int>(tokens.size());
   if (mix == model::QuantMix::F32) {
     EXPECT_LE(c.worst_rel, 1e-3) << "worst position " << c.worst_pos;
     const auto ref_greedy = reference::greedy(m.path(), tokens, kGreedy, kRefThreads);
     const auto our_greedy = fwd.generate_greedy(session, kGreedy);
     EXPECT_EQ(our_greedy, ref_greedy);
+  } else if (mix == model::QuantMix::F16 || mix == model::QuantMix::Q8_0) {
+    // Kernels whose float order --quality replicates: the issue's bar.
+    EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.99 * n)));
+    EXPECT_LE(c.mean_kl, 1e-3);
   } else {
-    // Regression guards (see the header): measured 86-98 % and 4.6e-4..9.2e-3.
-    EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.80 * static_cast<double>(tokens.size()))));
-    EXPECT_LE(c.mean_kl, 0.02);
+    // MXFP4, Q2_K and Q4_K run through ggml's repacked gemm/gemv kernels,
+    // whose float order depends on how a batch's tokens fall into groups of
+    // four; we are held to llama.cpp's own disagreement between decoding
+    // token by token and in one batch.
+    EXPECT_GE(c.top1_agree, cs.top1_agree - n * 3 / 100);
+    EXPECT_LE(c.mean_kl, 2.0 * cs.mean_kl + 1e-4);
   }
 }
 
@@ -198,6 +217,7 @@ TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
 // attention and MoE to llama.cpp's exact float operations.
 TEST(ForwardParityExact, Q8_0TwoLayersBitIdentical) {
   auto hp = model::preset_tiny();
+  hp.head_dim = 256;  // see configs()
   hp.n_layer = 2;
   hp.compress_ratios = {4, 128};
   hp.n_hash_layers = 1;

@@ -122,8 +122,15 @@ void AttentionLayer::forward(std::span<const float> x, int64_t pos, LayerKvState
 void AttentionLayer::attend(const LayerKvState &state, ThreadPool *pool) {
   // Window rows oldest first, then the allowed compressed rows in index order.
   rows_.clear();
-  for (int i = 0; i < state.raw_count(); ++i) rows_.push_back(state.raw_row(i));
-  for (int32_t c : allowed_) rows_.push_back(state.compressed_row(c));
+  cells_.clear();
+  for (int i = 0; i < state.raw_count(); ++i) {
+    rows_.push_back(state.raw_row(i));
+    cells_.push_back(state.raw_pos(i));
+  }
+  for (int32_t c : allowed_) {
+    rows_.push_back(state.compressed_row(c));
+    cells_.push_back(kCompressedCellBase + c);
+  }
   const size_t n_rows = rows_.size();
   scores_.resize(n_rows * static_cast<size_t>(n_head_));
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
@@ -132,7 +139,8 @@ void AttentionLayer::attend(const LayerKvState &state, ThreadPool *pool) {
     attention_with_sink(std::span<const float>(q_).subspan(off, static_cast<size_t>(head_dim_)), rows_,
                         sinks_[static_cast<size_t>(h)], scale,
                         std::span<float>(scores_).subspan(static_cast<size_t>(h) * n_rows, n_rows),
-                        std::span<float>(heads_).subspan(off, static_cast<size_t>(head_dim_)), numerics_);
+                        std::span<float>(heads_).subspan(off, static_cast<size_t>(head_dim_)), numerics_,
+                        cells_);
   };
   if (pool) {
     pool->run(n_head_, [&](int task, int) { head(task); });

@@ -82,7 +82,7 @@ void Forward::hc_pre(std::span<const float> h, const HcWeights &w, std::span<flo
                             std::span<const float, 3>(w.scale.data(), 3),
                             std::span<const float, kHcMixes>(w.base.data(), kHcMixes), hc_eps_, numerics_,
                             sinkhorn_iters_);
-  hc_weighted_sum(h, split.pre, x);
+  hc_weighted_sum(h, split.pre, x, numerics_);
 }
 
 void Forward::head(std::span<const float> h, std::span<float> logits) {
@@ -92,7 +92,7 @@ void Forward::head(std::span<const float> h, std::span<float> logits) {
   const auto weights = hc_head_weights(std::span<const float, kHcStreams>(mix_.data(), kHcStreams), hc_head_.scale[0],
                                        std::span<const float, kHcStreams>(hc_head_.base.data(), kHcStreams), hc_eps_,
                                        numerics_);
-  hc_weighted_sum(h, weights, x_);
+  hc_weighted_sum(h, weights, x_, numerics_);
   rms_norm(x_, output_norm_, x_, rms_eps_, numerics_);
   matvec(model_->weights().output, -1, x_.data(), logits.data(), numerics_, pool_);
 }
@@ -118,17 +118,40 @@ void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, floa
     // < t of this chunk left it.
     for (size_t t = 0; t < n; ++t) {
       const std::span<float> h(h_.data() + t * hd, hd);
+      const int64_t pos = pos0 + static_cast<int64_t>(t);
       hc_pre(h, hc_attn_[il], x_, split);
-      attn_[il].forward(x_, pos0 + static_cast<int64_t>(t), state, f_, pool_);
-      hc_post(f_, h, split, h_next_);
+      attn_[il].forward(x_, pos, state, f_, pool_);
+      hc_post(f_, h, split, h_next_, numerics_);
       std::copy(h_next_.begin(), h_next_.end(), h.begin());
+      if (trace_) {
+        const int l = static_cast<int>(il);
+        trace_("hc_mixes", l, pos, mix_);
+        trace_("hc_pre", l, pos, split.pre);
+        trace_("hc_post", l, pos, split.post);
+        trace_("hc_comb", l, pos, split.comb);
+        trace_("hc_attn_pre", l, pos, x_);
+        trace_("attn_norm", l, pos, attn_[il].last_xn());
+        trace_("qr_norm", l, pos, attn_[il].last_qr());
+        trace_("q", l, pos, attn_[il].last_q());
+        trace_("kv", l, pos, attn_[il].last_kv());
+        trace_("attn_derope", l, pos, attn_[il].last_heads());
+        trace_("attn_out", l, pos, f_);
+        trace_("hc_attn_post", l, pos, h);
+      }
     }
     for (size_t t = 0; t < n; ++t) {
       const std::span<float> h(h_.data() + t * hd, hd);
       hc_pre(h, hc_ffn_[il], x_, split);
       moe_[il].forward(x_, tokens[t], f_, pool_);
-      hc_post(f_, h, split, h_next_);
+      hc_post(f_, h, split, h_next_, numerics_);
       std::copy(h_next_.begin(), h_next_.end(), h.begin());
+      if (trace_) {
+        const int l = static_cast<int>(il);
+        const int64_t pos = pos0 + static_cast<int64_t>(t);
+        trace_("hc_ffn_pre", l, pos, x_);
+        trace_("ffn_out", l, pos, f_);
+        trace_("l_last", l, pos, h);
+      }
     }
   }
 

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "backend/cpu/attention_layer.h"
@@ -62,6 +64,14 @@ class Forward {
   // The sublayers of layer il; their last_*() / selected_*() accessors describe
   // the last token evaluated (diagnostics, tests).
   const AttentionLayer &attention(size_t il) const { return attn_.at(il); }
+
+  // Diagnostics: when set, called with every per-token intermediate under the
+  // name llama.cpp's graph gives it (hc_attn_pre, attn_norm, q, kv,
+  // attn_derope, attn_out, hc_attn_post, hc_ffn_pre, ffn_out, l_last; layer
+  // -1 for result_norm), so a run can be compared with ds4-ref-runner
+  // --dump-tensors tensor by tensor. Costs one branch per call when unset.
+  using Trace = std::function<void(std::string_view name, int layer, int64_t pos, std::span<const float> v)>;
+  void set_trace(Trace trace) { trace_ = std::move(trace); }
   const MoeLayer &moe(size_t il) const { return moe_.at(il); }
 
  private:
@@ -101,6 +111,7 @@ class Forward {
   std::vector<float> flat_, mix_, x_, f_;
   std::vector<HcSplit> splits_;
   ActivationCache flat_cache_;
+  Trace trace_;
 };
 
 }  // namespace ds4::cpu

@@ -107,27 +107,52 @@ struct WeightMatrix {
   int64_t n_rows;
 };
 
+// How a row is dotted: with our kernels, or in the float order of ggml's
+// kernels (Quality) for a plain matrix (mul_mat) or a routed expert
+// (mul_mat_id), which llama.cpp runs through different kernels.
+enum class DotOrder { Native, GgmlMatrix, GgmlExpert };
+
+DotOrder dot_order(const model::TensorView& w, Numerics numerics) {
+  if (numerics == Numerics::Default) return DotOrder::Native;
+  using K = model::TensorKind;
+  const bool routed = w.kind == K::FfnGateExps || w.kind == K::FfnUpExps || w.kind == K::FfnDownExps;
+  return routed ? DotOrder::GgmlExpert : DotOrder::GgmlMatrix;
+}
+
 WeightMatrix select_matrix(const model::TensorView& w, int expert) {
-  const std::string name(w.name);
-  if (!w.present()) throw Error("matvec: tensor " + name + " is absent");
+  // The name is only needed on an error; building it per call would
+  // allocate on every matvec.
+  const auto name = [&] { return std::string(w.name); };
+  if (!w.present()) throw Error("matvec: tensor " + name() + " is absent");
   const auto nbytes = ggml_nbytes(w.type, w.ne[0]);
-  if (!nbytes || *nbytes != w.row_bytes) throw Error("matvec: tensor " + name + " has a bad row size");
+  if (!nbytes || *nbytes != w.row_bytes) throw Error("matvec: tensor " + name() + " has a bad row size");
   if (expert < 0) {
-    if (w.ne[2] * w.ne[3] != 1) throw Error("matvec: tensor " + name + " is not 2-D; pass an expert");
+    if (w.ne[2] * w.ne[3] != 1) throw Error("matvec: tensor " + name() + " is not 2-D; pass an expert");
     return {w.type, w.data, w.row_bytes, static_cast<int64_t>(w.ne[0]), static_cast<int64_t>(w.ne[1])};
   }
   if (w.ne[3] != 1 || static_cast<uint64_t>(expert) >= w.ne[2]) {
-    throw Error("matvec: expert " + std::to_string(expert) + " out of range for " + name);
+    throw Error("matvec: expert " + std::to_string(expert) + " out of range for " + name());
   }
   return {w.type, w.matrix(static_cast<uint64_t>(expert)), w.row_bytes, static_cast<int64_t>(w.ne[0]),
           static_cast<int64_t>(w.ne[1])};
 }
 
 float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_t* row, const void* act,
-              bool ggml_order) {
+              DotOrder order) {
   using namespace quant;
-  if (ggml_order && type == GgmlType::Q8_0)
-    return dot_q8_0_q8_0_ggml_x86(n, reinterpret_cast<const BlockQ8_0*>(row), static_cast<const BlockQ8_0*>(act));
+  if (order != DotOrder::Native) {
+    const bool expert = order == DotOrder::GgmlExpert;
+    switch (type) {
+      case GgmlType::Q8_0:
+        return dot_q8_0_q8_0_ggml_x86(n, reinterpret_cast<const BlockQ8_0*>(row),
+                                      static_cast<const BlockQ8_0*>(act));
+      case GgmlType::F32:
+        return dot_f32_ggml_x86(n, reinterpret_cast<const float*>(row), static_cast<const float*>(act), expert);
+      case GgmlType::F16:
+        return dot_f16_ggml_x86(n, reinterpret_cast<const uint16_t*>(row), static_cast<const float*>(act), expert);
+      default: break;
+    }
+  }
   switch (type) {
     case GgmlType::F32: return k.f32_f32(n, reinterpret_cast<const float*>(row), static_cast<const float*>(act));
     case GgmlType::F16: return k.f16_f32(n, reinterpret_cast<const uint16_t*>(row), static_cast<const float*>(act));
@@ -153,7 +178,7 @@ float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_
 constexpr int64_t kRowAlign = 16;
 
 // Y[t * m.n_rows + r] = row_r . acts[t] for t < n_tokens, r < n_rows.
-void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, bool ggml_order,
+void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, DotOrder order,
               ThreadPool* pool) {
   const quant::DotKernels& kernels = quant::dot_kernels();
   const int64_t n_blocks = (m.n_rows + kRowAlign - 1) / kRowAlign;
@@ -169,7 +194,7 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
         float* y = Y + tok * m.n_rows;
         for (int64_t r = tile; r < tile_end; ++r) {
           y[r] = dot_row(kernels, m.type, m.n_cols, m.data + static_cast<uint64_t>(r) * m.row_bytes, acts[tok],
-                         ggml_order);
+                         order);
         }
       }
     }
@@ -187,7 +212,7 @@ void matvec(const model::TensorView& w, int expert, ActivationCache& x, float* y
   const WeightMatrix m = select_matrix(w, expert);
   if (x.size() != m.n_cols) throw Error("matvec: activation length does not match " + std::string(w.name));
   const void* act = x.get(m.type);
-  dot_rows(m, &act, 1, y, x.numerics() == Numerics::Quality, pool);
+  dot_rows(m, &act, 1, y, dot_order(w, x.numerics()), pool);
 }
 
 void matvec(const model::TensorView& w, int expert, const float* x, float* y, Numerics numerics, ThreadPool* pool) {
@@ -218,7 +243,7 @@ void matmul(const model::TensorView& w, int expert, const float* X, int64_t n_to
   } else {
     convert(0, 1);
   }
-  dot_rows(m, acts.data(), n_tokens, Y, numerics == Numerics::Quality, pool);
+  dot_rows(m, acts.data(), n_tokens, Y, dot_order(w, numerics), pool);
 }
 
 }  // namespace ds4::cpu

@@ -3,6 +3,7 @@
 // but has no value row (MODEL.md 4.7, trap T12).
 #pragma once
 
+#include <cstdint>
 #include <span>
 
 #include "backend/cpu/numerics.h"
@@ -20,8 +21,16 @@ void softmax_with_sink(std::span<float> scores, float sink);
 // allowed compressed rows). scores: scratch of rows.size() floats.
 // Default (ds4 layer_attention_rows_one): one pass accumulating exp-weighted
 // rows and the float denominator (sink term first), then * (1/denominator).
-// Quality: softmax_with_sink, then out = sum_r p[r] * row r (rows in order).
+// Quality: llama.cpp's CPU graph in its exact float order (see the .cpp),
+// which depends on each row's KV-cache cell in a one-batch graph: cells[r]
+// must increase with r (raw rows: their position; compressed row c:
+// kCompressedCellBase + c). Empty cells = 0, 1, 2, ...
 void attention_with_sink(std::span<const float> q, std::span<const float* const> rows, float sink,
-                         float scale, std::span<float> scores, std::span<float> out, Numerics n);
+                         float scale, std::span<float> scores, std::span<float> out, Numerics n,
+                         std::span<const int64_t> cells = {});
+
+// Cell of compressed row 0 in attention_with_sink's Quality layout: past
+// every raw cell, a multiple of 16.
+inline constexpr int64_t kCompressedCellBase = int64_t{1} << 40;
 
 }  // namespace ds4::cpu

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "quant/ggml_order.h"
+
 namespace ds4::cpu {
 namespace {
 
@@ -33,16 +35,26 @@ float pool_default(std::span<const float* const> s, std::span<const float* const
   return denom > 0.0f ? sum / denom : 0.0f;
 }
 
+// ggml_soft_max over the rows of column j (ggml_vec_soft_max_f32, AVX-512:
+// ggml_v_expf on whole blocks of 16 rows, each block's reduce_add added to a
+// double, then expf one by one for the rest), one float reciprocal, then
+// ggml_mul and ggml_sum_rows (a double sum of the float products).
 float pool_quality(std::span<const float* const> s, std::span<const float* const> v, std::size_t j,
                    float max) {
+  const std::size_t n = s.size();
+  const std::size_t n16 = n & ~std::size_t{15};
+  float e[kPoolMaxRows];
+  assert(n <= kPoolMaxRows);
   double esum = 0.0;
-  for (std::size_t r = 0; r < s.size(); ++r) esum += static_cast<double>(std::exp(s[r][j] - max));
+  for (std::size_t r = 0; r < n16; r += 16) {
+    float lanes[16];
+    for (int l = 0; l < 16; ++l) lanes[l] = e[r + l] = quant::ggml_order::v_expf(s[r + l][j] - max);
+    esum += static_cast<double>(quant::ggml_order::reduce_add16(lanes));
+  }
+  for (std::size_t r = n16; r < n; ++r) esum += static_cast<double>(e[r] = std::exp(s[r][j] - max));
   const float inv = static_cast<float>(1.0 / esum);
   double acc = 0.0;
-  for (std::size_t r = 0; r < s.size(); ++r) {
-    const float p = std::exp(s[r][j] - max) * inv;
-    acc += static_cast<double>(v[r][j] * p);
-  }
+  for (std::size_t r = 0; r < n; ++r) acc += static_cast<double>(v[r][j] * (e[r] * inv));
   return static_cast<float>(acc);
 }
 

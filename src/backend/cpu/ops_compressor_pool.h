@@ -4,6 +4,7 @@
 // lane A (4 rows) and the current window's lane B (4 rows), 8 candidates.
 #pragma once
 
+#include <cstddef>
 #include <span>
 
 #include "backend/cpu/numerics.h"
@@ -13,6 +14,8 @@ namespace ds4::cpu {
 // Scores at or below this count as "no candidate" (ds4 initialises empty
 // frontier rows to -1e30; -inf works too).
 inline constexpr float kPoolEmptyScore = -1.0e30f;
+// Most rows one pooled column can have (ratio 128 x coff 1; ratio 4 x coff 2 = 8).
+inline constexpr std::size_t kPoolMaxRows = 256;
 
 // out[j] = sum_r softmax_r(score_r[j]) * kv_r[j] for j < out.size().
 // score_rows / kv_rows: pointers to the candidates' D-wide slices (the caller

@@ -44,13 +44,16 @@ HcSplit hc_split_sinkhorn(std::span<const float, kHcMixes> mix, std::span<const 
     s.post[i] = 2.0f * sigmoid_plain(mix[kN + i] * scale[1] + base[kN + i]);
   }
 
+  // Quality: ggml's fused dsv4_hc_comb is scalar C whose `a * b + c` steps
+  // the llama.cpp build contracts into fmas (visible in tensor dumps).
+  const bool fused = n == Numerics::Quality;
   auto& c = s.comb;
   for (int i = 0; i < kN; ++i) {
     float* r = &c[i * kN];
     float max = -INFINITY;
     for (int j = 0; j < kN; ++j) {
       const int k = 2 * kN + i * kN + j;
-      r[j] = mix[k] * scale[2] + base[k];
+      r[j] = fused ? std::fma(mix[k], scale[2], base[k]) : mix[k] * scale[2] + base[k];
       max = r[j] > max ? r[j] : max;
     }
     float sum = 0.0f;
@@ -59,7 +62,7 @@ HcSplit hc_split_sinkhorn(std::span<const float, kHcMixes> mix, std::span<const 
       sum += r[j];
     }
     const float inv = 1.0f / sum;
-    for (int j = 0; j < kN; ++j) r[j] = r[j] * inv + eps;
+    for (int j = 0; j < kN; ++j) r[j] = fused ? std::fma(r[j], inv, eps) : r[j] * inv + eps;
   }
 
   normalize_cols(c, eps, n);
@@ -71,24 +74,31 @@ HcSplit hc_split_sinkhorn(std::span<const float, kHcMixes> mix, std::span<const 
 }
 
 void hc_weighted_sum(std::span<const float> state, std::span<const float, kHcStreams> weights,
-                     std::span<float> out) {
+                     std::span<float> out, Numerics n) {
   const std::size_t n_embd = out.size();
   assert(state.size() == kN * n_embd);
   for (std::size_t d = 0; d < n_embd; ++d) {
     float acc = 0.0f;
-    for (int i = 0; i < kN; ++i) acc += state[i * n_embd + d] * weights[i];
+    if (n == Numerics::Quality)
+      for (int i = 0; i < kN; ++i) acc = std::fma(state[i * n_embd + d], weights[i], acc);
+    else
+      for (int i = 0; i < kN; ++i) acc += state[i * n_embd + d] * weights[i];
     out[d] = acc;
   }
 }
 
 void hc_post(std::span<const float> f, std::span<const float> state_in, const HcSplit& split,
-             std::span<float> out) {
+             std::span<float> out, Numerics n) {
   const std::size_t n_embd = f.size();
   assert(state_in.size() == kN * n_embd && out.size() == kN * n_embd);
+  const bool fused = n == Numerics::Quality;
   for (int j = 0; j < kN; ++j) {
     for (std::size_t d = 0; d < n_embd; ++d) {
       float acc = f[d] * split.post[j];
-      for (int i = 0; i < kN; ++i) acc += state_in[i * n_embd + d] * split.comb[i * kN + j];
+      for (int i = 0; i < kN; ++i) {
+        const float r = state_in[i * n_embd + d], c = split.comb[i * kN + j];
+        acc = fused ? std::fma(r, c, acc) : acc + r * c;
+      }
       out[j * n_embd + d] = acc;
     }
   }

@@ -36,15 +36,18 @@ HcSplit hc_split_sinkhorn(std::span<const float, kHcMixes> mix, std::span<const 
 
 // out[d] = sum_i weights[i] * state[i][d], starting from 0, streams in order
 // (ds4 hc_weighted_sum_one and ggml dsv4_hc_pre agree). state is stream-major
-// [4][n_embd].
+// [4][n_embd]. Quality fuses each step into an fma, as the compiler does in
+// the llama.cpp build (ggml's scalar `sum += x * w` loops are contracted; the
+// tensor dumps of ds4-ref-runner show it bit for bit); Default does not.
 void hc_weighted_sum(std::span<const float> state, std::span<const float, kHcStreams> weights,
-                     std::span<float> out);
+                     std::span<float> out, Numerics n = Numerics::Default);
 
 // out[j][d] = post[j] * f[d] + sum_i comb[i*4+j] * state_in[i][d], terms in that
 // order (ds4 hc_post_one and ggml dsv4_hc_post agree). out must not alias
 // state_in.
+// Quality: each "+ state * comb" step is an fma (see hc_weighted_sum).
 void hc_post(std::span<const float> f, std::span<const float> state_in, const HcSplit& split,
-             std::span<float> out);
+             std::span<float> out, Numerics n = Numerics::Default);
 
 // Output head: w[i] = sigmoid(mix[i] * scale + base[i]) + eps, no Sinkhorn.
 // Default: ds4's two-branch sigmoid; Quality: ggml's 1/(1+exp(-z)).

@@ -26,7 +26,10 @@ float yarn_ramp(float lo, float hi, int i0) {
 // 1.0f with attn_factor = 1 / (1 + 0.1 ln 16) (checked in the tests).
 float rope_mscale(const RopeParams& p) {
   float mscale = p.attn_factor;
-  if (p.ext_factor != 0.0f) mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+  if (p.ext_factor != 0.0f) {
+    const float l = std::log(1.0f / p.freq_scale);
+    mscale *= p.fused ? std::fma(0.1f, l, 1.0f) : 1.0f + 0.1f * l;
+  }
   return mscale;
 }
 
@@ -42,6 +45,7 @@ std::array<float, 2> rope_yarn_corr_dims(int n_dims, uint32_t n_ctx_orig, float 
 RopeParams rope_params(const model::Deepseek4HParams& hp, uint32_t compress_ratio, Numerics n) {
   RopeParams p;
   p.n_rot = static_cast<int>(hp.n_rot);
+  p.fused = n == Numerics::Quality;
   if (compress_ratio == 0) {
     p.freq_base = hp.rope_freq_base;
     return p;
@@ -54,7 +58,8 @@ RopeParams rope_params(const model::Deepseek4HParams& hp, uint32_t compress_rati
   if (!yarn) return p;
   p.ext_factor = 1.0f;
   // Cancels the magnitude scale rope_mscale applies: V4 does no YaRN scaling.
-  p.attn_factor = 1.0f / (1.0f + 0.1f * std::log(1.0f / p.freq_scale));
+  const float l = std::log(1.0f / p.freq_scale);
+  p.attn_factor = 1.0f / (p.fused ? std::fma(0.1f, l, 1.0f) : 1.0f + 0.1f * l);
   const auto dims =
       rope_yarn_corr_dims(p.n_rot, hp.rope_scaling_orig_ctx, p.freq_base, 32.0f, 1.0f);
   p.corr_lo = dims[0];
@@ -72,7 +77,8 @@ void rope_thetas(const RopeParams& p, int64_t pos, std::span<float> theta) {
     float t = theta_interp;
     if (p.ext_factor != 0.0f) {
       const float ramp_mix = yarn_ramp(p.corr_lo, p.corr_hi, 2 * k) * p.ext_factor;
-      t = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
+      t = p.fused ? std::fma(theta_interp, 1.0f - ramp_mix, theta_extrap * ramp_mix)
+                  : theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
     }
     theta[k] = t;
     theta_extrap *= theta_scale;
@@ -82,6 +88,7 @@ void rope_thetas(const RopeParams& p, int64_t pos, std::span<float> theta) {
 RopeCache rope_cache(const RopeParams& p, int64_t pos, bool inverse) {
   RopeCache c;
   c.n_pairs = p.n_rot / 2;
+  c.fused = p.fused;
   assert(c.n_pairs <= kRopeMaxPairs);
   std::array<float, kRopeMaxPairs> theta{};
   rope_thetas(p, pos, theta);
@@ -103,8 +110,13 @@ void rope_apply(std::span<float> tail, const RopeCache& cache) {
     const float s = cache.sin[k];
     const float a = tail[2 * k];
     const float b = tail[2 * k + 1];
-    tail[2 * k] = a * c - b * s;
-    tail[2 * k + 1] = a * s + b * c;
+    if (cache.fused) {
+      tail[2 * k] = std::fma(a, c, -(b * s));
+      tail[2 * k + 1] = std::fma(a, s, b * c);
+    } else {
+      tail[2 * k] = a * c - b * s;
+      tail[2 * k + 1] = a * s + b * c;
+    }
   }
 }
 

@@ -1,8 +1,8 @@
 // RoPE on the tail of a head: interleaved pairs (2k, 2k+1), YaRN on
 // compressed layers. ds4 (rope_tail_ext_inplace) and ggml (rope_yarn +
-// ggml_rope_cache_init, NORM mode) evaluate the same float expressions in the
-// same order, so there is one implementation for both numerics; only the
-// choice of parameters can differ (see rope_params).
+// ggml_rope_cache_init, NORM mode) write the same float expressions in the
+// same order; they differ in the choice of parameters (see rope_params) and
+// in that the llama.cpp build fuses multiply-adds (RopeParams::fused).
 #pragma once
 
 #include <array>
@@ -24,6 +24,12 @@ struct RopeParams {
   float attn_factor = 1.0f;  // chosen so the YaRN magnitude scale cancels
   float corr_lo = 0.0f;      // ramp start/end pair index (15, 25 for Flash)
   float corr_hi = 0.0f;
+  // Quality: the `a * b + c` steps as fmas, the way the llama.cpp build
+  // compiles ggml's rope_yarn / rotate_pairs (GCC contracts them; seen in
+  // ds4-ref-runner tensor dumps): theta = fma(interp, 1 - ramp, extrap *
+  // ramp), (a, b) -> (fma(a, c, -(b s)), fma(a, s, b c)), and the YaRN
+  // magnitude 1 + 0.1 ln(1/freq_scale) as one fma.
+  bool fused = false;
 };
 
 // ggml_rope_yarn_corr_dims: floor/ceil of the pair index whose wavelength
@@ -43,6 +49,7 @@ struct RopeCache {
   int n_pairs = 0;
   std::array<float, kRopeMaxPairs> cos{};
   std::array<float, kRopeMaxPairs> sin{};  // already negated when inverse
+  bool fused = false;                      // RopeParams::fused
 };
 
 // The angle of each pair at `pos`: theta_extrap starts at (float)pos and is

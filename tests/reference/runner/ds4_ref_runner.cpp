@@ -17,6 +17,7 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -130,9 +131,41 @@ ModelPtr load_model(const std::string& path, bool vocab_only) {
   return ModelPtr(model);
 }
 
+// Debugging aid (--dump-tensors DIR): every F32 graph tensor whose name
+// contains one of the filter substrings is written to DIR/<name>.<k>.f32 (k
+// counts repeats of a name across ubatches), with one line per file in
+// DIR/index.txt: "file ne0 ne1 ne2 ne3".
+struct TensorDump {
+  std::string dir;
+  std::vector<std::string> filters;
+  std::map<std::string, int> seen;
+  std::ofstream index;
+};
+
+bool dump_tensor_cb(ggml_tensor* t, bool ask, void* user) {
+  auto* d = static_cast<TensorDump*>(user);
+  const std::string name = ggml_get_name(t);
+  bool wanted = t->type == GGML_TYPE_F32 && d->filters.empty();
+  for (const auto& f : d->filters) wanted |= t->type == GGML_TYPE_F32 && name.find(f) != std::string::npos;
+  if (ask) return wanted;
+  if (!wanted || !ggml_is_contiguous(t)) return true;
+  const int k = d->seen[name]++;
+  const std::string file = name + "." + std::to_string(k) + ".f32";
+  std::ofstream out(d->dir + "/" + file, std::ios::binary);
+  out.write(static_cast<const char*>(t->data), static_cast<std::streamsize>(ggml_nbytes(t)));
+  d->index << file << " " << t->ne[0] << " " << t->ne[1] << " " << t->ne[2] << " " << t->ne[3] << "\n";
+  return true;
+}
+
+TensorDump* g_dump = nullptr;  // set by --dump-tensors
+
 // The reference context: one sequence, flash attention off, F32 K and V.
 ContextPtr make_context(llama_model* model, uint32_t n_ctx, uint32_t n_batch, uint32_t n_ubatch, int threads) {
   llama_context_params cp = llama_context_default_params();
+  if (g_dump) {
+    cp.cb_eval = dump_tensor_cb;
+    cp.cb_eval_user_data = g_dump;
+  }
   cp.n_ctx = n_ctx;
   cp.n_batch = n_batch;
   cp.n_ubatch = n_ubatch;
@@ -312,6 +345,9 @@ int main(int argc, char** argv) {
   logits->add_option("--out", out, "output file")->required();
   logits->add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
   logits->add_option("--ubatch", ubatch, "physical batch size (0 = all tokens at once)")->check(CLI::NonNegativeNumber);
+  std::string dump_dir, dump_filter;
+  logits->add_option("--dump-tensors", dump_dir, "debug: write F32 graph tensors to this existing folder");
+  logits->add_option("--dump-filter", dump_filter, "debug: comma-separated name substrings to dump (default all)");
   bool timings = false;
   logits->add_flag("--timings", timings, "print load and decode seconds as JSON on stdout");
 
@@ -359,6 +395,18 @@ int main(int argc, char** argv) {
       ggml_backend_load_all_from_path(DS4_REF_BINS_DIR);
       if (ggml_backend_dev_count() == 0) throw Failure("no ggml backend found in " DS4_REF_BINS_DIR);
       llama_backend_init();
+      TensorDump dump;
+      if (*logits && !dump_dir.empty()) {
+        dump.dir = dump_dir;
+        for (size_t at = 0; at <= dump_filter.size() && !dump_filter.empty();) {
+          const size_t comma = std::min(dump_filter.find(',', at), dump_filter.size());
+          if (comma > at) dump.filters.push_back(dump_filter.substr(at, comma - at));
+          at = comma + 1;
+        }
+        dump.index.open(dump_dir + "/index.txt");
+        if (!dump.index) throw Failure("cannot write " + dump_dir + "/index.txt");
+        g_dump = &dump;
+      }
       if (*logits) run_logits(model, tokens, out, threads, ubatch, timings);
       if (*greedy) run_greedy(model, tokens, n_generate, threads);
       if (*tokenize) run_tokenize(model, text_file);

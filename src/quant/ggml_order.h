@@ -1,0 +1,100 @@
+// Scalar replicas of the float order of ggml's AVX-512 CPU kernels (the
+// libggml-cpu variant llama.cpp loads on AVX-512 machines), for --quality:
+// llama.cpp re-quantises activations, so an ulp of difference upstream can
+// flip an activation code; these make our values bit-identical instead.
+// Each function names the ggml routine it follows. fma is exact, so the
+// scalar replicas give the vector kernels' results bit for bit.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace ds4::quant::ggml_order {
+
+// GCC's _mm512_reduce_add_ps: halves 256 + 256, then 128 + 128, then lanes
+// (0 + 2, 1 + 3), then 0 + 1.
+inline float reduce_add16(const float (&a)[16]) {
+  float t3[8], t6[4];
+  for (int i = 0; i < 8; ++i) t3[i] = a[8 + i] + a[i];
+  for (int i = 0; i < 4; ++i) t6[i] = t3[4 + i] + t3[i];
+  return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+}
+
+// ggml_vec_dot_f32, AVX-512 branch: 4 accumulators of 16 lanes over steps of
+// 64 (acc = fma(x, y, acc)), reduced (0 += 2, 1 += 3, 0 += 1, reduce_add16),
+// then the n % 64 leftovers added one by one (sumf += x * y, contracted).
+inline float vec_dot_f32(int64_t n, const float *x, const float *y) {
+  float acc[4][16] = {};
+  const int64_t np = n & ~int64_t{63};
+  for (int64_t i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 16; ++l) {
+        const int64_t k = i + 16 * j + l;
+        acc[j][l] = std::fma(x[k], y[k], acc[j][l]);
+      }
+  for (int l = 0; l < 16; ++l) {
+    acc[0][l] += acc[2][l];
+    acc[1][l] += acc[3][l];
+  }
+  for (int l = 0; l < 16; ++l) acc[0][l] += acc[1][l];
+  float sum = reduce_add16(acc[0]);
+  for (int64_t i = np; i < n; ++i) sum = std::fma(x[i], y[i], sum);
+  return sum;
+}
+
+// llamafile's tinyBLAS<16, __m512> (what ggml's mul_mat runs for F32 and F16
+// weights when a batch has >= 2 tokens, k % 16 == 0 and rows % 4 == 0):
+// 16 lanes, lane l = fma(w[16c + l], x[16c + l], lane) over chunks c, then
+// reduce_add16. W converts a weight element to float.
+template <typename W, typename ToFloat>
+inline float tinyblas_dot(int64_t n, const W *w, const float *x, ToFloat to_float) {
+  float acc[16] = {};
+  for (int64_t c = 0; c < n; c += 16)
+    for (int l = 0; l < 16; ++l) acc[l] = std::fma(to_float(w[c + l]), x[c + l], acc[l]);
+  return reduce_add16(acc);
+}
+
+// ggml_vec_dot_f16 without AVX512-FP16 (F32Cx16): the vec_dot_f32 pattern
+// with f16 weights, the reduction widened to double and the n % 64
+// leftovers added in double.
+template <typename ToFloat>
+inline float vec_dot_f16(int64_t n, const uint16_t *w, const float *x, ToFloat to_float) {
+  float acc[4][16] = {};
+  const int64_t np = n & ~int64_t{63};
+  for (int64_t i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 16; ++l) {
+        const int64_t k = i + 16 * j + l;
+        acc[j][l] = std::fma(to_float(w[k]), x[k], acc[j][l]);
+      }
+  for (int l = 0; l < 16; ++l) {
+    acc[0][l] += acc[2][l];
+    acc[1][l] += acc[3][l];
+  }
+  for (int l = 0; l < 16; ++l) acc[0][l] += acc[1][l];
+  double sum = reduce_add16(acc[0]);
+  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(to_float(w[i]) * x[i]);
+  return static_cast<float>(sum);
+}
+
+// ggml_v_expf, AVX-512 branch (vec.h): a degree-5 polynomial after range
+// reduction by ln 2, scaled by 2^n; |n| > 192 gives 0 or +inf.
+inline float v_expf(float x) {
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float n = z - r;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  if (std::fabs(n) > 192.0f || std::isnan(n)) {
+    // _CMP_GT_OQ is false for NaN, so NaN n keeps the scalef result (NaN).
+    if (std::isnan(n)) return std::ldexp(j, 0) * n;
+    return n <= 0.0f ? 0.0f : INFINITY;
+  }
+  return std::ldexp(j, static_cast<int>(n));  // _mm512_scalef_ps(j, n), n integral
+}
+
+}  // namespace ds4::quant::ggml_order

@@ -1,0 +1,94 @@
+// The scalar replicas of ggml's AVX-512 float order (quant/ggml_order.h)
+// against the AVX-512 instructions themselves where this CPU has them
+// (GCC's _mm512_reduce_add_ps, a 4 x 16-lane _mm512_fmadd_ps dot), and
+// ggml_v_expf's replica against exp: accurate to a few ulp, exact on the
+// special values. End-to-end exactness against llama.cpp is in
+// tests/reference/test_reference_forward.cpp.
+#include <gtest/gtest.h>
+#include <immintrin.h>
+
+// GCC 12's own _mm512_reduce_add_ps trips -Wuninitialized inside its header
+// (a dummy operand of a masked extract); not our code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "quant/ggml_order.h"
+
+namespace ds4::quant {
+namespace {
+
+bool have_avx512() {
+  const auto f = cpu_features();
+  return f.avx512f && f.avx512dq;
+}
+
+__attribute__((target("avx512f,avx512dq"))) float hw_reduce(const float *a) {
+  return _mm512_reduce_add_ps(_mm512_loadu_ps(a));
+}
+
+__attribute__((target("avx512f,avx512dq"))) float hw_dot(int64_t n, const float *x, const float *y) {
+  __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  const int64_t np = n & ~int64_t{63};
+  for (int64_t i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; ++j)
+      s[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * j), _mm512_loadu_ps(y + i + 16 * j), s[j]);
+  s[0] = _mm512_add_ps(s[0], s[2]);
+  s[1] = _mm512_add_ps(s[1], s[3]);
+  s[0] = _mm512_add_ps(s[0], s[1]);
+  float sum = _mm512_reduce_add_ps(s[0]);
+  for (int64_t i = np; i < n; ++i) sum = std::fma(x[i], y[i], sum);
+  return sum;
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+TEST(GgmlOrder, ReduceAndDotMatchTheInstructions) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> mag(-30.0f, 30.0f);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (int trial = 0; trial < 2000; ++trial) {
+    float a[16];
+    // Wide magnitudes make every summation order give a different result.
+    for (float &v : a) v = g(rng) * std::exp2(mag(rng));
+    ASSERT_EQ(bits(ggml_order::reduce_add16(a)), bits(hw_reduce(a))) << "trial " << trial;
+  }
+  for (int64_t n : {16, 64, 128, 200, 512, 1000}) {
+    std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+    for (int trial = 0; trial < 50; ++trial) {
+      for (auto &v : x) v = g(rng) * std::exp2(mag(rng) / 3);
+      for (auto &v : y) v = g(rng);
+      ASSERT_EQ(bits(ggml_order::vec_dot_f32(n, x.data(), y.data())), bits(hw_dot(n, x.data(), y.data())))
+          << "n " << n;
+    }
+  }
+}
+
+TEST(GgmlOrder, ExpfIsAccurateAndExactOnSpecialValues) {
+  EXPECT_EQ(ggml_order::v_expf(-INFINITY), 0.0f);
+  EXPECT_EQ(ggml_order::v_expf(0.0f), 1.0f);
+  EXPECT_EQ(ggml_order::v_expf(-200.0f), 0.0f);  // |n| > 192: flushed to 0
+  EXPECT_EQ(ggml_order::v_expf(200.0f), INFINITY);
+  EXPECT_TRUE(std::isnan(ggml_order::v_expf(std::numeric_limits<float>::quiet_NaN())));
+  double worst = 0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.01337f) {
+    const double e = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(ggml_order::v_expf(x) - e) / e);
+  }
+  EXPECT_LT(worst, 4e-7);  // a few ulp: ggml's polynomial, not a correctly rounded exp
+  EXPECT_GT(worst, 0.0);   // and not libm's expf either
+}
+
+}  // namespace
+}  // namespace ds4::quant
