@@ -55,6 +55,12 @@ float dot_q8_0_q8_0_ggml_x86(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x);
 // through llamafile's tinyBLAS (a batch of >= 2 tokens; llama.cpp's decode
 // of a single token uses vec_dot there too, which this does not follow).
 float dot_f32_ggml_x86(int64_t n, const float* w, const float* x, bool expert);
+// Routed experts of the quantised mixes: Q4_K, Q2_K and MXFP4 as ggml's
+// repacked 8x8 gemv computes them; IQ2_XXS as ggml's IQP batch kernel does.
+float dot_q4_K_q8_K_ggml_x86(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x);
+float dot_q2_K_q8_K_ggml_x86(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x);
+float dot_mxfp4_q8_0_ggml_x86(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x);
+float dot_iq2_xxs_q8_K_ggml_x86(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x);
 float dot_f16_ggml_x86(int64_t n, const uint16_t* w, const float* x, bool expert);
 
 }  // namespace ds4::quant

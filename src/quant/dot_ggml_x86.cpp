@@ -3,10 +3,14 @@
 // one-ulp difference in a dot product can flip an activation code in the next
 // layer; matching ggml's accumulation order bit for bit avoids that.
 #include <cmath>
+#include <cstring>
 
 #include "core/fp16.h"
 #include "quant/dot.h"
 #include "quant/ggml_order.h"
+#include "quant/k_scales.h"
+#include "quant/mxfp4.h"
+#include "quant/iq2_xxs_tables.h"
 
 namespace ds4::quant {
 
@@ -35,6 +39,104 @@ float dot_q8_0_q8_0_ggml_x86(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x) 
     }
   }
   return hsum8(acc);
+}
+
+// The K-quant and MXFP4 experts: ggml repacks them (Q4_K, Q2_K, MXFP4 with
+// rows % 8 == 0 on AVX2 / AVX-512) and mul_mat_id runs one gemv per token:
+// per super-block (MXFP4: per 32-block) an exact integer sum, then
+// acc = fma((float)isum, d_w * d_x, acc); K-quants keep a second accumulator
+// for the min term and return acc - acc_min.
+
+float dot_q4_K_q8_K_ggml_x86(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
+  // ggml_gemv_q4_K_8x8_q8_K.
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int32_t isum = 0, imin = 0;
+    for (int sub = 0; sub < 8; ++sub) {
+      const ScaleMin6 sm = unpack_q4_K_scale_min(sub, w[i].scales);
+      const uint8_t* q4 = w[i].qs + 32 * (sub / 2);
+      const int shift = (sub % 2) * 4;
+      int32_t s = 0;
+      for (int e = 0; e < 32; ++e) s += ((q4[e] >> shift) & 0xF) * x[i].qs[32 * sub + e];
+      isum += sm.scale * s;
+      imin += sm.min * (x[i].bsums[2 * sub] + x[i].bsums[2 * sub + 1]);
+    }
+    acc = std::fma(static_cast<float>(isum), f16_to_f32(w[i].d) * x[i].d, acc);
+    acc_min = std::fma(static_cast<float>(imin), f16_to_f32(w[i].dmin) * x[i].d, acc_min);
+  }
+  return acc - acc_min;
+}
+
+float dot_q2_K_q8_K_ggml_x86(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
+  // ggml_gemv_q2_K_8x8_q8_K.
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const uint8_t* sc = w[i].scales;
+    int32_t isum = 0, imin = 0;
+    for (int g = 0; g < 16; ++g) imin += x[i].bsums[g] * (sc[g] >> 4);
+    // Element k = 128 * half + 32 * (shift / 2) + 16 * part + l holds bits
+    // `shift` of q2[32 * half + 16 * part + l]; group = 8 * half + 2 * (shift / 2) + part.
+    for (int half = 0; half < 2; ++half)
+      for (int pair = 0; pair < 4; ++pair)
+        for (int part = 0; part < 2; ++part) {
+          const int group = 8 * half + 2 * pair + part;
+          int32_t s = 0;
+          for (int l = 0; l < 16; ++l) {
+            const int q = (w[i].qs[32 * half + 16 * part + l] >> (2 * pair)) & 3;
+            s += q * x[i].qs[128 * half + 32 * pair + 16 * part + l];
+          }
+          isum += (sc[group] & 0xF) * s;
+        }
+    acc = std::fma(static_cast<float>(isum), f16_to_f32(w[i].d) * x[i].d, acc);
+    acc_min = std::fma(static_cast<float>(imin), f16_to_f32(w[i].dmin) * x[i].d, acc_min);
+  }
+  return acc - acc_min;
+}
+
+float dot_mxfp4_q8_0_ggml_x86(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x) {
+  // ggml_gemv_mxfp4_8x8_q8_0 (gemv_q4_b32_8x8_q8_0_lut_avx): doubled E2M1
+  // integers, the half E8M0 scale times the activation's scale.
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQKMxfp4; ++i) {
+    int32_t s = 0;
+    for (int j = 0; j < kQKMxfp4 / 2; ++j) {
+      s += x[i].qs[j] * kMxfp4DoubledValues[w[i].qs[j] & 0xF];
+      s += x[i].qs[j + kQKMxfp4 / 2] * kMxfp4DoubledValues[w[i].qs[j] >> 4];
+    }
+    acc = std::fma(static_cast<float>(s), e8m0_to_fp32_half(w[i].e) * f16_to_f32(x[i].d), acc);
+  }
+  return acc;
+}
+
+float dot_iq2_xxs_q8_K_ggml_x86(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
+  // ggml's IQP path (iqp.cpp), which mul_mat_id takes for IQ types once an
+  // expert has >= 8 tokens in the batch: the super-block's exact integer sum
+  // (the generic kernel's), then acc = fma(isum, (d_w / 8) * d_x, acc).
+  // (An expert with fewer tokens goes through the AVX2 vec_dot instead,
+  // whose 8-lane float order differs; a one-batch prefill rarely has one.)
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const int8_t* q8 = x[i].qs;
+    int32_t block_sum = 0;
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      uint32_t aux[2];
+      std::memcpy(aux, w[i].qs + 4 * ib, sizeof(aux));
+      const int32_t ls = static_cast<int32_t>(2 * (aux[1] >> 28) + 1);
+      int32_t sub_sum = 0;
+      for (int g = 0; g < 4; ++g) {
+        const int grid = (aux[0] >> (8 * g)) & 0xFF;
+        const uint8_t signs = kIq2xsSigns[(aux[1] >> (7 * g)) & 127];
+        for (int j = 0; j < 8; ++j) {
+          const int v = iq2xxs_grid_byte(grid, j) * q8[j];
+          sub_sum += (signs & kIq2xsSignMask[j]) ? -v : v;
+        }
+        q8 += 8;
+      }
+      block_sum += sub_sum * ls;
+    }
+    acc = std::fma(static_cast<float>(block_sum), (f16_to_f32(w[i].d) * 0.125f) * x[i].d, acc);
+  }
+  return acc;
 }
 
 float dot_f32_ggml_x86(int64_t n, const float* w, const float* x, bool expert) {

@@ -150,6 +150,20 @@ float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_
         return dot_f32_ggml_x86(n, reinterpret_cast<const float*>(row), static_cast<const float*>(act), expert);
       case GgmlType::F16:
         return dot_f16_ggml_x86(n, reinterpret_cast<const uint16_t*>(row), static_cast<const float*>(act), expert);
+      case GgmlType::Q4_K:
+        if (!expert) break;  // 2-D K-quants would go through ggml's gemm: not replicated
+        return dot_q4_K_q8_K_ggml_x86(n, reinterpret_cast<const BlockQ4_K*>(row), static_cast<const BlockQ8_K*>(act));
+      case GgmlType::Q2_K:
+        if (!expert) break;
+        return dot_q2_K_q8_K_ggml_x86(n, reinterpret_cast<const BlockQ2_K*>(row), static_cast<const BlockQ8_K*>(act));
+      case GgmlType::MXFP4:
+        if (!expert) break;
+        return dot_mxfp4_q8_0_ggml_x86(n, reinterpret_cast<const BlockMXFP4*>(row),
+                                       static_cast<const BlockQ8_0*>(act));
+      case GgmlType::IQ2_XXS:
+        if (!expert) break;
+        return dot_iq2_xxs_q8_K_ggml_x86(n, reinterpret_cast<const BlockIQ2_XXS*>(row),
+                                         static_cast<const BlockQ8_K*>(act));
       default: break;
     }
   }
