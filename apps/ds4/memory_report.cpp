@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "backend/cpu/kv_rows.h"
 #include "model/deepseek4_memory.h"
 #include "model/deepseek4_model.h"
 
@@ -26,15 +27,17 @@ std::string format_bytes(uint64_t bytes) {
 std::string memory_report(const model::Deepseek4Model& m, const RunSettings& s) {
   const model::Deepseek4HParams& hp = m.hparams();
   const model::WeightBytes w = model::weight_bytes(m.weights());
-  const model::KvStateBytes kv = model::kv_state_bytes(hp, static_cast<uint64_t>(s.n_ctx), kStateElemBytes);
-  const double per_token = model::kv_bytes_per_token(hp, kStateElemBytes);
+  const uint32_t elem = cpu::kv_elem_bytes(s.numerics);
+  const model::KvStateBytes kv = model::kv_state_bytes(hp, static_cast<uint64_t>(s.n_ctx), elem);
+  const double per_token = model::kv_bytes_per_token(hp, elem);
 
   std::string out = "memory:\n";
   out += "  model file           " + format_bytes(m.file().file_size()) + "\n";
   out += "  weights              " + format_bytes(w.total()) + " (routed experts " + format_bytes(w.routed()) +
          ", other " + format_bytes(w.non_routed()) + ")\n";
   char buf[128];
-  std::snprintf(buf, sizeof buf, "  kv state per token   %.1f bytes (f32, compressed + indexer rows)\n", per_token);
+  std::snprintf(buf, sizeof buf, "  kv state per token   %.1f bytes (%s, compressed + indexer rows)\n", per_token,
+                elem == 2 ? "f16" : "f32");
   out += buf;
   out += "  kv state for ctx " + std::to_string(s.n_ctx) + ": " + format_bytes(kv.total()) + "\n";
   out += "    raw window         " + format_bytes(kv.raw_window) + "\n";

@@ -1,7 +1,8 @@
 // The memory accounting block ds4 prints on stderr after loading a model:
 // file and weight bytes, the KV state one token adds and the whole state
 // allocated for the context (raw window / compressed / indexer / frontiers).
-// The CPU backend keeps its state in f32 (4 bytes a value).
+// Cached rows take the bytes of the numerics' storage (cpu::kv_elem_bytes):
+// f16 in default numerics, f32 in --quality; compressor frontiers are f32.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +15,6 @@ class Deepseek4Model;
 }
 
 namespace ds4::app {
-
-inline constexpr uint32_t kStateElemBytes = 4;  // f32 KV state
 
 struct RunSettings {
   int64_t n_ctx = 0;

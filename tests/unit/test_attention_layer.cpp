@@ -252,7 +252,8 @@ TEST_F(AttentionLayerTest, PositionZeroIsTheClosedForm) {
       l.forward(xs[0], 0, state, out);
       ASSERT_EQ(state.raw_count(), 1);
       ASSERT_EQ(state.n_compressed(), 0);
-      const float *kv = state.raw_row(0);
+      std::vector<float> kv_scratch(hd);
+      const float *kv = state.raw_row(0, kv_scratch.data());
       const std::vector<float> sk = test::dequantize_tensor(layer(il).attn_sinks);
       for (size_t h = 0; h < hp().n_head; ++h) {
         double s = 0.0;
@@ -273,6 +274,7 @@ TEST_F(AttentionLayerTest, WindowKeepsTheNewestRowsInOrder) {
     LayerKvState state(layer(0), hp(), n);
     std::vector<float> out(hp().n_embd);
     std::vector<std::vector<float>> kvs;
+    std::vector<float> scratch(hp().head_dim);
     for (int pos = 0; pos < static_cast<int>(xs.size()); ++pos) {
       l.forward(xs[static_cast<size_t>(pos)], pos, state, out);
       kvs.emplace_back(l.last_kv().begin(), l.last_kv().end());
@@ -282,7 +284,8 @@ TEST_F(AttentionLayerTest, WindowKeepsTheNewestRowsInOrder) {
         ASSERT_EQ(state.raw_pos(i), p);
         for (size_t j = 0; j < hp().head_dim; ++j) {
           const float v = kvs[static_cast<size_t>(p)][j];
-          ASSERT_EQ(state.raw_row(i)[j], n == Numerics::Default ? f16_round(v) : v) << "pos " << pos << " row " << i;
+          ASSERT_EQ(state.raw_row(i, scratch.data())[j], n == Numerics::Default ? f16_round(v) : v)
+              << "pos " << pos << " row " << i;
         }
       }
     }
@@ -355,23 +358,51 @@ TEST_F(AttentionLayerTest, ResetAndPoolDoNotChangeResults) {
   }
 }
 
+// Rows take 2 bytes a value in Default (f16), 4 in Quality (f32); positions
+// and compressor frontiers are the same in both.
 TEST_F(AttentionLayerTest, ByteAccounting) {
   const auto xs = random_inputs(37, static_cast<int>(hp().n_embd), 17);
   const size_t hd = hp().head_dim, id = hp().indexer_head_dim, swa = hp().n_swa;
+  for (Numerics n : {Numerics::Default, Numerics::Quality})
+    for (int il : kLayers) {
+      SCOPED_TRACE("layer " + std::to_string(il) + (n == Numerics::Default ? " default" : " quality"));
+      const size_t e = n == Numerics::Default ? 2 : 4;
+      EXPECT_EQ(kv_elem_bytes(n), e);
+      const int ratio = static_cast<int>(layer(il).compress_ratio);
+      AttentionLayer l(layer(il), hp(), n);
+      LayerKvState state(layer(il), hp(), n, /*reserve_ctx=*/64);
+      std::vector<float> out(hp().n_embd);
+      for (int pos = 0; pos < 37; ++pos) l.forward(xs[static_cast<size_t>(pos)], pos, state, out);
+      const size_t rows = ratio ? static_cast<size_t>(37 / ratio) : 0;
+      EXPECT_EQ(state.raw_bytes(), swa * hd * e + swa * 8);
+      EXPECT_EQ(state.compressed_bytes(), rows * hd * e);
+      EXPECT_EQ(state.index_bytes(), ratio == 4 ? rows * id * e : 0);
+      const size_t frontier = ratio == 4 ? 2 * (8 * 2 * hd + 8 * 2 * id) * 4 : ratio == 128 ? 2 * 128 * hd * 4 : 0;
+      EXPECT_EQ(state.frontier_bytes(), frontier);
+      EXPECT_EQ(state.bytes(), state.raw_bytes() + state.compressed_bytes() + state.index_bytes() + frontier);
+    }
+}
+
+// The same tokens leave half the row bytes in Default that they leave in
+// Quality: rows are f16 there.
+TEST_F(AttentionLayerTest, DefaultRowsTakeHalfTheBytesOfQuality) {
+  const auto xs = random_inputs(40, static_cast<int>(hp().n_embd), 23);
   for (int il : kLayers) {
     SCOPED_TRACE("layer " + std::to_string(il));
-    const int ratio = static_cast<int>(layer(il).compress_ratio);
-    AttentionLayer l(layer(il), hp(), Numerics::Default);
-    LayerKvState state(layer(il), hp(), Numerics::Default, /*reserve_ctx=*/64);
+    AttentionLayer ld(layer(il), hp(), Numerics::Default), lq(layer(il), hp(), Numerics::Quality);
+    LayerKvState sd(layer(il), hp(), Numerics::Default), sq(layer(il), hp(), Numerics::Quality);
     std::vector<float> out(hp().n_embd);
-    for (int pos = 0; pos < 37; ++pos) l.forward(xs[static_cast<size_t>(pos)], pos, state, out);
-    const size_t rows = ratio ? static_cast<size_t>(37 / ratio) : 0;
-    EXPECT_EQ(state.raw_bytes(), swa * hd * 4 + swa * 8);
-    EXPECT_EQ(state.compressed_bytes(), rows * hd * 4);
-    EXPECT_EQ(state.index_bytes(), ratio == 4 ? rows * id * 4 : 0);
-    const size_t frontier = ratio == 4 ? 2 * (8 * 2 * hd + 8 * 2 * id) * 4 : ratio == 128 ? 2 * 128 * hd * 4 : 0;
-    EXPECT_EQ(state.frontier_bytes(), frontier);
-    EXPECT_EQ(state.bytes(), state.raw_bytes() + state.compressed_bytes() + state.index_bytes() + frontier);
+    for (int pos = 0; pos < 40; ++pos) {
+      ld.forward(xs[static_cast<size_t>(pos)], pos, sd, out);
+      lq.forward(xs[static_cast<size_t>(pos)], pos, sq, out);
+    }
+    ASSERT_EQ(sd.n_compressed(), sq.n_compressed());
+    EXPECT_EQ(2 * sd.compressed_bytes(), sq.compressed_bytes());
+    EXPECT_EQ(2 * sd.index_bytes(), sq.index_bytes());
+    const size_t positions = hp().n_swa * sizeof(int64_t);
+    EXPECT_EQ(2 * (sd.raw_bytes() - positions), sq.raw_bytes() - positions);
+    EXPECT_EQ(sd.frontier_bytes(), sq.frontier_bytes());
+    EXPECT_EQ(2 * (sd.bytes() - sd.frontier_bytes() - positions), sq.bytes() - sq.frontier_bytes() - positions);
   }
 }
 
@@ -382,16 +413,21 @@ TEST_F(AttentionLayerTest, StoredRowsAreF16InDefaultOnly) {
     LayerKvState state(layer(1), hp(), n);
     std::vector<float> out(hp().n_embd);
     bool any_unrounded = false;
+    std::vector<float> scratch(hp().head_dim);
     for (int pos = 0; pos < 8; ++pos) l.forward(xs[static_cast<size_t>(pos)], pos, state, out);
     ASSERT_EQ(state.n_compressed(), 2);
+    EXPECT_EQ(state.index_rows().is_f16(), n == Numerics::Default);
     for (int64_t c = 0; c < 2; ++c) {
       for (size_t j = 0; j < hp().head_dim; ++j) {
-        const float v = state.compressed_row(c)[j];
+        const float v = state.compressed_row(c, scratch.data())[j];
         if (f16_round(v) != v) any_unrounded = true;
       }
       for (size_t j = 0; j < hp().indexer_head_dim; ++j) {
-        const float v = state.index_row(c)[j];
+        const float v = state.index_row(c, scratch.data())[j];
         if (f16_round(v) != v) any_unrounded = true;
+        if (n == Numerics::Default) {
+          ASSERT_EQ(f16_to_f32(state.index_rows().f16_row(c)[j]), v);
+        }
       }
     }
     EXPECT_EQ(any_unrounded, n == Numerics::Quality);

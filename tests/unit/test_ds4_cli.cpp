@@ -119,6 +119,21 @@ TEST(Ds4Cli, RowsAreTeacherForcedPrefixRuns) {
   EXPECT_TRUE(same_bits(all.data(), prefix.data(), prefix.size()));
 }
 
+// The memory report counts cached rows in the storage of the numerics in
+// use: f16 by default (tiny preset: 388 bytes a token), f32 with --quality.
+TEST(Ds4Cli, MemoryReportCountsTheKvStorageOfTheNumerics) {
+  TempDir dir;
+  const std::string tok = write_tokens(dir, "t.json", make_tokens(5, 8));
+  const test::ProcessResult d = ds4({"--tokens-file", tok, "--greedy", "1", "--threads", "2"});
+  const test::ProcessResult q = ds4({"--tokens-file", tok, "--greedy", "1", "--threads", "2", "--quality"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_NE(d.err.find("kv state per token   388.0 bytes (f16, compressed + indexer rows)"), std::string::npos)
+      << d.err;
+  EXPECT_NE(q.err.find("kv state per token   776.0 bytes (f32, compressed + indexer rows)"), std::string::npos)
+      << q.err;
+}
+
 TEST(Ds4Cli, PrefillChunkDoesNotChangeQualityLogits) {
   TempDir dir;
   const std::vector<int32_t> t = make_tokens(30, 3);

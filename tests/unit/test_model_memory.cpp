@@ -54,6 +54,13 @@ TEST(ModelMemory, FlashStateAtOneMillionTokens) {
   EXPECT_NEAR(static_cast<double>(k.total()) / 1e9, 14.45, 0.01);
   // Small contexts: the raw window is min(n_swa, ctx) rows.
   EXPECT_EQ(kv_state_bytes(preset_flash(), 10, 4).raw_window, 43u * 10 * 512 * 4);
+  // f16 rows (the default numerics' storage): every row half, frontiers stay f32: 7.23 GB.
+  const KvStateBytes h = kv_state_bytes(preset_flash(), kMi, 2);
+  EXPECT_EQ(2 * h.raw_window, k.raw_window);
+  EXPECT_EQ(2 * h.compressed_attn, k.compressed_attn);
+  EXPECT_EQ(2 * h.compressed_index, k.compressed_index);
+  EXPECT_EQ(h.frontiers, k.frontiers);
+  EXPECT_EQ(h.total(), 7232139776u);
 }
 
 TEST(ModelMemory, ProKvBytesPerToken) {

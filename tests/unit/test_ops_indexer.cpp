@@ -2,10 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/ops_indexer.h"
+#include "core/fp16.h"
 
 namespace ds4::cpu {
 namespace {
@@ -49,6 +52,33 @@ TEST(OpsIndexer, ScoresMatchDouble) {
     }
     EXPECT_NEAR(s[c], acc, 1e-5);
   }
+}
+
+// A Default cache's f16 rows scored in place give the scores of the same rows
+// converted to f32 first, bit for bit.
+TEST(OpsIndexer, F16RowsScoreExactlyAsTheirF32Conversion) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int heads = 8, dim = 128, n_rows = 33;
+  std::vector<float> q(heads * dim), w(heads);
+  for (float& v : q) v = nd(rng);
+  for (float& v : w) v = nd(rng) / std::sqrt(float(heads * dim));
+  std::vector<std::vector<uint16_t>> halves(n_rows, std::vector<uint16_t>(dim));
+  std::vector<std::vector<float>> floats(n_rows, std::vector<float>(dim));
+  std::vector<const uint16_t*> hrows;
+  std::vector<const float*> frows;
+  for (int c = 0; c < n_rows; ++c) {
+    for (int i = 0; i < dim; ++i) {
+      halves[c][i] = f32_to_f16(nd(rng));
+      floats[c][i] = f16_to_f32(halves[c][i]);
+    }
+    hrows.push_back(halves[c].data());
+    frows.push_back(floats[c].data());
+  }
+  std::vector<float> sh(n_rows), sf(n_rows);
+  indexer_scores(q, w, dim, hrows, sh);
+  indexer_scores(q, w, dim, frows, sf);
+  EXPECT_EQ(std::memcmp(sh.data(), sf.data(), sizeof(float) * sh.size()), 0);
 }
 
 TEST(OpsIndexer, SelectionKeepsAllUpToTopKElseBestInIndexOrder) {

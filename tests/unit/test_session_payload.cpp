@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -95,6 +96,32 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && same_bits(a.data(), b.data(), a.size());
 }
 
+// A layer's rows as f32, oldest raw row / first compressed or index row first.
+std::vector<float> raw_rows(const LayerKvState& st) {
+  std::vector<float> v, scratch(static_cast<size_t>(st.head_dim()));
+  for (int i = 0; i < st.raw_count(); ++i) {
+    const float* r = st.raw_row(i, scratch.data());
+    v.insert(v.end(), r, r + st.head_dim());
+  }
+  return v;
+}
+std::vector<float> compressed_rows(const LayerKvState& st) {
+  std::vector<float> v, scratch(static_cast<size_t>(st.head_dim()));
+  for (int64_t c = 0; c < st.n_compressed(); ++c) {
+    const float* r = st.compressed_row(c, scratch.data());
+    v.insert(v.end(), r, r + st.head_dim());
+  }
+  return v;
+}
+std::vector<float> index_rows(const LayerKvState& st) {
+  std::vector<float> v, scratch(static_cast<size_t>(st.index_dim()));
+  for (int64_t c = 0; c < st.n_index(); ++c) {
+    const float* r = st.index_row(c, scratch.data());
+    v.insert(v.end(), r, r + st.index_dim());
+  }
+  return v;
+}
+
 // Every piece of state, bit for bit, raw positions included.
 void expect_same_state(const Session& a, const Session& b) {
   ASSERT_EQ(a.size(), b.size());
@@ -106,20 +133,13 @@ void expect_same_state(const Session& a, const Session& b) {
     const LayerKvState& x = a.layers()[il];
     const LayerKvState& y = b.layers()[il];
     ASSERT_EQ(x.raw_count(), y.raw_count());
-    for (int i = 0; i < x.raw_count(); ++i) {
-      EXPECT_EQ(x.raw_pos(i), y.raw_pos(i));
-      EXPECT_TRUE(same_bits(x.raw_row(i), y.raw_row(i), static_cast<size_t>(x.head_dim())));
-    }
+    for (int i = 0; i < x.raw_count(); ++i) EXPECT_EQ(x.raw_pos(i), y.raw_pos(i));
+    EXPECT_TRUE(same_bits(raw_rows(x), raw_rows(y)));
     ASSERT_EQ(x.n_compressed(), y.n_compressed());
     ASSERT_EQ(x.n_index(), y.n_index());
-    if (x.n_compressed() > 0) {
-      EXPECT_TRUE(same_bits(x.compressed_row(0), y.compressed_row(0),
-                            static_cast<size_t>(x.n_compressed()) * static_cast<size_t>(x.head_dim())));
-    }
-    if (x.n_index() > 0) {
-      EXPECT_TRUE(same_bits(x.index_row(0), y.index_row(0),
-                            static_cast<size_t>(x.n_index()) * static_cast<size_t>(x.index_dim())));
-    }
+    EXPECT_TRUE(same_bits(compressed_rows(x), compressed_rows(y)));
+    EXPECT_TRUE(same_bits(index_rows(x), index_rows(y)));
+    EXPECT_EQ(x.bytes(), y.bytes());
     for (auto [cx, cy] :
          {std::pair{x.attn_compressor(), y.attn_compressor()}, std::pair{x.index_compressor(), y.index_compressor()}}) {
       ASSERT_EQ(cx == nullptr, cy == nullptr);
@@ -227,17 +247,18 @@ TEST_F(SessionPayloadTest, LayoutMatchesTheSpec) {
   // Layer 0 (ratio 0): just the window, oldest (position 29) first.
   const LayerKvState& l0 = s.layers()[0];
   ASSERT_EQ(l0.raw_pos(0), kTokens - 8);
-  for (int i = 0; i < 8; ++i, off += 4 * hd) EXPECT_EQ(std::memcmp(b.data() + off, l0.raw_row(i), 4 * hd), 0);
+  EXPECT_EQ(std::memcmp(b.data() + off, raw_rows(l0).data(), 8 * 4 * hd), 0);
+  off += 8 * 4 * hd;
   // Layer 1 (ratio 4): window, compressed rows, kv, score, index rows, kv, score.
   const LayerKvState& l1 = s.layers()[1];
   off += 8 * 4 * hd;
-  EXPECT_EQ(std::memcmp(b.data() + off, l1.compressed_row(0), 9 * 4 * hd), 0);
+  EXPECT_EQ(std::memcmp(b.data() + off, compressed_rows(l1).data(), 9 * 4 * hd), 0);
   off += 9 * 4 * hd;
   EXPECT_EQ(std::memcmp(b.data() + off, l1.attn_compressor()->state_kv().data(), 4 * 16 * hd), 0);
   off += 4 * 16 * hd;
   EXPECT_EQ(std::memcmp(b.data() + off, l1.attn_compressor()->state_score().data(), 4 * 16 * hd), 0);
   off += 4 * 16 * hd;
-  EXPECT_EQ(std::memcmp(b.data() + off, l1.index_row(0), 9 * 4 * id), 0);
+  EXPECT_EQ(std::memcmp(b.data() + off, index_rows(l1).data(), 9 * 4 * id), 0);
   // The payload ends with the last layer's indexer score.
   const auto last = s.layers()[5].index_compressor()->state_score();
   EXPECT_EQ(std::memcmp(b.data() + b.size() - last.size_bytes(), last.data(), last.size_bytes()), 0);
@@ -262,6 +283,50 @@ void expect_refused(const model::Deepseek4Model& m, std::span<const uint8_t> byt
   EXPECT_NE(err.find(needle), std::string::npos) << "error: '" << err << "', expected '" << needle << "'";
   EXPECT_EQ(err.rfind("session payload: ", 0), 0u) << err;
   EXPECT_EQ(serialize_payload(target, 1), before) << "session changed by a refused load (" << needle << ")";
+}
+
+// The payload holds f32 rows; a Default session stores them as f16, which
+// holds the rows a Default session saved exactly (RoundTripIsBitIdentical) but
+// not arbitrary f32 values: those are refused, naming the layer and row.
+TEST_F(SessionPayloadTest, DefaultRefusesRowsThatAreNotF16) {
+  Session q(model(), Numerics::Quality, kCtx);
+  fill(q, kTokens, 31);
+  expect_refused(model(), serialize_payload(q, 1), "layer 0 raw row 0 value 0 (");
+
+  Session d(model(), Numerics::Default, kCtx);
+  fill(d, kTokens, 32);
+  std::vector<uint8_t> b = serialize_payload(d, 1);
+  // Layer 1's compressed row 2, value 5: past the header, ids, logits,
+  // counts, layer 0's window and layer 1's window (8 rows each).
+  const size_t hd = hp().head_dim;
+  const size_t off = 52 + 4 * kTokens + 4 * hp().n_vocab + 48 + 2 * 8 * 4 * hd + 4 * (2 * hd + 5);
+  float v;
+  std::memcpy(&v, b.data() + off, 4);
+  std::vector<float> scratch(hd);
+  ASSERT_EQ(v, d.layers()[1].compressed_row(2, scratch.data())[5]);
+  v = std::nextafter(v, 10.0f);
+  std::memcpy(b.data() + off, &v, 4);
+  expect_refused(model(), b, "layer 1 compressed row 2 value 5 (");
+  // The same bytes load into a Quality session, which stores f32.
+  Session target(model(), Numerics::Quality, kCtx);
+  deserialize_payload(b, target);
+  EXPECT_EQ(target.layers()[1].compressed_row(2, scratch.data())[5], v);
+}
+
+// Default rows take half the bytes of Quality rows; the payload is the same
+// f32 layout for both.
+TEST_F(SessionPayloadTest, DefaultStateIsF16AndItsPayloadF32) {
+  Session d(model(), Numerics::Default, kCtx), q(model(), Numerics::Quality, kCtx);
+  fill(d, kTokens, 33);
+  fill(q, kTokens, 33);
+  size_t rows_d = 0, rows_q = 0;
+  for (size_t il = 0; il < d.layers().size(); ++il) {
+    const LayerKvState &x = d.layers()[il], &y = q.layers()[il];
+    rows_d += x.bytes() - x.frontier_bytes() - hp().n_swa * 8;
+    rows_q += y.bytes() - y.frontier_bytes() - hp().n_swa * 8;
+  }
+  EXPECT_EQ(2 * rows_d, rows_q);
+  EXPECT_EQ(serialize_payload(d, 1).size(), serialize_payload(q, 1).size());
 }
 
 TEST_F(SessionPayloadTest, RefusesHeaderMismatches) {

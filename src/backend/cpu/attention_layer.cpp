@@ -99,9 +99,18 @@ void AttentionLayer::forward(std::span<const float> x, int64_t pos, LayerKvState
   allowed_.clear();
   if (Compressor *c = state.index_compressor()) {
     if (auto row = c->step(xn_, pos, pool)) state.append_index(*row);
-    index_rows_.clear();
-    for (int64_t i = 0; i < state.n_index(); ++i) index_rows_.push_back(state.index_row(i));
-    allowed_ = indexer_->allowed(qr_, xn_, pos, index_rows_, pool);
+    // Every index row is scored every token: f16 rows are read in place
+    // rather than converted into a scratch copy of the whole cache.
+    const KvRows &rows = state.index_rows();
+    if (rows.is_f16()) {
+      index_rows_f16_.clear();
+      for (int64_t i = 0; i < rows.rows(); ++i) index_rows_f16_.push_back(rows.f16_row(i));
+      allowed_ = indexer_->allowed(qr_, xn_, pos, index_rows_f16_, pool);
+    } else {
+      index_rows_.clear();
+      for (int64_t i = 0; i < rows.rows(); ++i) index_rows_.push_back(rows.row(i, nullptr));
+      allowed_ = indexer_->allowed(qr_, xn_, pos, index_rows_, pool);
+    }
   } else {
     for (int64_t i = 0; i < state.n_compressed(); ++i) allowed_.push_back(static_cast<int32_t>(i));
   }
@@ -121,17 +130,22 @@ void AttentionLayer::forward(std::span<const float> x, int64_t pos, LayerKvState
 
 void AttentionLayer::attend(const LayerKvState &state, ThreadPool *pool) {
   // Window rows oldest first, then the allowed compressed rows in index order.
+  // f16 rows (Default) are converted into rows_f32_, one slot per row, sized
+  // before any pointer into it is taken; f32 rows are used in place.
+  const size_t n_rows = static_cast<size_t>(state.raw_count()) + allowed_.size();
+  const size_t hd = static_cast<size_t>(head_dim_);
+  if (numerics_ == Numerics::Default) rows_f32_.resize(n_rows * hd);
+  auto scratch = [&](size_t r) { return rows_f32_.empty() ? nullptr : rows_f32_.data() + r * hd; };
   rows_.clear();
   cells_.clear();
   for (int i = 0; i < state.raw_count(); ++i) {
-    rows_.push_back(state.raw_row(i));
+    rows_.push_back(state.raw_row(i, scratch(rows_.size())));
     cells_.push_back(state.raw_pos(i));
   }
   for (int32_t c : allowed_) {
-    rows_.push_back(state.compressed_row(c));
+    rows_.push_back(state.compressed_row(c, scratch(rows_.size())));
     cells_.push_back(kCompressedCellBase + c);
   }
-  const size_t n_rows = rows_.size();
   scores_.resize(n_rows * static_cast<size_t>(n_head_));
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
   auto head = [&](int h) {

@@ -66,6 +66,8 @@ class AttentionLayer {
   std::vector<float> xn_, qa_, qr_, q_, kv_, heads_, low_, scores_;
   std::vector<int32_t> allowed_;
   std::vector<const float *> rows_, index_rows_;
+  std::vector<const uint16_t *> index_rows_f16_;
+  std::vector<float> rows_f32_;  // Default: the attended rows converted from f16
   std::vector<int64_t> cells_;  // rows_' KV-cache cells (Quality float order)
 };
 

@@ -46,8 +46,9 @@ void Indexer::head_weights(std::span<const float> xn, std::span<float> w, Thread
   for (float& v : w) v *= scale;
 }
 
-std::vector<int32_t> Indexer::allowed(std::span<const float> qr, std::span<const float> xn, int64_t pos,
-                                      std::span<const float* const> rows, ThreadPool* pool) const {
+template <class Row>
+std::vector<int32_t> Indexer::allowed_rows(std::span<const float> qr, std::span<const float> xn, int64_t pos,
+                                           std::span<const Row* const> rows, ThreadPool* pool) const {
   const int n = static_cast<int>(rows.size());
   if (n <= top_k_) {
     std::vector<int32_t> all(static_cast<size_t>(n));
@@ -60,6 +61,16 @@ std::vector<int32_t> Indexer::allowed(std::span<const float> qr, std::span<const
   std::vector<float> scores(static_cast<size_t>(n));
   indexer_scores(q, w, head_dim_, rows, scores);
   return indexer_select(scores, top_k_, numerics_);
+}
+
+std::vector<int32_t> Indexer::allowed(std::span<const float> qr, std::span<const float> xn, int64_t pos,
+                                      std::span<const float* const> rows, ThreadPool* pool) const {
+  return allowed_rows(qr, xn, pos, rows, pool);
+}
+
+std::vector<int32_t> Indexer::allowed(std::span<const float> qr, std::span<const float> xn, int64_t pos,
+                                      std::span<const uint16_t* const> rows, ThreadPool* pool) const {
+  return allowed_rows(qr, xn, pos, rows, pool);
 }
 
 }  // namespace ds4::cpu

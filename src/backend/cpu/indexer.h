@@ -32,6 +32,10 @@ class Indexer {
   // emitted and the cache stored them).
   std::vector<int32_t> allowed(std::span<const float> qr, std::span<const float> xn, int64_t pos,
                                std::span<const float* const> rows, ThreadPool* pool = nullptr) const;
+  // The same over f16 rows (a Default cache reads its rows in place; the
+  // result equals allowed() on the rows converted to f32).
+  std::vector<int32_t> allowed(std::span<const float> qr, std::span<const float> xn, int64_t pos,
+                               std::span<const uint16_t* const> rows, ThreadPool* pool = nullptr) const;
 
   // The parts of allowed(), for tests and diagnostics.
   // q: n_head x head_dim = indexer_attn_q_b . qr, each head's tail roped at
@@ -45,6 +49,10 @@ class Indexer {
   int top_k() const { return top_k_; }
 
  private:
+  template <class Row>
+  std::vector<int32_t> allowed_rows(std::span<const float> qr, std::span<const float> xn, int64_t pos,
+                                    std::span<const Row* const> rows, ThreadPool* pool) const;
+
   model::TensorView q_b_, proj_;
   Numerics numerics_;
   int n_head_ = 0, head_dim_ = 0, n_rot_ = 0, top_k_ = 0;

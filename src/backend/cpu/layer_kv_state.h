@@ -2,8 +2,9 @@
 // sliding window (the newest n_swa kv rows with their positions), the
 // append-only compressed attention rows and, on ratio-4 layers, indexer rows,
 // plus the compressors whose frontiers produce them. Rows are stored as the
-// numerics' cache stores them: Default f16-rounds every row (ds4 keeps
-// f16-exact values in f32 buffers), Quality keeps f32 (llama.cpp, F32 KV).
+// numerics' cache stores them (KvRows): Default rounds every row to f16 and
+// keeps the f16 bits (half the bytes of ds4's f32 buffers of f16-exact
+// values, same values), Quality keeps f32 (llama.cpp, F32 KV).
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/compressor.h"
+#include "backend/cpu/kv_rows.h"
 #include "backend/cpu/numerics.h"
 #include "model/deepseek4_hparams.h"
 #include "model/deepseek4_weights.h"
@@ -36,17 +38,22 @@ class LayerKvState {
   void push_raw(std::span<const float> row, int64_t pos);
   // Rows held (<= n_swa); i = 0 is the oldest.
   int raw_count() const { return raw_count_; }
-  const float *raw_row(int i) const { return raw_.data() + static_cast<size_t>(raw_slot(i)) * head_dim_; }
   int64_t raw_pos(int i) const { return raw_pos_[static_cast<size_t>(raw_slot(i))]; }
 
-  // Append-only, rounded for storage. Pointers from compressed_row /
-  // index_row are invalidated by the next append.
+  // Append-only, rounded for storage.
   void append_compressed(std::span<const float> row);
   void append_index(std::span<const float> row);
-  int64_t n_compressed() const { return n_comp_; }
-  int64_t n_index() const { return n_index_; }
-  const float *compressed_row(int64_t c) const { return comp_.data() + static_cast<size_t>(c) * head_dim_; }
-  const float *index_row(int64_t c) const { return index_.data() + static_cast<size_t>(c) * index_dim_; }
+  int64_t n_compressed() const { return comp_.rows(); }
+  int64_t n_index() const { return index_.rows(); }
+
+  // A row as f32 (KvRows::row): a pointer into the state (Quality) or the
+  // row converted into scratch (Default; head_dim, resp. index_dim floats).
+  // Pointers into the state are invalidated by the next push or append.
+  const float *raw_row(int i, float *scratch) const { return raw_.row(raw_slot(i), scratch); }
+  const float *compressed_row(int64_t c, float *scratch) const { return comp_.row(c, scratch); }
+  const float *index_row(int64_t c, float *scratch) const { return index_.row(c, scratch); }
+  // The index rows as stored (the indexer reads f16 rows without a copy).
+  const KvRows &index_rows() const { return index_; }
 
   // nullptr where the layer has none.
   Compressor *attn_compressor() { return attn_comp_ ? &*attn_comp_ : nullptr; }
@@ -59,15 +66,17 @@ class LayerKvState {
   // restore_raw: the window becomes `rows` (a whole number of head_dim rows,
   // at most n_swa, oldest first) at positions first_pos, first_pos + 1, ...
   // restore_compressed / restore_index: the rows replace all held rows.
-  // ds4::Error, state unchanged, when the sizes do not fit. The compressor
+  // ds4::Error, state unchanged, when the sizes do not fit or (Default) a
+  // value is not f16-exact, so could not have been stored. The compressor
   // frontiers are restored through their state_kv() / state_score() spans.
   void restore_raw(std::span<const float> rows, int64_t first_pos);
   void restore_compressed(std::span<const float> rows);
   void restore_index(std::span<const float> rows);
 
-  // Bytes of state, all held as f32: the window's n_swa x head_dim buffer and
-  // positions, the live compressed and index rows, both compressors'
-  // frontiers (kv + score). Capacity reserved but unused is not counted.
+  // Bytes of state: the window's n_swa x head_dim buffer and positions, the
+  // live compressed and index rows (rows at kv_elem_bytes(numerics) a value),
+  // both compressors' frontiers (kv + score, always f32). Capacity reserved
+  // but unused is not counted.
   size_t raw_bytes() const;
   size_t compressed_bytes() const;
   size_t index_bytes() const;
@@ -82,16 +91,12 @@ class LayerKvState {
 
  private:
   int raw_slot(int i) const { return (raw_next_ - raw_count_ + i + n_swa_) % n_swa_; }
-  // Appends row to dst in the storage rounding.
-  void store(std::vector<float> &dst, std::span<const float> row) const;
-
   Numerics numerics_;
   int ratio_ = 0, head_dim_ = 0, index_dim_ = 0, n_swa_ = 0;
-  std::vector<float> raw_;        // n_swa x head_dim ring
+  KvRows raw_;                    // n_swa x head_dim ring
   std::vector<int64_t> raw_pos_;  // position of each slot
   int raw_next_ = 0, raw_count_ = 0;
-  std::vector<float> comp_, index_;
-  int64_t n_comp_ = 0, n_index_ = 0;
+  KvRows comp_, index_;  // index_ is 0 wide (empty) on layers without an indexer
   std::optional<Compressor> attn_comp_, index_comp_;
 };
 

@@ -17,6 +17,11 @@ namespace ds4::cpu {
 // where q is n_head rows of head_dim and weights already carry 1/sqrt(dim*heads).
 void indexer_scores(std::span<const float> q, std::span<const float> weights, int head_dim,
                     std::span<const float* const> rows, std::span<float> scores);
+// The same over f16 rows (a Default cache as stored): each row is converted
+// to f32 (exact) once, then scored in the same float order, so the scores
+// are those of the f32 overload on the converted rows, bit for bit.
+void indexer_scores(std::span<const float> q, std::span<const float> weights, int head_dim,
+                    std::span<const uint16_t* const> rows, std::span<float> scores);
 
 // Indices of the compressed rows attention may use, increasing: all of them
 // when there are at most top_k, else the top_k highest scores. Ties: Default

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/fp16.h"
 #include "core/sha256.h"
 #include "model/deepseek4_fingerprint.h"
 #include "model/deepseek4_model.h"
@@ -143,6 +144,19 @@ void copy_floats(std::span<const uint8_t> src, std::span<float> dst) {
   std::memcpy(dst.data(), src.data(), src.size());
 }
 
+// A Default session stores its rows as f16 (KvRows); rows it saved are f16
+// values, so a row value that is not (e.g. from a --quality session) cannot
+// be stored as it is, and the load is refused rather than rounded.
+void check_f16_exact(std::span<const uint8_t> src, size_t width, const std::string &what) {
+  for (size_t i = 0; i < src.size() / sizeof(float); ++i) {
+    float v;
+    std::memcpy(&v, src.data() + i * sizeof(float), sizeof v);
+    if (std::bit_cast<uint32_t>(f16_round(v)) != std::bit_cast<uint32_t>(v))
+      fail(what + " " + std::to_string(i / width) + " value " + std::to_string(i % width) + " (" + std::to_string(v) +
+           ") is not an f16 value; a default-numerics session stores f16 rows (load it with --quality)");
+  }
+}
+
 std::vector<float> floats_of(std::span<const uint8_t> src) {
   std::vector<float> v(src.size() / sizeof(float));
   if (!v.empty()) std::memcpy(v.data(), src.data(), src.size());
@@ -191,8 +205,9 @@ std::vector<uint8_t> serialize_payload(const Session &session, int prefill_chunk
       fail(where + std::to_string(st.n_compressed()) + " compressed and " + std::to_string(st.n_index()) +
            " index rows after " + std::to_string(tokens) + " tokens, expected " +
            std::to_string(comp_rows(ratio, tokens)) + " and " + std::to_string(index_rows(ratio, tokens)));
-    bytes += static_cast<size_t>(raw_rows) * hp.head_dim * 4 + st.compressed_bytes() + st.index_bytes() +
-             st.frontier_bytes();
+    const size_t row_values = static_cast<size_t>(raw_rows + st.n_compressed()) * hp.head_dim +
+                              static_cast<size_t>(st.n_index()) * hp.indexer_head_dim;
+    bytes += row_values * 4 + st.frontier_bytes();  // rows are f32 in the payload
   }
 
   std::vector<uint8_t> out;
@@ -220,17 +235,18 @@ std::vector<uint8_t> serialize_payload(const Session &session, int prefill_chunk
   for (const LayerKvState &st : layers) w.u32(static_cast<uint32_t>(st.n_compressed()));
   for (const LayerKvState &st : layers) w.u32(static_cast<uint32_t>(st.n_index()));
 
+  // Rows are f32 in the payload whatever the storage; f16 rows convert exactly.
+  std::vector<float> row(std::max<size_t>(hp.head_dim, hp.indexer_head_dim));
   for (const LayerKvState &st : layers) {
-    for (int i = 0; i < st.raw_count(); ++i) w.f32s(st.raw_row(i), static_cast<size_t>(st.head_dim()));
+    const auto hd = static_cast<size_t>(st.head_dim()), id = static_cast<size_t>(st.index_dim());
+    for (int i = 0; i < st.raw_count(); ++i) w.f32s(st.raw_row(i, row.data()), hd);
     if (const Compressor *c = st.attn_compressor()) {
-      if (st.n_compressed() > 0)
-        w.f32s(st.compressed_row(0), static_cast<size_t>(st.n_compressed()) * static_cast<size_t>(st.head_dim()));
+      for (int64_t r = 0; r < st.n_compressed(); ++r) w.f32s(st.compressed_row(r, row.data()), hd);
       w.f32s(c->state_kv());
       w.f32s(c->state_score());
     }
     if (const Compressor *c = st.index_compressor()) {
-      if (st.n_index() > 0)
-        w.f32s(st.index_row(0), static_cast<size_t>(st.n_index()) * static_cast<size_t>(st.index_dim()));
+      for (int64_t r = 0; r < st.n_index(); ++r) w.f32s(st.index_row(r, row.data()), id);
       w.f32s(c->state_kv());
       w.f32s(c->state_score());
     }
@@ -327,6 +343,11 @@ void deserialize_payload(std::span<const uint8_t> payload, Session &session) {
       p.index = r.f32s(uint64_t{n_index[il]} * hp.indexer_head_dim, where + "indexer rows");
       p.index_kv = r.f32s(frontier, where + "indexer compressor kv");
       p.index_score = r.f32s(frontier, where + "indexer compressor score");
+    }
+    if (session.numerics() == Numerics::Default) {
+      check_f16_exact(p.raw, hp.head_dim, where + "raw row");
+      check_f16_exact(p.comp, hp.head_dim, where + "compressed row");
+      check_f16_exact(p.index, hp.indexer_head_dim, where + "indexer row");
     }
   }
   if (r.left() != 0) fail(std::to_string(r.left()) + " trailing bytes after the last layer");
