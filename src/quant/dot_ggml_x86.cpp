@@ -3,14 +3,13 @@
 // one-ulp difference in a dot product can flip an activation code in the next
 // layer; matching ggml's accumulation order bit for bit avoids that.
 #include <cmath>
-#include <cstring>
 
 #include "core/fp16.h"
 #include "quant/dot.h"
 #include "quant/ggml_order.h"
 #include "quant/k_scales.h"
 #include "quant/mxfp4.h"
-#include "quant/iq2_xxs_tables.h"
+#include "quant/iq2_xxs_block_sum.h"
 
 namespace ds4::quant {
 
@@ -115,27 +114,9 @@ float dot_iq2_xxs_q8_K_ggml_x86(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_
   // (An expert with fewer tokens goes through the AVX2 vec_dot instead,
   // whose 8-lane float order differs; a one-batch prefill rarely has one.)
   float acc = 0.0f;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const int8_t* q8 = x[i].qs;
-    int32_t block_sum = 0;
-    for (int ib = 0; ib < kQK_K / 32; ++ib) {
-      uint32_t aux[2];
-      std::memcpy(aux, w[i].qs + 4 * ib, sizeof(aux));
-      const int32_t ls = static_cast<int32_t>(2 * (aux[1] >> 28) + 1);
-      int32_t sub_sum = 0;
-      for (int g = 0; g < 4; ++g) {
-        const int grid = (aux[0] >> (8 * g)) & 0xFF;
-        const uint8_t signs = kIq2xsSigns[(aux[1] >> (7 * g)) & 127];
-        for (int j = 0; j < 8; ++j) {
-          const int v = iq2xxs_grid_byte(grid, j) * q8[j];
-          sub_sum += (signs & kIq2xsSignMask[j]) ? -v : v;
-        }
-        q8 += 8;
-      }
-      block_sum += sub_sum * ls;
-    }
-    acc = std::fma(static_cast<float>(block_sum), (f16_to_f32(w[i].d) * 0.125f) * x[i].d, acc);
-  }
+  for (int64_t i = 0; i < n / kQK_K; ++i)
+    acc = std::fma(static_cast<float>(iq2_xxs_block_isum(w[i], x[i].qs)), (f16_to_f32(w[i].d) * 0.125f) * x[i].d,
+                   acc);
   return acc;
 }
 

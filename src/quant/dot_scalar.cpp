@@ -2,11 +2,10 @@
 // ggml's generic C kernel (ggml-cpu/quants.c) and combines them in the same
 // float order, so on baseline x86-64 (no FMA contraction) the results equal
 // ggml's generic path bit for bit. SIMD levels are tested against these.
-#include <cstring>
 
 #include "core/fp16.h"
 #include "quant/dot.h"
-#include "quant/iq2_xxs_tables.h"
+#include "quant/iq2_xxs_block_sum.h"
 #include "quant/k_scales.h"
 #include "quant/mxfp4.h"
 
@@ -106,31 +105,9 @@ float dot_q4_K_q8_K_scalar(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
 }
 
 float dot_iq2_xxs_q8_K_scalar(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
-  const int64_t nb = n / kQK_K;
   float sum = 0.f;
-  for (int64_t i = 0; i < nb; ++i) {
-    const float d = f16_to_f32(w[i].d) * x[i].d;
-    const int8_t* q8 = x[i].qs;
-    int32_t block_sum = 0;
-    for (int ib = 0; ib < kQK_K / 32; ++ib) {
-      uint32_t aux[2];
-      std::memcpy(aux, w[i].qs + 4 * ib, sizeof(aux));
-      // Sub-block scale (2*ls+1); the common factor 1/8 is applied at the end.
-      const int32_t ls = static_cast<int32_t>(2 * (aux[1] >> 28) + 1);
-      int32_t sub_sum = 0;
-      for (int g = 0; g < 4; ++g) {
-        const int grid = (aux[0] >> (8 * g)) & 0xFF;
-        const uint8_t signs = kIq2xsSigns[(aux[1] >> (7 * g)) & 127];
-        for (int j = 0; j < 8; ++j) {
-          const int v = iq2xxs_grid_byte(grid, j) * q8[j];
-          sub_sum += (signs & kIq2xsSignMask[j]) ? -v : v;
-        }
-        q8 += 8;
-      }
-      block_sum += sub_sum * ls;
-    }
-    sum += d * static_cast<float>(block_sum);
-  }
+  for (int64_t i = 0; i < n / kQK_K; ++i)
+    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(iq2_xxs_block_isum(w[i], x[i].qs));
   return 0.125f * sum;
 }
 

@@ -21,25 +21,33 @@ inline float reduce_add16(const float (&a)[16]) {
   return (t6[0] + t6[2]) + (t6[1] + t6[3]);
 }
 
-// ggml_vec_dot_f32, AVX-512 branch: 4 accumulators of 16 lanes over steps of
-// 64 (acc = fma(x, y, acc)), reduced (0 += 2, 1 += 3, 0 += 1, reduce_add16),
-// then the n % 64 leftovers added one by one (sumf += x * y, contracted).
-inline float vec_dot_f32(int64_t n, const float *x, const float *y) {
+// The body ggml_vec_dot_f32 and ggml_vec_dot_f16 (AVX-512 branch, no
+// AVX512-FP16) share: 4 accumulators of 16 lanes over the first n & ~63
+// elements (acc = fma(w, x, acc)), folded 0 += 2, 1 += 3, 0 += 1 and
+// reduce_add16. W converts a weight element to float.
+template <typename W, typename ToFloat>
+inline float vec_dot_4x16(int64_t n, const W *w, const float *x, ToFloat to_float) {
   float acc[4][16] = {};
   const int64_t np = n & ~int64_t{63};
   for (int64_t i = 0; i < np; i += 64)
     for (int j = 0; j < 4; ++j)
       for (int l = 0; l < 16; ++l) {
         const int64_t k = i + 16 * j + l;
-        acc[j][l] = std::fma(x[k], y[k], acc[j][l]);
+        acc[j][l] = std::fma(to_float(w[k]), x[k], acc[j][l]);
       }
   for (int l = 0; l < 16; ++l) {
     acc[0][l] += acc[2][l];
     acc[1][l] += acc[3][l];
   }
   for (int l = 0; l < 16; ++l) acc[0][l] += acc[1][l];
-  float sum = reduce_add16(acc[0]);
-  for (int64_t i = np; i < n; ++i) sum = std::fma(x[i], y[i], sum);
+  return reduce_add16(acc[0]);
+}
+
+// ggml_vec_dot_f32: the shared body, then the n % 64 leftovers added one by
+// one in float (sumf += x * y, contracted).
+inline float vec_dot_f32(int64_t n, const float *x, const float *y) {
+  float sum = vec_dot_4x16(n, x, y, [](float v) { return v; });
+  for (int64_t i = n & ~int64_t{63}; i < n; ++i) sum = std::fma(x[i], y[i], sum);
   return sum;
 }
 
@@ -55,26 +63,12 @@ inline float tinyblas_dot(int64_t n, const W *w, const float *x, ToFloat to_floa
   return reduce_add16(acc);
 }
 
-// ggml_vec_dot_f16 without AVX512-FP16 (F32Cx16): the vec_dot_f32 pattern
-// with f16 weights, the reduction widened to double and the n % 64
-// leftovers added in double.
+// ggml_vec_dot_f16 without AVX512-FP16 (F32Cx16): the shared body widened to
+// double, the n % 64 leftovers added in double.
 template <typename ToFloat>
 inline float vec_dot_f16(int64_t n, const uint16_t *w, const float *x, ToFloat to_float) {
-  float acc[4][16] = {};
-  const int64_t np = n & ~int64_t{63};
-  for (int64_t i = 0; i < np; i += 64)
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 16; ++l) {
-        const int64_t k = i + 16 * j + l;
-        acc[j][l] = std::fma(to_float(w[k]), x[k], acc[j][l]);
-      }
-  for (int l = 0; l < 16; ++l) {
-    acc[0][l] += acc[2][l];
-    acc[1][l] += acc[3][l];
-  }
-  for (int l = 0; l < 16; ++l) acc[0][l] += acc[1][l];
-  double sum = reduce_add16(acc[0]);
-  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(to_float(w[i]) * x[i]);
+  double sum = vec_dot_4x16(n, w, x, to_float);
+  for (int64_t i = n & ~int64_t{63}; i < n; ++i) sum += static_cast<double>(to_float(w[i]) * x[i]);
   return static_cast<float>(sum);
 }
 

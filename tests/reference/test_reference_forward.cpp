@@ -28,7 +28,6 @@
 #include <map>
 #include <memory>
 #include <ostream>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -38,6 +37,7 @@
 #include "model/deepseek4_hparams.h"
 #include "model/quant_mix.h"
 #include "reference_client.h"
+#include "support/random_tokens.h"
 #include "support/synthetic_model.h"
 
 namespace ds4 {
@@ -99,13 +99,7 @@ std::vector<Config> configs() {
   return v;
 }
 
-std::vector<int32_t> random_tokens(uint32_t n_vocab, int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(n_vocab) - 1);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto &x : t) x = d(rng);
-  return t;
-}
+using test::random_tokens;
 
 // --quality replicates the kernels of llama.cpp's AVX-512 CPU variants.
 bool replicated_kernels() {

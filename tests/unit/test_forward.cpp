@@ -10,13 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <vector>
 
 #include "backend/cpu/forward.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/deepseek4_hparams.h"
+#include "support/random_tokens.h"
 #include "support/synthetic_model.h"
 
 namespace ds4::cpu {
@@ -30,13 +30,7 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 
-std::vector<int32_t> tokens_for(uint32_t n_vocab, int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(n_vocab) - 1);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto &x : t) x = d(rng);
-  return t;
-}
+using test::random_tokens;
 
 // All-position logits of `tokens` evaluated in pieces of `piece` tokens
 // (eval calls) with the given prefill chunk and pool.
@@ -63,7 +57,7 @@ class ForwardTest : public testing::TestWithParam<model::QuantMix> {
 
 TEST_P(ForwardTest, ResultDoesNotDependOnChunkingOrThreads) {
   test::SyntheticModel m(model::preset_tiny(), GetParam(), 5);
-  const auto tokens = tokens_for(m.hparams().n_vocab, kTokens, 9);
+  const auto tokens = random_tokens(m.hparams().n_vocab, kTokens, 9);
   ThreadPool two(2);
   for (Numerics num : {Numerics::Quality, Numerics::Default}) {
     const auto base = run(m.model(), num, tokens, kDefaultPrefillChunk, kTokens, nullptr);
@@ -91,7 +85,7 @@ class ForwardSessionTest : public testing::Test {
 };
 
 TEST_F(ForwardSessionTest, RowsDependOnlyOnTheirPrefix) {
-  const auto tokens = tokens_for(m_.hparams().n_vocab, 40, 1);
+  const auto tokens = random_tokens(m_.hparams().n_vocab, 40, 1);
   const auto all = run(m_.model(), Numerics::Default, tokens, 4096, 40, nullptr);
   const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + 25);
   const auto part = run(m_.model(), Numerics::Default, prefix, 4096, 25, nullptr);
@@ -107,7 +101,7 @@ TEST_F(ForwardSessionTest, RowsDependOnlyOnTheirPrefix) {
 
 TEST_F(ForwardSessionTest, SnapshotRestoreContinuesExactly) {
   Forward f(m_.model(), Numerics::Default, nullptr);
-  const auto tokens = tokens_for(m_.hparams().n_vocab, 60, 2);
+  const auto tokens = random_tokens(m_.hparams().n_vocab, 60, 2);
   auto s = f.new_session(100);
   f.eval(s, std::span<const int32_t>(tokens).first(30));
   const Session snapshot = s;
@@ -131,7 +125,7 @@ TEST_F(ForwardSessionTest, SnapshotRestoreContinuesExactly) {
 
 TEST_F(ForwardSessionTest, GreedyFollowsTheArgmaxOfItsOwnLogits) {
   Forward f(m_.model(), Numerics::Quality, nullptr);
-  const auto prompt = tokens_for(m_.hparams().n_vocab, 20, 4);
+  const auto prompt = random_tokens(m_.hparams().n_vocab, 20, 4);
   auto s = f.new_session(40);
   f.eval(s, prompt);
   const auto ids = f.generate_greedy(s, 10);
@@ -192,7 +186,7 @@ TEST(ForwardNumerics, DefaultStaysCloseToQuality) {
   for (auto mix : {model::QuantMix::F32, model::QuantMix::Ds4Q2}) {
     test::SyntheticModel m(model::preset_tiny(), mix, 21);
     const int n = kSanitized ? 48 : 200;
-    const auto tokens = tokens_for(m.hparams().n_vocab, n, 8);
+    const auto tokens = random_tokens(m.hparams().n_vocab, n, 8);
     const auto q = run(m.model(), Numerics::Quality, tokens, 4096, n, nullptr);
     const auto d = run(m.model(), Numerics::Default, tokens, 4096, n, nullptr);
     const size_t nv = m.hparams().n_vocab;

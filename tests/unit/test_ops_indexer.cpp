@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/ops_indexer.h"
@@ -28,13 +29,21 @@ TEST(OpsIndexer, ScoresAreWeightedReluDots) {
   EXPECT_EQ(s[2], 6.0f);
 }
 
+// Random per-head queries (heads x dim) and head weights carrying the
+// 1/sqrt(heads * dim) factor, as Indexer::query / head_weights produce them.
+std::pair<std::vector<float>, std::vector<float>> random_query(int heads, int dim, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(static_cast<size_t>(heads * dim)), w(static_cast<size_t>(heads));
+  for (float& v : q) v = nd(rng);
+  for (float& v : w) v = nd(rng) / std::sqrt(float(heads * dim));
+  return {q, w};
+}
+
 TEST(OpsIndexer, ScoresMatchDouble) {
   std::mt19937 rng(4);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int heads = 64, dim = 128, n_rows = 40;
-  std::vector<float> q(heads * dim), w(heads);
-  for (float& v : q) v = nd(rng);
-  for (float& v : w) v = nd(rng) / std::sqrt(float(heads * dim));
+  const auto [q, w] = random_query(heads, dim, rng);
   std::vector<std::vector<float>> store(n_rows, std::vector<float>(dim));
   std::vector<const float*> rows;
   for (auto& r : store) {
@@ -60,9 +69,7 @@ TEST(OpsIndexer, F16RowsScoreExactlyAsTheirF32Conversion) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int heads = 8, dim = 128, n_rows = 33;
-  std::vector<float> q(heads * dim), w(heads);
-  for (float& v : q) v = nd(rng);
-  for (float& v : w) v = nd(rng) / std::sqrt(float(heads * dim));
+  const auto [q, w] = random_query(heads, dim, rng);
   std::vector<std::vector<uint16_t>> halves(n_rows, std::vector<uint16_t>(dim));
   std::vector<std::vector<float>> floats(n_rows, std::vector<float>(dim));
   std::vector<const uint16_t*> hrows;
