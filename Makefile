@@ -17,8 +17,11 @@ all: build
 deps:
 	@./scripts/install-deps.sh
 
+# llama.cpp (the reference implementation) and DeepSeek V3's tokenizer.json
+# (tokenizer parity tests build a GGUF with it).
 reference: deps
 	@./scripts/reference-setup.sh
+	@./scripts/fetch-deepseek-tokenizer.sh .reference/deepseek-v3-tokenizer.json
 
 configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
@@ -46,12 +49,14 @@ fuzz-short: deps
 fuzz-long: deps
 	@./scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_LONG_SECONDS)
 
-# For now the main job generates a small random-weight demo model and prints
-# its inspection; later the chat and the server take this place.
+# The main job: the interactive chat on ./ds4flash.gguf (MODEL=...), or on a
+# generated random-weight demo model when there is none. ARGS="..." passes
+# options to ds4 (e.g. ARGS="--nothink --ctx 8192").
+MODEL ?= ds4flash.gguf
+DEMO_DIR ?= demo
+ARGS ?=
 run: build
-	@mkdir -p demo
-	@$(BUILD)/bin/ds4-mkmodel --preset tiny --mix ds4-q2 --seed 1 --out demo/tiny-ds4-q2.gguf
-	@$(BUILD)/bin/ds4-gguf info demo/tiny-ds4-q2.gguf
+	@MODEL="$(MODEL)" DEMO_DIR="$(DEMO_DIR)" ARGS="$(ARGS)" ./scripts/run-chat.sh $(BUILD)
 
 bench: build
 	@$(BUILD)/bench/ds4-bench-kernels --benchmark_min_time=0.2
