@@ -1,9 +1,13 @@
-// ds4: runs the DeepSeek V4 forward pass on the CPU over a list of token ids.
+// ds4: DeepSeek V4 on the CPU.
+//   ds4 [-m MODEL]                                            interactive chat
+//   ds4 [-m MODEL] -p TEXT | --prompt-file F                  one chat turn (--dump-logprobs OUT.json)
+//   ds4 [-m MODEL] --dump-tokens -p TEXT                      the token ids of TEXT as written
 //   ds4 -m MODEL --tokens-file T.json --dump-logits OUT.bin   all-position logits (f32 LE, n x n_vocab)
 //   ds4 -m MODEL --tokens-file T.json --greedy N              N greedy ids as one JSON line on stdout
-// plus --save-session / --load-session. stdout carries only the --greedy
-// result; the memory accounting and the speed lines go to stderr. Every
-// failure is one line "ds4: <message>" on stderr and exit status 1.
+// plus --save-session / --load-session. stdout carries only results (ids,
+// generated text); the memory accounting, progress and speed lines go to
+// stderr. Every failure is one line "ds4: <message>" on stderr and exit
+// status 1.
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
@@ -28,6 +32,7 @@
 #include "core/thread_pool.h"
 #include "model/deepseek4_model.h"
 
+#include "chat_cli.h"
 #include "logits_file.h"
 #include "memory_report.h"
 #include "options.h"
@@ -67,13 +72,13 @@ std::string json_ids(const std::vector<int32_t>& ids) {
   return out + "]";
 }
 
-int run(const Options& o) {
-  validate(o);
+int run_tokens(const Options& o) {
   std::vector<int32_t> tokens;
   if (!o.tokens_file.empty()) tokens = read_tokens_file(o.tokens_file);
   if (tokens.empty() && !o.dump_logits.empty()) throw Error(o.tokens_file + ": the token list is empty");
   if (tokens.empty() && o.load_session.empty())
     throw Error(o.tokens_file + ": the token list is empty and no --load-session gives a context");
+  check_model_present(o);
 
   const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model);
   const ds4::model::Deepseek4HParams& hp = model.hparams();
@@ -150,6 +155,17 @@ int run(const Options& o) {
   return 0;
 }
 
+int run(const Options& o) {
+  validate(o);
+  switch (mode_of(o)) {
+    case Mode::Tokens: return run_tokens(o);
+    case Mode::DumpTokens: return run_dump_tokens(o);
+    case Mode::OneShot: return run_one_shot(o);
+    case Mode::Interactive: return run_interactive(o);
+  }
+  return 1;
+}
+
 // One line: newlines inside a message become "; ".
 void print_error(const std::string& msg) {
   std::string line;
@@ -167,13 +183,42 @@ void print_error(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Run DeepSeek V4 (deepseek4 GGUF) on the CPU over a list of token ids.", "ds4"};
+  CLI::App app{"DeepSeek V4 Flash on the CPU: interactive chat (no prompt), one-shot (-p), and token-id tools.", "ds4"};
   app.set_help_flag("-h,--help", "Print this help and exit");
   Options o;
   o.threads = ds4::default_thread_count();
   o.prefill_chunk = ds4::cpu::kDefaultPrefillChunk;
 
-  app.add_option("-m,--model", o.model, "Model GGUF file")->required();
+  app.add_option("-m,--model", o.model, "Model GGUF file (download one with ./download_model.sh)")
+      ->capture_default_str();
+  app.add_option("-p,--prompt", o.prompt, "Run one chat turn with this user message and exit");
+  app.add_option("--prompt-file", o.prompt_file, "Like -p, with the message read from a file");
+  app.add_option("--system", o.system, "System prompt (\"\" for none)")->capture_default_str();
+  app.add_option("-n,--tokens", o.max_tokens, "Most tokens generated per reply")->capture_default_str();
+  app.add_flag("--ignore-eos", o.ignore_eos, "Never end a reply at EOS (replies run to -n; for benchmarks and tests)");
+  app.add_option("--stop", o.stop_strings, "End a reply where this text appears (cut before it); repeatable")
+      ->allow_extra_args(false);
+  app.add_option("--temp", o.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
+  app.add_option("--top-p", o.top_p, "Nucleus sampling: keep the smallest set of tokens with this total probability")
+      ->capture_default_str();
+  app.add_option("--min-p", o.min_p, "Drop tokens less likely than this fraction of the most likely one")
+      ->capture_default_str();
+  app.add_option("--top-k", o.top_k, "Keep only the k most likely tokens (0 = off)")->capture_default_str();
+  app.add_option("--seed", o.seed, "Sampling seed (default: from the clock); the same seed repeats a run");
+  app.add_flag_callback("--think", [&o] { o.think = Think::High; }, "Reason inside <think> before answering (default)");
+  app.add_flag_callback("--nothink", [&o] { o.think = Think::None; }, "Answer directly, without reasoning");
+  app.add_flag_callback("--think-max", [&o] { o.think = Think::Max; },
+                        "Maximum reasoning effort (only with --ctx of at least 393216; otherwise normal thinking)");
+  app.add_flag("--dump-tokens", o.dump_tokens,
+               "Print the token ids of the -p/--prompt-file text as written (special tokens recognised, no BOS "
+               "added) as one JSON array and exit");
+  app.add_option("--dump-logprobs", o.dump_logprobs,
+                 "With -p: write the greedy continuation (-n tokens) with the top alternatives of every step to this "
+                 "JSON file");
+  app.add_option("--logprobs-top-k", o.logprobs_top_k, "Alternatives per step in --dump-logprobs")
+      ->capture_default_str();
+  app.add_flag_callback("--no-color", [&o] { o.color = false; }, "No grey reasoning or progress bar on a terminal");
+
   app.add_option("--tokens-file", o.tokens_file,
                  "JSON array of token ids, evaluated as given (nothing added); may be left out with --load-session "
                  "and --greedy");
@@ -185,14 +230,15 @@ int main(int argc, char** argv) {
   app.add_option("--load-session", o.load_session,
                  "Before evaluating, load this session; the tokens of --tokens-file follow its tokens");
   app.add_flag("--quality", o.quality, "Quality numerics (llama.cpp's op order) instead of the default numerics");
-  app.add_option("--threads", o.threads, "Threads (default: physical cores available)")->capture_default_str();
-  app.add_option("--ctx", o.ctx,
+  app.add_option("-t,--threads", o.threads, "Threads (default: physical cores available)")->capture_default_str();
+  app.add_option("-c,--ctx", o.ctx,
                  "Context size in tokens (default: min(model n_ctx_train, 32768), raised to the tokens the run "
                  "needs)");
   app.add_option("--prefill-chunk", o.prefill_chunk, "Tokens per layer-major prefill chunk")->capture_default_str();
 
   try {
     app.parse(argc, argv);
+    o.model_given = app.count("-m") > 0;
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
     return 0;

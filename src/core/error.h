@@ -12,4 +12,11 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// Thrown when a caller's progress callback asked to stop a long operation
+// (Ctrl+C, a client that went away). Not a failure of the input.
+class Cancelled : public Error {
+ public:
+  explicit Cancelled(const std::string& what) : Error(what) {}
+};
+
 }  // namespace ds4

@@ -27,6 +27,11 @@ std::string ProcessResult::err_text() const {
 }
 
 ProcessResult run_process(const std::vector<std::string>& args, Stderr stderr_to) {
+  return run_process_with_input(args, std::nullopt, stderr_to);
+}
+
+ProcessResult run_process_with_input(const std::vector<std::string>& args, const std::optional<std::string>& input,
+                                     Stderr stderr_to) {
   if (args.empty()) throw Error("run_process: empty argv");
   // Output goes to files rather than pipes, so a chatty child can never block on a
   // full pipe while we wait for it.
@@ -35,7 +40,9 @@ ProcessResult run_process(const std::vector<std::string>& args, Stderr stderr_to
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  const std::string in_path = dir.file("stdin");
+  if (input) write_text(in_path, *input);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, input ? in_path.c_str() : "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (stderr_to == Stderr::kMergeIntoStdout) {
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);

@@ -2,6 +2,7 @@
 // ds4-gguf and ds4-mkmodel in the CLI tests, ds4-ref-runner in the reference client.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,11 @@ enum class Stderr { kSeparate, kMergeIntoStdout };
 // Runs argv[0] (a path, not searched in PATH) with argv, stdin from /dev/null and the
 // current environment; waits for it. Throws ds4::Error only when it cannot be started.
 ProcessResult run_process(const std::vector<std::string>& argv, Stderr stderr_to = Stderr::kSeparate);
+
+// As run_process, with stdin reading `input` (from a file, so the child never
+// blocks on a pipe); nullopt = /dev/null.
+ProcessResult run_process_with_input(const std::vector<std::string>& argv, const std::optional<std::string>& input,
+                                     Stderr stderr_to = Stderr::kSeparate);
 
 // Runs <DS4_BIN_DIR>/<name> with args, as run_process does. bin_dir is the folder
 // the apps are built in (the tests' DS4_BIN_DIR).

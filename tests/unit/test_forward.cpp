@@ -123,6 +123,43 @@ TEST_F(ForwardSessionTest, SnapshotRestoreContinuesExactly) {
   EXPECT_THROW(s.restore(small), Error);
 }
 
+TEST_F(ForwardSessionTest, ProgressCountsTokenLayersAndCancelLeavesASessionToRestore) {
+  Forward f(m_.model(), Numerics::Default, nullptr);
+  f.set_prefill_chunk(8);
+  const auto tokens = random_tokens(m_.hparams().n_vocab, 20, 4);
+  const int64_t layers = static_cast<int64_t>(m_.hparams().n_layer);
+  auto s = f.new_session(64);
+  std::vector<int64_t> seen;
+  f.set_progress([&](int64_t done, int64_t total) {
+    EXPECT_EQ(total, 20 * layers);
+    seen.push_back(done);
+    return true;
+  });
+  f.eval(s, tokens);
+  // Chunks of 8, 8, 4 tokens, one call per layer of each chunk.
+  ASSERT_EQ(seen.size(), static_cast<size_t>(3 * layers));
+  EXPECT_EQ(seen.front(), 8);
+  EXPECT_EQ(seen[static_cast<size_t>(layers)], 8 * layers + 8);
+  EXPECT_EQ(seen.back(), 20 * layers);
+  const std::vector<float> straight(s.logits().begin(), s.logits().end());
+
+  // Cancel in the middle of the second chunk: Cancelled, the session is
+  // refused until restored, and from the snapshot the same path gives the
+  // same logits.
+  s.reset();
+  const Session empty = s;
+  int calls = 0;
+  f.set_progress([&](int64_t, int64_t) { return ++calls < static_cast<int>(layers) + 2; });
+  EXPECT_THROW(f.eval(s, tokens), Cancelled);
+  EXPECT_FALSE(s.consistent());
+  f.set_progress(nullptr);
+  EXPECT_THROW(f.eval(s, tokens), Error);
+  s.restore(empty);
+  EXPECT_TRUE(s.consistent());
+  f.eval(s, tokens);
+  EXPECT_EQ(std::vector<float>(s.logits().begin(), s.logits().end()), straight);
+}
+
 TEST_F(ForwardSessionTest, GreedyFollowsTheArgmaxOfItsOwnLogits) {
   Forward f(m_.model(), Numerics::Quality, nullptr);
   const auto prompt = random_tokens(m_.hparams().n_vocab, 20, 4);

@@ -55,6 +55,8 @@ Session Forward::new_session(int64_t n_ctx) const { return Session(*model_, nume
 void Forward::check(const Session &session, std::span<const int32_t> tokens) const {
   if (&session.model() != model_) throw Error("eval: the session belongs to another model");
   if (session.numerics() != numerics_) throw Error("eval: the session was made for other numerics");
+  if (!session.consistent())
+    throw Error("eval: the session was left incomplete by a cancelled evaluation; restore a snapshot first");
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= n_vocab_)
       throw Error("token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
@@ -67,6 +69,8 @@ void Forward::check(const Session &session, std::span<const int32_t> tokens) con
 
 void Forward::eval(Session &session, std::span<const int32_t> tokens, float *all_logits) {
   check(session, tokens);
+  progress_done_ = 0;
+  progress_total_ = static_cast<int64_t>(tokens.size()) * static_cast<int64_t>(attn_.size());
   for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk_)) {
     const size_t n = std::min(tokens.size() - at, static_cast<size_t>(chunk_));
     eval_chunk(session, tokens.subspan(at, n), all_logits ? all_logits + at * static_cast<size_t>(n_vocab_) : nullptr,
@@ -151,6 +155,13 @@ void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, floa
         trace_("hc_ffn_pre", l, pos, x_);
         trace_("ffn_out", l, pos, f_);
         trace_("l_last", l, pos, h);
+      }
+    }
+    if (progress_) {
+      progress_done_ += static_cast<int64_t>(n);
+      if (!progress_(progress_done_, progress_total_)) {
+        session.mark_inconsistent();
+        throw Cancelled("evaluation cancelled");
       }
     }
   }

@@ -55,6 +55,14 @@ class Forward {
   // exceed its n_ctx, or when the session belongs to another model/numerics.
   void eval(Session &session, std::span<const int32_t> tokens, float *all_logits = nullptr);
 
+  // Progress of eval(): called after every layer of every chunk with the
+  // token-layers done and the total of the call (done == total at the end).
+  // Returning false cancels: eval marks the session inconsistent (some
+  // layers are ahead of others) and throws ds4::Cancelled; restore a
+  // snapshot or reset() it before using it again. Unset: no calls.
+  using Progress = std::function<bool(int64_t done, int64_t total)>;
+  void set_progress(Progress progress) { progress_ = std::move(progress); }
+
   // Greedy continuation: n ids, each the argmax (lowest index on ties) of the
   // logits before it, every id but the last also evaluated into the session.
   // The session must hold at least one token. ds4::Error when the context
@@ -112,6 +120,8 @@ class Forward {
   std::vector<HcSplit> splits_;
   ActivationCache flat_cache_;
   Trace trace_;
+  Progress progress_;
+  int64_t progress_done_ = 0, progress_total_ = 0;
 };
 
 }  // namespace ds4::cpu

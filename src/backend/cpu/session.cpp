@@ -19,6 +19,7 @@ void Session::reset() {
   for (auto &l : layers_) l.reset();
   tokens_.clear();
   logits_.clear();
+  consistent_ = true;
 }
 
 void Session::restore(const Session &snapshot) {
@@ -32,6 +33,7 @@ void Session::restore(const Session &snapshot) {
   layers_ = snapshot.layers_;
   tokens_ = snapshot.tokens_;
   logits_ = snapshot.logits_;
+  consistent_ = snapshot.consistent_;
 }
 
 size_t Session::state_bytes() const {

@@ -40,6 +40,12 @@ class Session {
   // Back to no tokens; reserved capacity is kept.
   void reset();
 
+  // False after an evaluation was cancelled part-way (layer-major chunks leave
+  // some layers ahead of others): the state is then unusable until restore()
+  // or reset(); Forward::eval refuses it.
+  bool consistent() const { return consistent_; }
+  void mark_inconsistent() { consistent_ = false; }
+
   // Makes this session equal to `snapshot` (a copy taken earlier). ds4::Error,
   // this session unchanged, when the snapshot belongs to another model object,
   // numerics or context size.
@@ -60,6 +66,7 @@ class Session {
   std::vector<LayerKvState> layers_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
+  bool consistent_ = true;
 };
 
 }  // namespace ds4::cpu

@@ -166,6 +166,7 @@ std::vector<float> floats_of(std::span<const uint8_t> src) {
 }  // namespace
 
 std::vector<uint8_t> serialize_payload(const Session &session, int prefill_chunk) {
+  if (!session.consistent()) throw Error("session save: the session was left incomplete by a cancelled evaluation");
   const model::Deepseek4HParams &hp = session.model().hparams();
   const auto &layers = session.layers();
   if (prefill_chunk < 1) fail("prefill chunk " + std::to_string(prefill_chunk) + " is not >= 1");

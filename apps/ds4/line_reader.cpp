@@ -1,0 +1,62 @@
+#include "line_reader.h"
+
+#include <editline/readline.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "terminal.h"
+
+namespace ds4::app {
+
+namespace {
+
+// libedit's character source: a read() that gives up when Ctrl+C
+// interrupted it (our SIGINT handler has no SA_RESTART), so readline()
+// returns as at end of input instead of waiting for the next key.
+int read_char(FILE* in) {
+  unsigned char c = 0;
+  while (true) {
+    const ssize_t n = ::read(fileno(in), &c, 1);
+    if (n == 1) return c;
+    if (n == 0) return EOF;
+    if (errno == EINTR && !interrupted()) continue;
+    return EOF;
+  }
+}
+
+}  // namespace
+
+LineReader::LineReader(bool terminal, std::string history_path)
+    : terminal_(terminal), history_path_(std::move(history_path)) {
+  if (!terminal_) return;
+  rl_catch_signals = 0;
+  rl_getc_function = read_char;
+  using_history();
+  stifle_history(1000);
+  if (!history_path_.empty()) read_history(history_path_.c_str());
+}
+
+LineReader::~LineReader() {
+  if (terminal_ && !history_path_.empty()) write_history(history_path_.c_str());
+}
+
+std::optional<std::string> LineReader::read(const std::string& prompt) {
+  if (!terminal_) {
+    std::string line;
+    if (!std::getline(std::cin, line)) return std::nullopt;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return line;
+  }
+  char* raw = readline(prompt.c_str());
+  if (raw == nullptr) return std::nullopt;
+  std::string line(raw);
+  std::free(raw);
+  if (!line.empty()) add_history(line.c_str());
+  return line;
+}
+
+}  // namespace ds4::app

@@ -1,0 +1,28 @@
+// Reads the user's lines: libedit line editing and a history file on a
+// terminal, plain lines from a pipe. Ctrl+C at the prompt ends input like
+// Ctrl+D.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace ds4::app {
+
+class LineReader {
+ public:
+  // history_path "" = no history file.
+  LineReader(bool terminal, std::string history_path);
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // The next line without its newline; nullopt at end of input.
+  std::optional<std::string> read(const std::string& prompt);
+  bool terminal() const { return terminal_; }
+
+ private:
+  bool terminal_;
+  std::string history_path_;
+};
+
+}  // namespace ds4::app

@@ -1,0 +1,68 @@
+// The decode loop shared by the CLI and (later) the server: sample from the
+// session's last logits, hand each token to the caller as text that never
+// splits a UTF-8 character, and evaluate it so the next step can sample.
+// Stop conditions, first wins: cancellation, EOS (not evaluated into the KV),
+// a caller decision on the token (stop string, tool block end), max tokens,
+// context full.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/sampler.h"
+#include "runtime/stop_reason.h"
+
+namespace ds4::cpu {
+class Forward;
+class Session;
+}  // namespace ds4::cpu
+namespace ds4::text {
+class Tokenizer;
+}
+
+namespace ds4::runtime {
+
+struct GenerateHooks {
+  // Polled before every step; true stops with StopReason::Cancelled.
+  std::function<bool()> cancelled;
+  // True when the next token must be the argmax (DSML syntax, PROTOCOL §3.6).
+  std::function<bool()> force_greedy;
+  // Every sampled token but EOS, with the bytes that became final with it
+  // (possibly empty while a UTF-8 character is open or a stop string may be
+  // forming). A reason other than None stops generation after this token.
+  std::function<StopReason(int32_t id, std::string_view text)> on_token;
+};
+
+struct GenerateLimits {
+  int max_tokens = 0;
+  // Never sample EOS (llama.cpp's --ignore-eos): replies run to max_tokens
+  // or the context end. For benchmarks and tests.
+  bool ignore_eos = false;
+  // Generation stops when the text contains one of these (StopReason::
+  // StopString); the text is cut before it. While a stop string could still
+  // be forming, its bytes are held back from on_token.
+  std::vector<std::string> stop_strings;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;        // sampled, in order (EOS excluded)
+  // Sampled tokens not yet evaluated into the session (the last one when
+  // generation stopped for max tokens, a caller stop or a full context):
+  // evaluate them before anything that follows them in the transcript.
+  std::vector<int32_t> unevaluated;
+  std::string text;                   // the generated text (cut before a stop string)
+  std::string tail;                   // final bytes never handed to on_token (held back at the end)
+  StopReason reason = StopReason::None;
+  double seconds = 0;                 // wall time of the loop
+};
+
+// Generates at most limits.max_tokens tokens after the session's tokens (which must
+// be at least one, so that logits exist). The session must not be shared with
+// another thread while this runs.
+GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text::Tokenizer& tokenizer,
+                        Sampler& sampler, const GenerateLimits& limits, const GenerateHooks& hooks);
+
+}  // namespace ds4::runtime
