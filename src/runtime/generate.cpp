@@ -9,6 +9,7 @@
 #include "backend/cpu/forward.h"
 #include "backend/cpu/session.h"
 #include "core/error.h"
+#include "text/dsml_parser.h"
 #include "text/tokenizer.h"
 
 namespace ds4::runtime {
@@ -24,6 +25,15 @@ GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text
   const int32_t eos = tokenizer.eos();
   std::vector<float> banned;  // the logits with EOS removed, for ignore_eos
 
+  // The DSML view of the assistant text: syntax regions and tool blocks.
+  const bool dsml = limits.greedy_syntax || limits.stop_at_tool_block;
+  text::DsmlSyntaxTracker syntax;
+  text::DsmlStreamParser blocks(text::DsmlOptions{limits.thinking, true, false});
+  if (dsml && !limits.assistant_prefix.empty()) {
+    syntax.feed(limits.assistant_prefix);
+    blocks.feed(limits.assistant_prefix);
+  }
+
   std::optional<StopStringMatcher> stops;
   if (!limits.stop_strings.empty()) stops.emplace(limits.stop_strings);
   size_t delivered = 0;  // bytes of r.text handed to on_token
@@ -37,7 +47,7 @@ GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text
       r.reason = StopReason::MaxTokens;
       break;
     }
-    const bool greedy = hooks.force_greedy && hooks.force_greedy();
+    const bool greedy = (limits.greedy_syntax && syntax.greedy()) || (hooks.force_greedy && hooks.force_greedy());
     int32_t id;
     if (limits.ignore_eos) {
       banned.assign(session.logits().begin(), session.logits().end());
@@ -54,10 +64,15 @@ GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text
     const std::string piece = detok.push(id);
     r.text += piece;
     StopReason stop = StopReason::None;
+    if (dsml) {
+      syntax.feed(piece);
+      blocks.feed(piece);
+      if (limits.stop_at_tool_block && blocks.tool_block_complete()) stop = StopReason::ToolCalls;
+    }
     size_t safe = r.text.size();
     if (stops) {
       const StopStringMatcher::Result m = stops->feed(piece);
-      if (m.match_at) {
+      if (m.match_at && stop == StopReason::None) {
         r.text.resize(*m.match_at);
         safe = r.text.size();
         stop = StopReason::StopString;

@@ -45,6 +45,18 @@ struct GenerateLimits {
   // StopString); the text is cut before it. While a stop string could still
   // be forming, its bytes are held back from on_token.
   std::vector<std::string> stop_strings;
+
+  // Tool calls (PROTOCOL.md §3.6, §4), for requests with tools:
+  // greedy_syntax samples DSML syntax at temperature 0 and payloads with the
+  // request's sampling; stop_at_tool_block ends generation right after the
+  // closing </｜DSML｜tool_calls> (StopReason::ToolCalls). `assistant_prefix`
+  // is assistant text the prompt already holds before the first generated
+  // token (a forced response prefix), seen by both; `thinking` says whether
+  // the turn started inside <think> (tool blocks count only after </think>).
+  bool greedy_syntax = false;
+  bool stop_at_tool_block = false;
+  bool thinking = true;
+  std::string assistant_prefix;
 };
 
 struct GenerateResult {
