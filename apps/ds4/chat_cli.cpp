@@ -180,7 +180,10 @@ int run_one_shot(const Options& o) {
     }
     printer.print(piece, reasoning);
   };
-  const runtime::GenerateLimits limits{o.max_tokens, o.ignore_eos, o.stop_strings};
+  runtime::GenerateLimits limits;
+  limits.max_tokens = o.max_tokens;
+  limits.ignore_eos = o.ignore_eos;
+  limits.stop_strings = o.stop_strings;
   const runtime::TurnResult r =
       rendered ? chat.rendered_turn(rendered_tokens, sampler, limits, hooks) : chat.turn(prompt, sampler, limits, hooks);
   bar.finish();

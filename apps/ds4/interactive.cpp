@@ -22,7 +22,7 @@ namespace ds4::app {
 namespace {
 
 constexpr const char* kHelp =
-    "Type a message and press Enter to send it. Commands:\n"
+    "Type a message and press Enter to send it; end a line with \\ to continue on the next. Commands:\n"
     "  /help         this text\n"
     "  /think        think before answering (default)\n"
     "  /think-max    maximum reasoning effort (needs a context of at least 393216 tokens)\n"
@@ -78,13 +78,21 @@ class Chat {
         if (reader_.terminal()) std::fputc('\n', stdout);
         return 0;
       }
-      const std::string text = trim(*line);
+      std::string message = *line;
+      // A line ending in a backslash continues on the next one.
+      while (!message.empty() && message.back() == '\\') {
+        message.back() = '\n';
+        const std::optional<std::string> more = reader_.read("... ");
+        if (!more) break;
+        message += *more;
+      }
+      const std::string text = trim(message);
       if (text.empty()) continue;
       if (text[0] == '/') {
         if (!command(text)) return 0;
         continue;
       }
-      send(*line);
+      send(message);
     }
   }
 
@@ -135,6 +143,14 @@ class Chat {
     return true;
   }
 
+  runtime::GenerateLimits limits() const {
+    runtime::GenerateLimits l;
+    l.max_tokens = s_.max_tokens;
+    l.ignore_eos = s_.ignore_eos;
+    l.stop_strings = s_.stop_strings;
+    return l;
+  }
+
   void set_mode(text::ThinkingMode requested) {
     s_.requested_mode = requested;
     std::string warning;
@@ -164,7 +180,7 @@ class Chat {
       printer.print(piece, reasoning);
     };
     try {
-      const runtime::TurnResult r = session_.turn(message, sampler_, runtime::GenerateLimits{s_.max_tokens, s_.ignore_eos, s_.stop_strings}, hooks);
+      const runtime::TurnResult r = session_.turn(message, sampler_, limits(), hooks);
       bar.finish();
       printer.end_turn();
       if (r.rolled_back) {

@@ -154,6 +154,14 @@ TEST(Ds4ChatCli, InteractiveSecondTurnContinuesTheFirstTurnsTranscript) {
   EXPECT_EQ(r.out, expected);
 }
 
+TEST(Ds4ChatCli, InteractiveBackslashContinuesAMessageOnTheNextLine) {
+  const test::ProcessResult r = ds4({"--temp", "0", "-n", "6", "--nothink"}, "line one\\\nline two\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<int32_t> prompt =
+      dump_tokens(kBos + kSystem + kUser + "line one\nline two" + kAssistant + "</think>");
+  EXPECT_EQ(r.out, reply_text(greedy_ids(prompt, 6)));
+}
+
 TEST(Ds4ChatCli, DumpLogprobsFollowsTheLogitsOfTheTokenPath) {
   TempDir dir;
   const std::string out = dir.file("lp.json");
