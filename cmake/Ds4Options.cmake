@@ -3,6 +3,12 @@
 
 set(DS4_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
 
+# Tests and app mains get line tables only (-g1): full -g debug info roughly
+# doubles their compile time (template-heavy GoogleTest, JSON and CLI11 code)
+# and line numbers are what their backtraces need. Libraries keep the build
+# type's flags.
+set(DS4_LIGHT_DEBUG $<$<OR:$<CONFIG:Debug>,$<CONFIG:RelWithDebInfo>>:-g1>)
+
 # No silent a*b+c -> fma contraction: scalar reference kernels must round the
 # same way in every build, whatever -march a user adds.
 add_compile_options(-ffp-contract=off)

@@ -264,7 +264,9 @@ TEST(MkmodelTokenizer, ImportRejectsOtherFamiliesAndBrokenFiles) {
 // The real DeepSeek V3 tokenizer.json, when scripts/fetch-deepseek-tokenizer.sh
 // has been run (DS4_DEEPSEEK_TOKENIZER or <repo>/models/tokenizer.json).
 TEST(MkmodelTokenizer, ImportsDeepseekV3) {
-  std::string path = std::string(DS4_TEST_DATA_DIR) + "/../../models/tokenizer.json";
+  // `make reference` (part of `make test`) fetches it to .reference/.
+  std::string path = std::string(DS4_TEST_DATA_DIR) + "/../../.reference/deepseek-v3-tokenizer.json";
+  if (!fs::exists(path)) path = std::string(DS4_TEST_DATA_DIR) + "/../../models/tokenizer.json";
   if (const char* env = std::getenv("DS4_DEEPSEEK_TOKENIZER")) path = env;
   if (!fs::exists(path)) GTEST_SKIP() << "no DeepSeek tokenizer.json at " << path;
   const TokenizerData t = import_hf_tokenizer(path, kV4VocabSize, false);
