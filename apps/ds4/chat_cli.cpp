@@ -20,6 +20,7 @@
 #include "runtime/chat_session.h"
 #include "runtime/sampler.h"
 #include "terminal.h"
+#include "turn_display.h"
 #include "text/chat_render.h"
 #include "text/tokenizer.h"
 
@@ -162,32 +163,15 @@ int run_one_shot(const Options& o) {
 
   runtime::Sampler sampler(sampling_of(o), seed_of(o));
   runtime::ChatSession chat(rt.forward, rt.tokenizer, rt.n_ctx, o.system, rt.mode);
-  const bool tty = stderr_is_tty();
-  ProgressBar bar(tty && o.color);
-  TokenPrinter printer(stdout_is_tty(), o.color);
-  const int32_t end_think = rt.tokenizer.end_think();
-  runtime::TurnHooks hooks;
-  hooks.progress = [&](int64_t done, int64_t total) {
-    bar.update(done, total);
-    return !interrupted();
-  };
-  hooks.cancelled = [] { return interrupted(); };
-  hooks.on_token = [&](int32_t id, std::string_view piece, bool reasoning) {
-    bar.finish();
-    if (id == end_think && o.color && stdout_is_tty()) {
-      printer.print("\n", true);
-      return;
-    }
-    printer.print(piece, reasoning);
-  };
+  TurnDisplay display(o.color, rt.tokenizer.end_think());
+  const runtime::TurnHooks hooks = display.hooks();
   runtime::GenerateLimits limits;
   limits.max_tokens = o.max_tokens;
   limits.ignore_eos = o.ignore_eos;
   limits.stop_strings = o.stop_strings;
   const runtime::TurnResult r =
       rendered ? chat.rendered_turn(rendered_tokens, sampler, limits, hooks) : chat.turn(prompt, sampler, limits, hooks);
-  bar.finish();
-  printer.end_turn();
+  display.finish();
   print_timing(r);
   if (r.reason == runtime::StopReason::Cancelled) std::fputs("ds4: interrupted\n", stderr);
   return r.reason == runtime::StopReason::Cancelled ? 130 : 0;

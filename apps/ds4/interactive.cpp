@@ -15,6 +15,7 @@
 #include "model/deepseek4_model.h"
 #include "runtime/chat_session.h"
 #include "terminal.h"
+#include "turn_display.h"
 #include "text/tokenizer.h"
 
 namespace ds4::app {
@@ -62,8 +63,7 @@ class Chat {
         s_(s),
         session_(forward, tokenizer, s.n_ctx, s.system, s.mode),
         sampler_(s.sampling, s.seed),
-        reader_(::isatty(0) == 1, ::isatty(0) == 1 ? history_path() : ""),
-        color_(s.color && stdout_is_tty()) {}
+        reader_(::isatty(0) == 1, ::isatty(0) == 1 ? history_path() : "") {}
 
   int run() {
     install_interrupt_handler();
@@ -162,27 +162,11 @@ class Chat {
 
   void send(const std::string& message) {
     clear_interrupt();
-    ProgressBar bar(stderr_is_tty() && s_.color);
-    TokenPrinter printer(stdout_is_tty(), s_.color);
-    const int32_t end_think = tokenizer_.end_think();
-    runtime::TurnHooks hooks;
-    hooks.progress = [&](int64_t done, int64_t total) {
-      bar.update(done, total);
-      return !interrupted();
-    };
-    hooks.cancelled = [] { return interrupted(); };
-    hooks.on_token = [&](int32_t id, std::string_view piece, bool reasoning) {
-    bar.finish();
-      if (id == end_think && color_) {
-        printer.print("\n", true);
-        return;
-      }
-      printer.print(piece, reasoning);
-    };
+    TurnDisplay display(s_.color, tokenizer_.end_think());
+    const runtime::TurnHooks hooks = display.hooks();
     try {
       const runtime::TurnResult r = session_.turn(message, sampler_, limits(), hooks);
-      bar.finish();
-      printer.end_turn();
+      display.finish();
       if (r.rolled_back) {
         std::fputs("(interrupted: the message was not added to the conversation)\n", stderr);
         return;
@@ -196,8 +180,7 @@ class Chat {
       std::fprintf(stderr, "prefill: %.2f t/s, generation: %.2f t/s (context %lld/%lld)\n", pf, gen,
                    static_cast<long long>(session_.used()), static_cast<long long>(session_.n_ctx()));
     } catch (const Error& e) {
-      bar.finish();
-      printer.end_turn();
+      display.finish();
       std::fprintf(stderr, "error: %s\n", e.what());
     }
   }
@@ -208,7 +191,6 @@ class Chat {
   runtime::ChatSession session_;
   runtime::Sampler sampler_;
   LineReader reader_;
-  bool color_;
 };
 
 }  // namespace

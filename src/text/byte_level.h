@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/utf8.h"
+
 namespace ds4::text {
 
 // Code point that stands for byte b.
@@ -24,7 +26,7 @@ std::string bytes_to_symbols(std::string_view bytes);
 // outside the alphabet (and malformed UTF-8) are dropped.
 std::string symbols_to_bytes(std::string_view symbols);
 
-// Appends the UTF-8 encoding of cp (cp <= 0x10FFFF; surrogates are encoded as-is).
-void append_utf8(std::string& out, uint32_t cp);
+// UTF-8 encoding of one code point (cp <= 0x10FFFF; surrogates as-is).
+using ds4::append_utf8;
 
 }  // namespace ds4::text

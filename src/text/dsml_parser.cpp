@@ -1,5 +1,7 @@
 #include "text/dsml_parser.h"
 
+#include "text/dsml_render.h"
+
 #include <algorithm>
 #include <array>
 
@@ -108,31 +110,6 @@ std::string sanitize_utf8(std::string_view bytes) {
   append_utf8_sanitized(out, partial, bytes);
   if (!partial.empty()) out += kReplacementChar;
   return out;
-}
-
-// The body of a JSON string literal, escaped as nlohmann::json::dump does
-// (so a string-only arguments object dumps to the same text).
-void append_json_escaped(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += "\\u00";
-          out += kHex[(c >> 4) & 0xF];
-          out += kHex[c & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
 }
 
 struct Attribute {

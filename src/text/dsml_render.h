@@ -39,6 +39,11 @@ std::string render_tool_calls_dsml(std::span<const ToolCallText> calls);
 using DsmlPieceSink = std::function<void(std::string_view text, bool is_template)>;
 void render_tool_calls_dsml(std::span<const ToolCallText> calls, const DsmlPieceSink& sink);
 
+// The body of a JSON string literal (no quotes): ", \\ and control characters
+// escaped exactly as both Python's json.dumps and nlohmann::json::dump write
+// them (\n \r \t \b \f, others \u00xx), everything else raw.
+void append_json_escaped(std::string& out, std::string_view s);
+
 // json.dumps(value, ensure_ascii=False) with the default separators ", " and
 // ": ": keys in stored order, non-ASCII written raw, `"` `\` and control
 // characters escaped (\n \r \t \b \f, others \u00xx lower-case hex), floats in

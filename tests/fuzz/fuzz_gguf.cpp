@@ -94,39 +94,4 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return 0;
 }
 
-#ifdef DS4_FUZZ_REPLAY
-int main(int argc, char** argv) {
-  namespace fs = std::filesystem;
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s CORPUS_DIR_OR_FILE...\n", argv[0]);
-    return 2;
-  }
-  size_t n = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::vector<fs::path> files;
-    if (fs::is_directory(argv[i])) {
-      for (const auto& entry : fs::directory_iterator(argv[i])) {
-        if (entry.is_regular_file()) files.push_back(entry.path());
-      }
-    } else {
-      files.emplace_back(argv[i]);
-    }
-    for (const fs::path& p : files) {
-      std::ifstream in(p, std::ios::binary);
-      if (!in) {
-        std::fprintf(stderr, "cannot read %s\n", p.c_str());
-        return 1;
-      }
-      const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-      LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
-      ++n;
-    }
-  }
-  if (n == 0) {
-    std::fprintf(stderr, "no inputs found\n");
-    return 1;
-  }
-  std::printf("replayed %zu inputs\n", n);
-  return 0;
-}
-#endif
+#include "replay_main.h"

@@ -1,28 +1,12 @@
 #include "tokenizer_corpus.h"
 
+#include "core/utf8.h"
+
 #include <array>
 #include <random>
 
 namespace ds4::test {
 namespace {
-
-void put_cp(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // Byte length of the first UTF-8 character, start of the last one (near-miss
 // specials drop whole characters so the text stays valid).
@@ -177,7 +161,7 @@ class Generator {
     const auto& [lo, hi] = kBlocks[pick(kBlocks.size())];
     const size_t n = 1 + pick(12);
     for (size_t i = 0; i < n; ++i) {
-      put_cp(out, lo + static_cast<uint32_t>(pick(hi - lo + 1)));
+      ds4::append_utf8(out, lo + static_cast<uint32_t>(pick(hi - lo + 1)));
       if (chance(0.15)) out += ' ';
     }
   }
@@ -186,11 +170,11 @@ class Generator {
     switch (pick(5)) {
       case 0: {  // digits of another script
         const uint32_t zero = one_of(kDigitZeros);
-        for (size_t i = 0, n = 1 + pick(9); i < n; ++i) put_cp(out, zero + static_cast<uint32_t>(pick(10)));
+        for (size_t i = 0, n = 1 + pick(9); i < n; ++i) ds4::append_utf8(out, zero + static_cast<uint32_t>(pick(10)));
         break;
       }
       case 1:
-        for (size_t i = 0, n = 1 + pick(4); i < n; ++i) put_cp(out, one_of(kOtherNumbers));
+        for (size_t i = 0, n = 1 + pick(4); i < n; ++i) ds4::append_utf8(out, one_of(kOtherNumbers));
         break;
       case 2:
         for (size_t i = 0, n = 1 + pick(4); i < n; ++i) out += one_of(kPunctuation);
@@ -198,12 +182,12 @@ class Generator {
         break;
       case 3:
         out += one_of({"a", "word", " ", "e", "中", "!", "1", "ا", "\n"});
-        for (size_t i = 0, n = 1 + pick(3); i < n; ++i) put_cp(out, one_of(kSpaces));
+        for (size_t i = 0, n = 1 + pick(3); i < n; ++i) ds4::append_utf8(out, one_of(kSpaces));
         out += one_of({"b", "word", " ", "中", "?", "2", "", "\n"});
         break;
       default:  // combining marks after letters, spaces, punctuation, digits
         out += one_of({"e", "a", " ", ".", "1", "中", "\n", "o", "n"});
-        for (size_t i = 0, n = 1 + pick(3); i < n; ++i) put_cp(out, one_of(kCombining));
+        for (size_t i = 0, n = 1 + pick(3); i < n; ++i) ds4::append_utf8(out, one_of(kCombining));
         out += one_of({"x", "", " ", "n"});
         break;
     }
