@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 namespace ds4::text {
 namespace {
@@ -294,14 +295,27 @@ DsmlStreamParser::Step DsmlStreamParser::step_content(bool eof) {
   return Step::NeedMore;
 }
 
-DsmlStreamParser::Step DsmlStreamParser::step_between_invokes(bool eof) {
+std::optional<DsmlStreamParser::Step> DsmlStreamParser::skip_block_whitespace(bool eof) {
   size_t ws = 0;
   while (ws < pending_.size() && is_ws(pending_[ws])) ++ws;
   consume_block(ws);
-  if (pending_.empty()) {
-    if (eof) fail_block("dsml: unterminated tool call block", true);
-    return eof ? Step::Progress : Step::NeedMore;
+  if (!pending_.empty()) return std::nullopt;
+  if (eof) fail_block("dsml: unterminated tool call block", true);
+  return eof ? Step::Progress : Step::NeedMore;
+}
+
+DsmlStreamParser::Step DsmlStreamParser::no_tag(bool incomplete, bool eof, std::string_view expected) {
+  if (incomplete && !eof) return Step::NeedMore;
+  if (incomplete) {
+    fail_block("dsml: unterminated tool call block", true);
+  } else {
+    fail_block(std::string(expected), false);
   }
+  return Step::Progress;
+}
+
+DsmlStreamParser::Step DsmlStreamParser::step_between_invokes(bool eof) {
+  if (const std::optional<Step> wait = skip_block_whitespace(eof)) return *wait;
   const TagFamily& fam = families()[family_];
   const TagResult close = scan_tag(pending_, fam.close_block);
   if (close.status == TagScan::Complete && close.attributes.empty()) {
@@ -331,23 +345,12 @@ DsmlStreamParser::Step DsmlStreamParser::step_between_invokes(bool eof) {
     state_ = State::BetweenParams;
     return Step::Progress;
   }
-  if (close.status == TagScan::Incomplete || invoke.status == TagScan::Incomplete) {
-    if (!eof) return Step::NeedMore;
-    fail_block("dsml: unterminated tool call block", true);
-    return Step::Progress;
-  }
-  fail_block("dsml: expected an invoke tag or the closing tool_calls tag", false);
-  return Step::Progress;
+  return no_tag(close.status == TagScan::Incomplete || invoke.status == TagScan::Incomplete, eof,
+                "dsml: expected an invoke tag or the closing tool_calls tag");
 }
 
 DsmlStreamParser::Step DsmlStreamParser::step_between_params(bool eof) {
-  size_t ws = 0;
-  while (ws < pending_.size() && is_ws(pending_[ws])) ++ws;
-  consume_block(ws);
-  if (pending_.empty()) {
-    if (eof) fail_block("dsml: unterminated tool call block", true);
-    return eof ? Step::Progress : Step::NeedMore;
-  }
+  if (const std::optional<Step> wait = skip_block_whitespace(eof)) return *wait;
   const TagFamily& fam = families()[family_];
   const int index = static_cast<int>(message_.tool_calls.size()) - 1;
   const TagResult close = scan_tag(pending_, fam.close_invoke);
@@ -391,13 +394,8 @@ DsmlStreamParser::Step DsmlStreamParser::step_between_params(bool eof) {
     state_ = State::Value;
     return Step::Progress;
   }
-  if (close.status == TagScan::Incomplete || param.status == TagScan::Incomplete) {
-    if (!eof) return Step::NeedMore;
-    fail_block("dsml: unterminated tool call block", true);
-    return Step::Progress;
-  }
-  fail_block("dsml: expected a parameter tag or the closing invoke tag", false);
-  return Step::Progress;
+  return no_tag(close.status == TagScan::Incomplete || param.status == TagScan::Incomplete, eof,
+                "dsml: expected a parameter tag or the closing invoke tag");
 }
 
 DsmlStreamParser::Step DsmlStreamParser::step_value(bool eof) {

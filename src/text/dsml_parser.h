@@ -39,6 +39,7 @@
 // Never throws on any input.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -115,6 +116,13 @@ class DsmlStreamParser {
   Step step_think_start(bool eof);
   Step step_reasoning(bool eof);
   Step step_content(bool eof);
+  // Between tags: skips whitespace into the block; a Step when there is
+  // nothing more to look at (end of input fails the block).
+  std::optional<Step> skip_block_whitespace(bool eof);
+  // Neither expected tag is here: wait for more bytes of a tag that may still
+  // complete, else fail the block (unterminated at end of input, or
+  // `expected` naming what should have come).
+  Step no_tag(bool incomplete, bool eof, std::string_view expected);
   Step step_between_invokes(bool eof);
   Step step_between_params(bool eof);
   Step step_value(bool eof);
