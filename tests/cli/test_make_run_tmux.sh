@@ -18,7 +18,18 @@ command -v tmux >/dev/null || { echo "FAIL: tmux is not installed (scripts/insta
 
 work=$(mktemp -d)
 sock="ds4-make-run-$$"
-trap 'tmux -L "$sock" kill-server 2>/dev/null || true; rm -rf "$work"' EXIT
+# The shell in the pane may still write into $work while the server goes
+# down: retry the removal, and never let clean-up change the test's status.
+cleanup() {
+  local status=$?
+  tmux -L "$sock" kill-server 2>/dev/null || true
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    rm -rf "$work" 2>/dev/null && break
+    sleep 0.2
+  done
+  exit "$status"
+}
+trap cleanup EXIT
 
 screen() { tmux -L "$sock" capture-pane -t chat -p -S -200; }
 # wait_for TEXT SECONDS: until TEXT is on the screen.
@@ -36,7 +47,7 @@ count() { screen | grep -cF -- "$1" || true; }
 # person does (job control: Ctrl+C goes to the foreground job, not the
 # shell). MODEL names a file that does not exist, so the demo model is used
 # whatever the checkout holds.
-tmux -L "$sock" new-session -d -s chat -x 132 -y 50 "env -i PATH='$PATH' HOME='$work' TERM=xterm bash --norc --noprofile -i"
+tmux -L "$sock" new-session -d -s chat -x 132 -y 50 "env -i PATH='$PATH' HOME='$work' HISTFILE=/dev/null TERM=xterm bash --norc --noprofile -i"
 sleep 0.5
 tmux -L "$sock" send-keys -t chat \
   "cd '$src' && make run BUILD='$build' MODEL='$work/none.gguf' DEMO_DIR='$work/demo' ARGS='--seed 7 --ignore-eos'; echo MAKE-EXIT=\$?" Enter
