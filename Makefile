@@ -51,12 +51,14 @@ fuzz-long: deps
 
 # The main job: the interactive chat on ./ds4flash.gguf (MODEL=...), or on a
 # generated random-weight demo model when there is none. ARGS="..." passes
-# options to ds4 (e.g. ARGS="--nothink --ctx 8192").
+# options to ds4 (e.g. ARGS="--nothink --ctx 8192"). MODE=server starts
+# ds4-server instead (it prints a curl example; ARGS="--port 8080 ...").
 MODEL ?= ds4flash.gguf
 DEMO_DIR ?= demo
 ARGS ?=
+MODE ?= chat
 run: build
-	@MODEL="$(MODEL)" DEMO_DIR="$(DEMO_DIR)" ARGS="$(ARGS)" ./scripts/run-chat.sh $(BUILD)
+	@MODEL="$(MODEL)" DEMO_DIR="$(DEMO_DIR)" ARGS="$(ARGS)" MODE="$(MODE)" ./scripts/run-chat.sh $(BUILD)
 
 bench: build
 	@$(BUILD)/bench/ds4-bench-kernels --benchmark_min_time=0.2

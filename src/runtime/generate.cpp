@@ -9,6 +9,7 @@
 #include "backend/cpu/forward.h"
 #include "backend/cpu/session.h"
 #include "core/error.h"
+#include "runtime/tool_call_constraint.h"
 #include "text/dsml_parser.h"
 #include "text/tokenizer.h"
 
@@ -23,7 +24,7 @@ GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text
   GenerateResult r;
   text::StreamingDetokenizer detok(tokenizer);
   const int32_t eos = tokenizer.eos();
-  std::vector<float> banned;  // the logits with EOS removed, for ignore_eos
+  std::vector<float> adjusted;  // the logits with logit_bias added and EOS removed for ignore_eos
 
   // The DSML view of the assistant text: syntax regions and tool blocks.
   const bool dsml = limits.greedy_syntax || limits.stop_at_tool_block;
@@ -33,6 +34,9 @@ GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text
     syntax.feed(limits.assistant_prefix);
     blocks.feed(limits.assistant_prefix);
   }
+
+  std::optional<ToolCallConstraint> constraint;  // advanced token by token
+  if (limits.constraint) constraint.emplace(*limits.constraint);
 
   std::optional<StopStringMatcher> stops;
   if (!limits.stop_strings.empty()) stops.emplace(limits.stop_strings);
@@ -49,10 +53,14 @@ GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text
     }
     const bool greedy = (limits.greedy_syntax && syntax.greedy()) || (hooks.force_greedy && hooks.force_greedy());
     int32_t id;
-    if (limits.ignore_eos) {
-      banned.assign(session.logits().begin(), session.logits().end());
-      banned[static_cast<size_t>(eos)] = -std::numeric_limits<float>::infinity();
-      id = sampler.sample(banned, greedy);
+    if (limits.ignore_eos || !limits.logit_bias.empty() || constraint) {
+      adjusted.assign(session.logits().begin(), session.logits().end());
+      for (const auto& [token, bias] : limits.logit_bias) {
+        if (token >= 0 && static_cast<size_t>(token) < adjusted.size()) adjusted[static_cast<size_t>(token)] += bias;
+      }
+      if (limits.ignore_eos) adjusted[static_cast<size_t>(eos)] = -std::numeric_limits<float>::infinity();
+      if (constraint) constraint->mask(adjusted);
+      id = sampler.sample(adjusted, greedy);
     } else {
       id = sampler.sample(session.logits(), greedy);
     }
@@ -61,6 +69,7 @@ GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text
       break;
     }
     r.tokens.push_back(id);
+    if (constraint) constraint->accept(id);
     const std::string piece = detok.push(id);
     r.text += piece;
     StopReason stop = StopReason::None;
@@ -69,6 +78,7 @@ GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text
       blocks.feed(piece);
       if (limits.stop_at_tool_block && blocks.tool_block_complete()) stop = StopReason::ToolCalls;
     }
+    if (constraint && constraint->complete()) stop = StopReason::ToolCalls;
     size_t safe = r.text.size();
     if (stops) {
       const StopStringMatcher::Result m = stops->feed(piece);

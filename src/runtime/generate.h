@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,8 @@ class Tokenizer;
 }
 
 namespace ds4::runtime {
+
+class ToolCallConstraint;
 
 struct GenerateHooks {
   // Polled before every step; true stops with StopReason::Cancelled.
@@ -57,6 +60,17 @@ struct GenerateLimits {
   bool stop_at_tool_block = false;
   bool thinking = true;
   std::string assistant_prefix;
+
+  // Added to the logits before sampling (OpenAI logit_bias): token id → bias.
+  // -infinity bans a token; +100 all but forces it.
+  std::map<int32_t, float> logit_bias;
+
+  // Forced tool call (tool_choice required / a named tool): tokens that cannot
+  // continue the constraint's DSML block are masked before sampling (after
+  // logit_bias), so EOS only comes once the block is complete. generate()
+  // advances its own copy from this state; the block's closing tag stops
+  // generation with StopReason::ToolCalls.
+  const ToolCallConstraint* constraint = nullptr;
 };
 
 struct GenerateResult {

@@ -350,6 +350,7 @@ struct RenderContext {
   bool effort_max = false;
   bool drop_thinking = true;
   bool add_generation_prompt = true;
+  std::function<std::optional<std::string>(const std::vector<std::string>&)> exact_tool_block;
 };
 
 void write_tools_and_format(SegmentWriter& w, const Message& msg) {
@@ -409,12 +410,23 @@ void write_message(SegmentWriter& w, const std::vector<Message>& msgs, size_t in
       w.markup(kThinkClose);
     }
     w.text(msg.content);
-    std::vector<ToolCallText> calls;
-    for (const auto& tc : msg.tool_calls) calls.push_back(tc.text);
-    render_tool_calls_dsml(calls, [&w](std::string_view s, bool is_template) {
-      if (is_template) w.markup(s);
-      else w.text(s);
-    });
+    std::optional<std::string> exact;
+    if (!msg.tool_calls.empty() && rc.exact_tool_block) {
+      std::vector<std::string> ids;
+      for (const auto& tc : msg.tool_calls) ids.push_back(tc.id);
+      exact = rc.exact_tool_block(ids);
+    }
+    if (exact) {
+      // The sampled block: DSML markup with the model's own values inside.
+      w.markup(*exact);
+    } else {
+      std::vector<ToolCallText> calls;
+      for (const auto& tc : msg.tool_calls) calls.push_back(tc.text);
+      render_tool_calls_dsml(calls, [&w](std::string_view s, bool is_template) {
+        if (is_template) w.markup(s);
+        else w.text(s);
+      });
+    }
     if (!msg.wo_eos) w.markup(kEos);
   } else {
     throw Error(msg.where + ": unknown role '" + msg.role + "'");
@@ -500,6 +512,7 @@ RenderedChat render_chat(const Json& messages, const Json& tools, const RenderOp
   rc.effort_max = options.mode == ThinkingMode::Max;
   rc.add_generation_prompt = options.add_generation_prompt;
   rc.drop_thinking = options.drop_thinking;
+  rc.exact_tool_block = options.exact_tool_block;
   std::vector<Message> full = context;
   full.insert(full.end(), current.begin(), current.end());
   for (const auto& m : full) {

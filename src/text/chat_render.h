@@ -42,6 +42,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +70,11 @@ struct RenderOptions {
   // the continuation (`messages`) is rendered, as the official encoder does;
   // null or an empty array = no context.
   nlohmann::ordered_json context = nullptr;
+  // Exact replay (PROTOCOL.md §3.7): for an assistant message with tool calls,
+  // given their ids in order, the DSML block the model really sampled for
+  // them (with its leading whitespace), written instead of the canonical
+  // rendering; nullopt = render canonically. Unset = always canonical.
+  std::function<std::optional<std::string>(const std::vector<std::string>& call_ids)> exact_tool_block;
 };
 
 // One piece of rendered text. Template pieces (BOS, role markers, think tags,

@@ -1,0 +1,165 @@
+// ds4-server: DeepSeek V4 Flash over HTTP (PROTOCOL.md §5–6).
+//   ds4-server [-m MODEL] [--host H] [--port P] [--kv-disk-dir DIR] …
+// Serves OpenAI chat completions, legacy completions and Responses, and
+// Anthropic Messages, with SSE streaming, tool calls, KV prefix reuse and the
+// disk KV cache. One line per request on stderr. SIGINT/SIGTERM shut down
+// cleanly (queued requests get 503, the live sessions are saved to the disk
+// cache); a second signal exits at once.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "backend/cpu/forward.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/deepseek4_model.h"
+#include "runtime/kv_disk_cache.h"
+#include "server/engine.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/trace_log.h"
+#include "server_options.h"
+#include "text/chat_render.h"
+#include "text/tokenizer.h"
+
+namespace {
+
+using ds4::Error;
+
+// One server per machine by default (two would fight over memory and the
+// cache folder): an exclusive lock on ds4.lock in the temp folder, or on
+// $DS4_LOCK_FILE.
+int take_instance_lock() {
+  std::string path;
+  if (const char* p = std::getenv("DS4_LOCK_FILE"); p && *p) {
+    path = p;
+  } else {
+    std::error_code ec;
+    path = (std::filesystem::temp_directory_path(ec) / "ds4.lock").string();
+  }
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("lock file " + path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+    ::close(fd);
+    throw Error("another ds4-server is running (lock " + path + " held" +
+                (n > 0 ? std::string(" by pid ") + std::string(pid, static_cast<size_t>(n)) : std::string()) +
+                "); stop it, or set DS4_LOCK_FILE to run a second one");
+  }
+  const std::string me = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) == 0) (void)::pwrite(fd, me.data(), me.size(), 0);
+  return fd;  // held until exit
+}
+
+int run(int argc, char** argv) {
+  bool exit_now = false;
+  int exit_code = 0;
+  ds4::app::ServerOptions o = ds4::app::parse_server_options(argc, argv, &exit_now, &exit_code);
+  if (exit_now) return exit_code;
+  if (!o.chdir.empty()) {
+    std::error_code ec;
+    std::filesystem::current_path(o.chdir, ec);
+    if (ec) throw Error("--chdir " + o.chdir + ": " + ec.message());
+  }
+  if (!o.kv_disk_dir.empty()) o.kv.validate();
+  {
+    std::error_code ec;
+    if (!std::filesystem::exists(o.model, ec)) {
+      if (o.model_given) throw Error(o.model + ": no such file");
+      throw Error("no model: ./" + o.model +
+                  " does not exist. Give one with -m/--model FILE, or download DeepSeek V4 Flash with "
+                  "./download_model.sh q2-imatrix (96-128 GB RAM) or ./download_model.sh q4-imatrix (256 GB RAM "
+                  "or more)");
+    }
+  }
+
+  // Signals go to one thread (sigwait), never to the workers.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  const int lock_fd = take_instance_lock();
+  (void)lock_fd;
+
+  const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model);
+  const ds4::text::Tokenizer tokenizer = ds4::text::Tokenizer::from_gguf(model.file());
+  if (tokenizer.vocab_size() != model.hparams().n_vocab) {
+    throw Error(o.model + ": the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
+                " tokens but the model " + std::to_string(model.hparams().n_vocab));
+  }
+  ds4::ThreadPool pool(o.threads);
+  ds4::cpu::Forward forward(model, o.quality ? ds4::cpu::Numerics::Quality : ds4::cpu::Numerics::Default, &pool);
+  forward.set_prefill_chunk(o.prefill_chunk);
+
+  std::unique_ptr<ds4::server::TraceLog> trace;
+  if (!o.trace.empty()) trace = std::make_unique<ds4::server::TraceLog>(o.trace);
+  std::unique_ptr<ds4::runtime::KvDiskCache> disk;
+  if (!o.kv_disk_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.kv_disk_dir, ec);
+    if (ec) throw Error("--kv-disk-dir " + o.kv_disk_dir + ": " + ec.message());
+    disk = std::make_unique<ds4::runtime::KvDiskCache>(
+        o.kv, model, o.ctx, o.prefill_chunk,
+        [](const std::string& w) { std::fprintf(stderr, "ds4-server: warning: %s\n", w.c_str()); });
+  }
+  std::string warning;
+  ds4::text::effective_thinking_mode(ds4::text::ThinkingMode::Max, o.ctx, &warning);
+  if (!warning.empty()) std::fprintf(stderr, "ds4-server: note: %s\n", warning.c_str());
+
+  ds4::server::Metrics metrics;
+  ds4::server::Engine engine(model, tokenizer, forward, o.engine, std::move(disk), metrics, trace.get());
+  ds4::server::HttpServer http(engine, metrics, o.http);
+  http.bind();
+  const std::string host = o.http.host.find(':') != std::string::npos ? "[" + o.http.host + "]" : o.http.host;
+  std::fprintf(stderr,
+               "ds4-server: %s, context %lld, %d thread%s; listening on http://%s:%d\n"
+               "ds4-server: try: curl http://%s:%d/v1/chat/completions -H 'Content-Type: application/json' "
+               "-d '{\"model\":\"deepseek-v4-flash\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
+               o.model.c_str(), static_cast<long long>(o.ctx), o.threads, o.threads == 1 ? "" : "s", host.c_str(),
+               http.port(), host.c_str(), http.port());
+  std::fflush(stderr);
+
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::fprintf(stderr, "ds4-server: %s: shutting down (again to exit at once)\n", strsignal(sig));
+    // Drain first (queued requests get 503, the running one finishes on its
+    // open connection, live sessions are saved), then close the listener.
+    engine.shutdown();
+    http.stop();
+    sigwait(&signals, &sig);
+    std::_Exit(130);
+  });
+  signal_thread.detach();
+
+  http.serve();
+  engine.shutdown();
+  std::fprintf(stderr, "ds4-server: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ds4-server: %s\n", e.what());
+    return 1;
+  }
+}

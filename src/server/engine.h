@@ -1,0 +1,141 @@
+// The server's engine: owns the model's live sessions and runs requests on
+// them, one at a time on a single worker thread (PROTOCOL.md §5.10, §6).
+//
+// A request goes through two stages. prepare() runs on the client's HTTP
+// thread: it renders the chat (exact tool-call replay from the tool memory,
+// §3.7), tokenizes it and refuses what can never run (prompt over the
+// context). submit() queues it; a bounded queue answers 503 when full. The
+// worker then, per request: picks the resident session with the longest
+// reusable prefix, decides what the prompt can reuse (live tokens, the
+// live text, the client-visible transcript of the last turn, a disk KV
+// file; §6.2), evaluates only the rest (saving cold/continued checkpoints
+// on the way, §6.6), generates with the request's sampling (greedy on DSML
+// syntax when tools are active, §3.6), turns the text into API events
+// through the DSML stream parser and the API's formatter, and remembers the
+// sampled tool blocks and the visible transcript for the next request.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/session.h"
+#include "server/chat_request.h"
+#include "server/reply.h"
+#include "server/reply_channel.h"
+#include "server/tool_memory.h"
+#include "text/chat_render.h"
+
+namespace ds4::cpu {
+class Forward;
+}
+namespace ds4::model {
+class Deepseek4Model;
+}
+namespace ds4::text {
+class Tokenizer;
+}
+namespace ds4::runtime {
+class KvDiskCache;
+struct KvCacheConfig;
+}  // namespace ds4::runtime
+
+namespace ds4::server {
+
+class Metrics;
+class TraceLog;
+
+struct EngineConfig {
+  int64_t n_ctx = 32768;
+  int64_t max_tokens = 393216;   // -n: default and cap of a reply's length
+  int batched_sessions = 1;      // resident sessions (slots)
+  size_t queue_max = 64;         // requests waiting beyond the one running
+  bool exact_tool_replay = true;
+  size_t tool_memory_max_ids = 100000;
+  size_t tool_memory_max_bytes = size_t{512} << 20;
+  std::string model_name = "deepseek-v4-flash";
+};
+
+// One request ready to run.
+struct Job {
+  ChatRequest request;
+  std::string raw_body;                // for the trace
+  text::ThinkingMode mode = text::ThinkingMode::High;
+  bool tools_active = false;
+  std::string prompt_text;             // rendered (+ response prefix)
+  std::vector<int32_t> prompt_tokens;  // the whole text tokenized
+  ReplyIds ids;
+  int64_t number = 0;                  // request counter (ids, trace, log)
+  std::string tool_replay_stats;       // exact/canonical counts, for the trace
+  std::shared_ptr<ReplyChannel> channel = std::make_shared<ReplyChannel>();
+};
+
+class Engine {
+ public:
+  // The model, tokenizer and forward pass must outlive the engine. `disk`
+  // (may be null) enables the disk KV cache; `trace` (may be null) the
+  // trace file. Starts the worker thread.
+  Engine(const model::Deepseek4Model& model, const text::Tokenizer& tokenizer, cpu::Forward& forward,
+         EngineConfig config, std::unique_ptr<runtime::KvDiskCache> disk, Metrics& metrics, TraceLog* trace);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Client thread: render + tokenize. RequestError for what cannot run.
+  std::shared_ptr<Job> prepare(ChatRequest request, std::string raw_body);
+  // Queues the job; RequestError 503 when the queue is full or the engine
+  // is shutting down.
+  void submit(const std::shared_ptr<Job>& job);
+
+  // Stops taking jobs, cancels the queued ones (503), lets the running one
+  // finish, saves the live sessions to the disk cache (shutdown) and joins
+  // the worker. Idempotent.
+  void shutdown();
+
+  const EngineConfig& config() const { return config_; }
+  int64_t n_ctx() const { return config_.n_ctx; }
+  ToolMemory& tool_memory() { return tool_memory_; }
+
+ private:
+  struct Slot;
+  struct Prefix;
+  void shutdown_now();
+  void worker_loop();
+  void run(Job& job);
+  Slot& choose_slot(const Job& job);
+  Prefix reuse(Slot& slot, Job& job, std::string& trace);
+  void save_to_disk(Slot& slot, int reason, const std::string& key, uint8_t key_flags);
+  std::string live_key(Slot& slot, uint8_t* key_flags);
+  void update_queue_metrics();
+
+  const model::Deepseek4Model& model_;
+  const text::Tokenizer& tokenizer_;
+  cpu::Forward& forward_;
+  EngineConfig config_;
+  std::unique_ptr<runtime::KvDiskCache> disk_;
+  std::mutex disk_mutex_;
+  Metrics& metrics_;
+  TraceLog* trace_;
+  ToolMemory tool_memory_;
+
+  std::vector<std::unique_ptr<Slot>> slots_;
+  uint64_t slot_clock_ = 0;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stopping_ = false;
+  bool running_job_ = false;
+  std::atomic<int64_t> counter_{0};
+  std::thread worker_;
+  std::once_flag shutdown_once_;
+};
+
+}  // namespace ds4::server

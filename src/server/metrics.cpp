@@ -1,0 +1,124 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+
+namespace ds4::server {
+
+void Metrics::request_done(const std::string& api, int status) {
+  std::lock_guard lock(mutex_);
+  ++requests_[{api, status}];
+}
+
+void Metrics::tokens(int64_t prompt, int64_t cached, int64_t generated, double prefill_seconds, int64_t prefilled,
+                     double decode_seconds) {
+  std::lock_guard lock(mutex_);
+  prompt_tokens_ += static_cast<uint64_t>(prompt);
+  cached_tokens_ += static_cast<uint64_t>(cached);
+  generated_tokens_ += static_cast<uint64_t>(generated);
+  prefilled_tokens_ += static_cast<uint64_t>(prefilled);
+  prefill_seconds_ += prefill_seconds;
+  decode_seconds_ += decode_seconds;
+  if (prefilled > 0 && prefill_seconds > 0) last_prefill_tps_ = static_cast<double>(prefilled) / prefill_seconds;
+  if (generated > 0 && decode_seconds > 0) last_decode_tps_ = static_cast<double>(generated) / decode_seconds;
+}
+
+void Metrics::cache_decision(const std::string& source) {
+  std::lock_guard lock(mutex_);
+  ++cache_[source];
+}
+
+void Metrics::disk_save(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  ++disk_saves_[reason];
+}
+
+void Metrics::set_queue_depth(int64_t queued, int64_t running) {
+  std::lock_guard lock(mutex_);
+  queued_ = queued;
+  running_ = running;
+}
+
+void Metrics::set_disk_usage(uint64_t files, uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  disk_files_ = files;
+  disk_bytes_ = bytes;
+}
+
+namespace {
+
+void metric(std::string& out, const char* name, const char* type, const char* help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+void value(std::string& out, const std::string& name_and_labels, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " %.17g\n", v);
+  out += name_and_labels;
+  out += buf;
+}
+
+}  // namespace
+
+std::string Metrics::render() {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  metric(out, "ds4_requests_total", "counter", "Requests answered, by API and HTTP status.");
+  for (const auto& [key, n] : requests_) {
+    value(out, "ds4_requests_total{api=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"}",
+          static_cast<double>(n));
+  }
+  metric(out, "ds4_prompt_tokens_total", "counter", "Prompt tokens of executed requests.");
+  value(out, "ds4_prompt_tokens_total", static_cast<double>(prompt_tokens_));
+  metric(out, "ds4_cached_prompt_tokens_total", "counter", "Prompt tokens reused from the KV cache.");
+  value(out, "ds4_cached_prompt_tokens_total", static_cast<double>(cached_tokens_));
+  metric(out, "ds4_prefill_tokens_total", "counter", "Prompt tokens evaluated (not reused).");
+  value(out, "ds4_prefill_tokens_total", static_cast<double>(prefilled_tokens_));
+  metric(out, "ds4_generated_tokens_total", "counter", "Tokens generated.");
+  value(out, "ds4_generated_tokens_total", static_cast<double>(generated_tokens_));
+  metric(out, "ds4_prefill_seconds_total", "counter", "Time spent evaluating prompts.");
+  value(out, "ds4_prefill_seconds_total", prefill_seconds_);
+  metric(out, "ds4_decode_seconds_total", "counter", "Time spent generating.");
+  value(out, "ds4_decode_seconds_total", decode_seconds_);
+  metric(out, "ds4_prefill_tokens_per_second", "gauge", "Prefill speed of the last request that evaluated prompt tokens.");
+  value(out, "ds4_prefill_tokens_per_second", last_prefill_tps_);
+  metric(out, "ds4_decode_tokens_per_second", "gauge", "Generation speed of the last request that generated tokens.");
+  value(out, "ds4_decode_tokens_per_second", last_decode_tps_);
+  metric(out, "ds4_cache_decisions_total", "counter",
+         "Where each request's prompt prefix came from (cold = cache miss).");
+  for (const char* s : {"memory-token", "memory-text", "visible", "disk", "cold"}) {
+    const auto it = cache_.find(s);
+    value(out, std::string("ds4_cache_decisions_total{source=\"") + s + "\"}",
+          it == cache_.end() ? 0.0 : static_cast<double>(it->second));
+  }
+  metric(out, "ds4_cache_hits_total", "counter", "Requests that reused a cached prefix.");
+  metric(out, "ds4_cache_misses_total", "counter", "Requests that reused nothing.");
+  {
+    uint64_t hits = 0, misses = 0;
+    for (const auto& [s, n] : cache_) (s == "cold" ? misses : hits) += n;
+    value(out, "ds4_cache_hits_total", static_cast<double>(hits));
+    value(out, "ds4_cache_misses_total", static_cast<double>(misses));
+  }
+  metric(out, "ds4_kv_disk_saves_total", "counter", "KV cache files written, by reason.");
+  for (const auto& [reason, n] : disk_saves_) {
+    value(out, "ds4_kv_disk_saves_total{reason=\"" + reason + "\"}", static_cast<double>(n));
+  }
+  metric(out, "ds4_kv_disk_files", "gauge", "KV cache files in the cache folder.");
+  value(out, "ds4_kv_disk_files", static_cast<double>(disk_files_));
+  metric(out, "ds4_kv_disk_bytes", "gauge", "Bytes of KV cache files in the cache folder.");
+  value(out, "ds4_kv_disk_bytes", static_cast<double>(disk_bytes_));
+  metric(out, "ds4_queue_depth", "gauge", "Requests waiting for the engine.");
+  value(out, "ds4_queue_depth", static_cast<double>(queued_));
+  metric(out, "ds4_requests_running", "gauge", "Requests the engine is executing.");
+  value(out, "ds4_requests_running", static_cast<double>(running_));
+  return out;
+}
+
+}  // namespace ds4::server
