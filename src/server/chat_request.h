@@ -55,6 +55,12 @@ struct ChatRequest {
   // OpenAI tools array [{type:"function",function:{name,description,parameters}}],
   // or null when the request has none or tool_choice disables them.
   nlohmann::ordered_json tools = nullptr;
+  // tool_choice asks for a tool call (OpenAI "required" / a named function,
+  // Anthropic {type:"any"} / {type:"tool"}, Responses "required" / a named
+  // function): generation is constrained to one DSML call of `forced_tool`
+  // (a prompt name; "" = any of the tools).
+  bool tool_required = false;
+  std::string forced_tool;
 
   // Explicit thinking control (thinking / think / reasoning_effort /
   // output_config.effort / reasoning.effort); nullopt = not sent.
@@ -75,7 +81,7 @@ struct ChatRequest {
 
   // A response prefix the reply must start with (DeepSeek's chat prefix
   // completion: a last assistant message with "prefix": true; Anthropic: a
-  // trailing assistant message). Not part of `messages`; "" when none.
+  // trailing assistant message). Not part of `messages`; nullopt when none.
   std::optional<std::string> response_prefix;
 
   // Ids of the tool results at the end of the request (Responses call_id,

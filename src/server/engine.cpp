@@ -14,6 +14,7 @@
 #include "runtime/generate.h"
 #include "runtime/kv_disk_cache.h"
 #include "runtime/sampler.h"
+#include "runtime/tool_call_constraint.h"
 #include "server/metrics.h"
 #include "server/trace_log.h"
 #include "text/dsml_parser.h"
@@ -172,6 +173,16 @@ std::shared_ptr<Job> Engine::prepare(ChatRequest request, std::string raw_body) 
     throw RequestError(e.what());
   }
   job->tool_replay_stats = "exact=" + std::to_string(exact) + " canonical=" + std::to_string(canonical);
+  if (request.tool_required && job->tools_active) {
+    if (request.response_prefix) throw RequestError("a required tool call cannot follow a response prefix");
+    std::call_once(vocab_once_, [this] { vocab_trie_ = std::make_shared<const runtime::VocabTrie>(tokenizer_); });
+    try {
+      job->constraint = std::make_shared<const runtime::ToolCallConstraint>(
+          request.tools, request.forced_tool, vocab_trie_, job->mode != text::ThinkingMode::None);
+    } catch (const Error& e) {
+      throw RequestError(std::string("tool_choice: ") + e.what());
+    }
+  }
   job->prompt_text = rendered.text();
   if (request.response_prefix) job->prompt_text += *request.response_prefix;
   job->prompt_tokens = tokenizer_.encode(job->prompt_text, true);
@@ -561,6 +572,7 @@ void Engine::run(Job& job) {
   limits.thinking = job.mode != text::ThinkingMode::None;
   limits.assistant_prefix = req.response_prefix.value_or("");
   limits.logit_bias = req.logit_bias;
+  limits.constraint = job.constraint.get();
 
   // The generated text → reasoning / content / tool calls, as events.
   text::DsmlStreamParser parser(text::DsmlOptions{limits.thinking, job.tools_active, false});

@@ -45,6 +45,8 @@ class Tokenizer;
 namespace ds4::runtime {
 class KvDiskCache;
 struct KvCacheConfig;
+class ToolCallConstraint;
+class VocabTrie;
 }  // namespace ds4::runtime
 
 namespace ds4::server {
@@ -74,6 +76,8 @@ struct Job {
   ReplyIds ids;
   int64_t number = 0;                  // request counter (ids, trace, log)
   std::string tool_replay_stats;       // exact/canonical counts, for the trace
+  // tool_choice required / named: the DSML grammar generation must follow.
+  std::shared_ptr<const runtime::ToolCallConstraint> constraint;
   std::shared_ptr<ReplyChannel> channel = std::make_shared<ReplyChannel>();
 };
 
@@ -124,6 +128,9 @@ class Engine {
   Metrics& metrics_;
   TraceLog* trace_;
   ToolMemory tool_memory_;
+  // The vocabulary as a byte trie for constrained tool calls, built once.
+  std::once_flag vocab_once_;
+  std::shared_ptr<const runtime::VocabTrie> vocab_trie_;
 
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t slot_clock_ = 0;

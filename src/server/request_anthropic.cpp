@@ -189,12 +189,25 @@ Json anthropic_tools(const Json& body) {
   return out;
 }
 
-bool tool_choice_none(const Json& body) {
+// tool_choice: {type: auto | none | any | tool (+ name)}.
+void parse_tool_choice(const Json& body, ChatRequest& r) {
   const Json* choice = request::member(body, "tool_choice");
-  if (!choice) return false;
-  if (choice->is_string()) return *choice == "none";
-  if (choice->is_object()) return request::opt_string(*choice, "type", "tool_choice").value_or("") == "none";
-  return false;
+  if (!choice || choice->is_null()) return;
+  if (!choice->is_object()) request::type_error("tool_choice", "an object");
+  const std::string type = request::opt_string(*choice, "type", "tool_choice.type").value_or("auto");
+  if (type == "none") {
+    r.tools = nullptr;
+  } else if (type == "any") {
+    r.tool_required = true;
+  } else if (type == "tool") {
+    const auto name = request::opt_string(*choice, "name", "tool_choice.name");
+    if (!name) request::type_error("tool_choice.name", "a string");
+    r.tool_required = true;
+    r.forced_tool = *name;
+  } else if (type != "auto") {
+    request::fail("tool_choice.type: expected auto, none, any or tool, not \"" + type + "\"");
+  }
+  request::check_forced_tool(r);
 }
 
 }  // namespace
@@ -243,7 +256,7 @@ ChatRequest parse_messages_request(std::string_view body_text) {
     r.trailing_tool_result_ids = std::move(last_result_ids);
 
     r.tools = anthropic_tools(body);
-    if (tool_choice_none(body)) r.tools = nullptr;
+    parse_tool_choice(body, r);
     r.max_tokens = request::opt_max_tokens(body, "max_tokens");
     request::parse_sampling(body, {.min_p = false, .top_k = true, .seed = false}, r);
     r.stream = request::opt_bool(body, "stream", "").value_or(false);

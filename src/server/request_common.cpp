@@ -289,6 +289,20 @@ std::vector<std::string> trailing_tool_result_ids(const Json& messages) {
   return {ids.rbegin(), ids.rend()};
 }
 
+void check_forced_tool(const ChatRequest& r) {
+  if (!r.tool_required) return;
+  if (!r.tools.is_array() || r.tools.empty()) fail("tool_choice requires a tool call but the request defines no tools");
+  if (r.forced_tool.empty()) return;
+  for (const Json& t : r.tools) {
+    const Json* fn = member(t, "function");
+    if (fn && fn->is_object()) {
+      const Json* name = member(*fn, "name");
+      if (name && name->is_string() && *name == r.forced_tool) return;
+    }
+  }
+  fail("tool_choice names the tool '" + r.forced_tool + "', which the request does not define");
+}
+
 }  // namespace request
 
 ChatRequest parse_request(Api api, std::string_view body) {

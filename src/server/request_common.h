@@ -29,6 +29,8 @@ inline constexpr int kMaxJsonNesting = 256;
 Json parse_body(std::string_view body);
 
 [[noreturn]] void fail(const std::string& message);
+// A forced tool call must name a tool of the request: 400 otherwise.
+void check_forced_tool(const ChatRequest& r);
 // "<where>: expected <what>".
 [[noreturn]] void type_error(const std::string& where, std::string_view what);
 

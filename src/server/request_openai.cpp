@@ -154,8 +154,23 @@ ChatRequest parse_chat_completions_request(std::string_view body_text) {
       if (!parsed.is_null()) r.messages.push_back(std::move(parsed));
     }
     r.tools = chat_tools(body);
-    if (const Json* choice = find(body, "tool_choice"); choice && choice->is_string() && *choice == "none") {
-      r.tools = nullptr;
+    if (const Json* choice = find(body, "tool_choice"); choice && !choice->is_null()) {
+      if (choice->is_string()) {
+        const std::string& c = choice->get_ref<const std::string&>();
+        if (c == "none") r.tools = nullptr;
+        else if (c == "required") r.tool_required = true;
+        else if (c != "auto") request::fail("tool_choice: expected \"none\", \"auto\", \"required\" or a function, not \"" + c + "\"");
+      } else if (choice->is_object()) {
+        const Json* fn = find(*choice, "function");
+        const std::optional<std::string> name =
+            fn && fn->is_object() ? request::opt_string(*fn, "name", "tool_choice.function.name") : std::nullopt;
+        if (!name) request::type_error("tool_choice.function.name", "a string");
+        r.tool_required = true;
+        r.forced_tool = *name;
+      } else {
+        request::type_error("tool_choice", "a string or an object");
+      }
+      request::check_forced_tool(r);
     }
     r.max_tokens = request::opt_max_tokens(body, "max_tokens");
     if (const auto n = request::opt_max_tokens(body, "max_completion_tokens")) r.max_tokens = n;

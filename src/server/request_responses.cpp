@@ -345,14 +345,27 @@ ChatRequest parse_responses_request(std::string_view body_text) {
     }
 
     bool tools_off = false;
-    if (const Json* choice = request::member(body, "tool_choice")) {
-      if (choice->is_object()) request::fail("forced tool_choice not supported");
-      if (!choice->is_string()) request::type_error("tool_choice", "\"none\" or \"auto\"");
-      const std::string& c = choice->get_ref<const std::string&>();
-      if (c == "none") tools_off = true;
-      else if (c != "auto") request::fail("tool_choice=" + c + " not supported");
+    if (const Json* choice = request::member(body, "tool_choice"); choice && !choice->is_null()) {
+      if (choice->is_object()) {
+        // {type:"function", name, [namespace]}: a call of that function.
+        const std::string type = request::opt_string(*choice, "type", "tool_choice.type").value_or("");
+        if (type != "function") request::fail("forced tool_choice of type '" + type + "' not supported");
+        const auto name = request::opt_string(*choice, "name", "tool_choice.name");
+        if (!name) request::type_error("tool_choice.name", "a string");
+        r.tool_required = true;
+        r.forced_tool = request::opt_string(*choice, "namespace", "tool_choice.namespace").value_or("") + *name;
+      } else if (choice->is_string()) {
+        const std::string& c = choice->get_ref<const std::string&>();
+        if (c == "none") tools_off = true;
+        else if (c == "required") r.tool_required = true;
+        else if (c != "auto") request::fail("tool_choice=" + c + " not supported");
+      } else {
+        request::type_error("tool_choice", "\"none\", \"auto\", \"required\" or a function");
+      }
     }
     r.tools = tools.empty() || tools_off ? Json(nullptr) : std::move(tools);
+    if (tools_off) r.tool_required = false;
+    request::check_forced_tool(r);
 
     r.max_tokens = request::opt_max_tokens(body, "max_tokens");
     if (const auto n = request::opt_max_tokens(body, "max_output_tokens")) r.max_tokens = n;

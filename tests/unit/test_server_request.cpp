@@ -416,6 +416,20 @@ TEST(ServerRequest, ChatToolsAndToolChoice) {
               2u)
         << choice;
   }
+  const auto choice = [&](std::string_view c) {
+    return parse_chat_completions_request("{\"messages\":[],\"tool_choice\":" + std::string(c) + ",\"tools\":" + tools +
+                                          "}");
+  };
+  EXPECT_FALSE(choice("\"auto\"").tool_required);
+  EXPECT_TRUE(choice("\"required\"").tool_required);
+  EXPECT_EQ(choice("\"required\"").forced_tool, "");
+  EXPECT_TRUE(choice(R"({"type":"function","function":{"name":"bash"}})").tool_required);
+  EXPECT_EQ(choice(R"({"type":"function","function":{"name":"bash"}})").forced_tool, "bash");
+  EXPECT_EQ(error_of(Api::ChatCompletions, "{\"messages\":[],\"tool_choice\":{\"type\":\"function\",\"function\":"
+                                           "{\"name\":\"nope\"}},\"tools\":" + tools + "}"),
+            "tool_choice names the tool 'nope', which the request does not define");
+  EXPECT_EQ(error_of(Api::ChatCompletions, R"({"messages":[],"tool_choice":"required"})"),
+            "tool_choice requires a tool call but the request defines no tools");
   EXPECT_TRUE(parse_chat_completions_request(R"({"messages":[],"tools":[]})").tools.is_null());
   EXPECT_TRUE(parse_chat_completions_request(R"({"messages":[],"tools":null})").tools.is_null());
 }
@@ -616,6 +630,17 @@ TEST(ServerRequest, AnthropicToolsAndChoice) {
   EXPECT_EQ(parse_messages_request("{\"messages\":[],\"tool_choice\":{\"type\":\"any\"},\"tools\":" + tools + "}")
                 .tools.size(),
             2u);
+  EXPECT_TRUE(parse_messages_request("{\"messages\":[],\"tool_choice\":{\"type\":\"any\"},\"tools\":" + tools + "}")
+                  .tool_required);
+  const ChatRequest named =
+      parse_messages_request("{\"messages\":[],\"tool_choice\":{\"type\":\"tool\",\"name\":\"b\"},\"tools\":" + tools + "}");
+  EXPECT_TRUE(named.tool_required);
+  EXPECT_EQ(named.forced_tool, "b");
+  EXPECT_EQ(error_of(Api::Messages, "{\"messages\":[],\"tool_choice\":{\"type\":\"tool\",\"name\":\"zz\"},\"tools\":" +
+                                        tools + "}"),
+            "tool_choice names the tool 'zz', which the request does not define");
+  EXPECT_EQ(error_of(Api::Messages, "{\"messages\":[],\"tool_choice\":{\"type\":\"maybe\"},\"tools\":" + tools + "}"),
+            "tool_choice.type: expected auto, none, any or tool, not \"maybe\"");
   EXPECT_EQ(error_of(Api::Messages, R"({"messages":[],"tools":[{"description":"x"}]})"),
             "tools[0].name: expected a string");
   EXPECT_EQ(error_of(Api::Messages, R"({"messages":[],"tools":[{"name":"x","input_schema":[]}]})"),
@@ -814,9 +839,16 @@ TEST(ServerRequest, ResponsesToolChoice) {
   const auto err = [&](std::string_view choice) {
     return error_of(Api::Responses, "{\"input\":\"x\"" + tools + ",\"tool_choice\":" + std::string(choice) + "}");
   };
-  EXPECT_EQ(err("\"required\""), "tool_choice=required not supported");
-  EXPECT_EQ(err(R"({"type":"function","name":"f"})"), "forced tool_choice not supported");
-  EXPECT_EQ(err("3"), "tool_choice: expected \"none\" or \"auto\"");
+  // Forced calls (a DwarfStar extension over ds4, which refuses them):
+  // constrained decoding makes them possible.
+  EXPECT_TRUE(parse("\"required\"").tool_required);
+  EXPECT_EQ(parse("\"required\"").forced_tool, "");
+  EXPECT_EQ(parse(R"({"type":"function","name":"f"})").forced_tool, "f");
+  EXPECT_EQ(err(R"({"type":"function","name":"g"})"),
+            "tool_choice names the tool 'g', which the request does not define");
+  EXPECT_EQ(err(R"({"type":"mcp","server_label":"x"})"), "forced tool_choice of type 'mcp' not supported");
+  EXPECT_EQ(err("\"sometimes\""), "tool_choice=sometimes not supported");
+  EXPECT_EQ(err("3"), "tool_choice: expected \"none\", \"auto\", \"required\" or a function");
 }
 
 TEST(ServerRequest, ResponsesRefusals) {
