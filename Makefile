@@ -10,7 +10,7 @@ FUZZ_LONG_SECONDS ?= 3600
 
 CMAKE_FLAGS ?=
 
-.PHONY: all deps reference configure build test test-unit test-asan fuzz-short fuzz-long run demo bench clean
+.PHONY: all deps reference server-test-deps configure build test test-unit test-asan test-server server-load fuzz-short fuzz-long run demo bench clean
 
 all: build
 
@@ -23,6 +23,11 @@ reference: deps
 	@./scripts/reference-setup.sh
 	@./scripts/fetch-deepseek-tokenizer.sh .reference/deepseek-v3-tokenizer.json
 
+# The npm SDKs (openai, @anthropic-ai/sdk, pinned in tests/server) the server
+# tests drive ds4-server with.
+server-test-deps: deps
+	@./scripts/server-test-setup.sh
+
 configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
 
@@ -32,11 +37,20 @@ build: configure
 # The whole suite: main build (unit + reference + CLI tests), the ASan+UBSan
 # build of the unit tests, and a short libFuzzer run. scripts/test.sh prints
 # one summary line "N passed, N failed".
-test: deps reference
+test: deps reference server-test-deps
 	@./scripts/test.sh
 
 test-unit: build
 	@ctest --test-dir $(BUILD) -L unit --output-on-failure -j 2
+
+# ds4-server through the real client SDKs (also part of `make test`).
+test-server: build server-test-deps
+	@ctest --test-dir $(BUILD) -L server --output-on-failure -j 2
+
+# 32 concurrent streaming clients for 60 s against ds4-server on a tiny model
+# (not part of `make test`): no 5xx, well-formed streams, RSS after warm-up.
+server-load: build server-test-deps
+	@DS4_SERVER_BIN=$(BUILD)/bin/ds4-server DS4_MKMODEL_BIN=$(BUILD)/bin/ds4-mkmodel node tests/server/load.mjs $(LOAD_ARGS)
 
 test-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDS4_SANITIZE=ON -DDS4_REFERENCE=OFF -DDS4_BENCH=OFF >/dev/null

@@ -21,6 +21,9 @@ namespace ds4::server {
 
 enum class Api { ChatCompletions, Completions, Responses, Messages };
 
+// Short name for logs and metrics: chat, completions, responses, messages.
+const char* api_name(Api api);
+
 // A request the server refuses: HTTP status and the fields of the API's error
 // body (PROTOCOL.md §5.9). `param`/`code` are empty when not applicable;
 // `extra` holds additional members of the error object (n_prompt_tokens…).

@@ -33,16 +33,6 @@ bool starts_with(std::string_view s, std::string_view prefix) {
 }
 
 
-const char* api_name(Api api) {
-  switch (api) {
-    case Api::ChatCompletions: return "chat";
-    case Api::Completions: return "completions";
-    case Api::Responses: return "responses";
-    case Api::Messages: return "messages";
-  }
-  return "?";
-}
-
 const char* param_name(Api api) {
   switch (api) {
     case Api::Completions: return "prompt";
@@ -683,7 +673,10 @@ void Engine::run(Job& job) {
   auto strip = [](std::string s, const std::string& head) {
     return starts_with(s, head) ? s.substr(head.size()) : s;
   };
-  if (limits.thinking && !m.thinking_closed) {
+  // Reasoning that never closed (a length stop while thinking): ds4 gives
+  // chat and Anthropic clients the whole text as content; a Responses reply
+  // keeps it as reasoning, which it shows only when a summary was asked for.
+  if (limits.thinking && !m.thinking_closed && req.api != Api::Responses) {
     reply.content = sanitize_utf8(strip(m.reasoning, prefix_reasoning) + m.content);
   } else {
     reply.reasoning = sanitize_utf8(strip(m.reasoning, prefix_reasoning));

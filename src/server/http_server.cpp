@@ -19,16 +19,6 @@ using Json = nlohmann::ordered_json;
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-const char* metric_api(Api api) {
-  switch (api) {
-    case Api::ChatCompletions: return "chat";
-    case Api::Completions: return "completions";
-    case Api::Responses: return "responses";
-    case Api::Messages: return "messages";
-  }
-  return "?";
-}
-
 // Constant-time comparison: the time taken does not depend on where the
 // strings first differ (only on the presented key's length).
 bool same_secret(const std::string& presented, const std::string& expected) {
@@ -184,8 +174,8 @@ void HttpServer::routes() {
       } catch (const RequestError& e) {
         if (e.status == 503) res.set_header("Retry-After", "2");
         send_json(res, e.status, error_body(api, e));
-        metrics_.request_done(metric_api(api), e.status);
-        std::fprintf(stderr, "ds4-server: request api=%s status=%d error=\"%s\"\n", metric_api(api), e.status,
+        metrics_.request_done(api_name(api), e.status);
+        std::fprintf(stderr, "ds4-server: request api=%s status=%d error=\"%s\"\n", api_name(api), e.status,
                      e.what());
         return;
       }
@@ -201,14 +191,15 @@ void HttpServer::routes() {
         return;
       }
       res.set_header("Cache-Control", "no-cache");
-      const auto keepalive = std::chrono::seconds(config_.keepalive_seconds);
+      const auto keepalive = std::chrono::milliseconds(config_.keepalive_ms);
       auto last_write = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
       res.set_chunked_content_provider(
           "text/event-stream",
           [job, keepalive, last_write](size_t, httplib::DataSink& sink) {
             ReplyChannel& ch = *job->channel;
             bool closed = false;
-            const auto chunks = ch.wait(std::chrono::milliseconds(250), &closed);
+            const auto chunks = ch.wait(std::min<std::chrono::milliseconds>(keepalive, std::chrono::milliseconds(250)),
+                                        &closed);
             for (const std::string& c : chunks) {
               if (!sink.write(c.data(), c.size())) {
                 ch.cancel();

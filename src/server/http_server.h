@@ -26,7 +26,7 @@ struct HttpConfig {
   int threads = 128;             // connections served at once (streams hold one each)
   int64_t n_ctx = 32768;
   int64_t max_tokens = 393216;
-  int keepalive_seconds = 5;     // SSE ": prefill" comment interval
+  int keepalive_ms = 5000;       // SSE ": prefill" comment interval during prefill
 };
 
 class HttpServer {

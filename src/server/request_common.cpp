@@ -321,4 +321,14 @@ text::ThinkingMode requested_thinking_mode(const ChatRequest& request) {
   return text::ThinkingMode::High;  // deepseek-reasoner and every other name
 }
 
+const char* api_name(Api api) {
+  switch (api) {
+    case Api::ChatCompletions: return "chat";
+    case Api::Completions: return "completions";
+    case Api::Responses: return "responses";
+    case Api::Messages: return "messages";
+  }
+  return "?";
+}
+
 }  // namespace ds4::server

@@ -163,6 +163,27 @@ TEST(ServerHttp, StreamDeltasConcatenateToTheReply) {
   EXPECT_EQ(usage["completion_tokens"], whole["usage"]["completion_tokens"]);
 }
 
+TEST(ServerHttp, LongPrefillSendsKeepAliveComments) {
+  HarnessOptions o;
+  o.http.keepalive_ms = 40;
+  Harness h(o);
+  Json req = chat_request(std::string(500, 'k'), 2);
+  req["stream"] = true;
+  auto r = h.post("/v1/chat/completions", req);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  // After the role chunk, comment lines while the prompt is evaluated, none
+  // once tokens flow; SSE clients ignore them.
+  const size_t role = r->body.find("\"role\":\"assistant\"");
+  const size_t ping = r->body.find(": prefill\n\n");
+  const size_t finish = r->body.find("\"finish_reason\":\"");
+  ASSERT_NE(role, std::string::npos);
+  ASSERT_NE(ping, std::string::npos) << r->body;
+  EXPECT_LT(role, ping);
+  EXPECT_LT(r->body.rfind(": prefill\n\n"), finish);
+  EXPECT_EQ(sse_data(r->body).back(), "[DONE]");
+}
+
 TEST(ServerHttp, SecondTurnReusesTheLiveKv) {
   Harness h;
   const Json first = chat_request("First question", 6);
