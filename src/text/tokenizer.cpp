@@ -149,7 +149,8 @@ class PieceCache {
   }
   bool lookup(std::string_view piece, size_t hash, std::vector<TokenId>& out) const {
     if (slots_.empty()) return false;
-    size_t i = hash & kMask;
+    const size_t mask = slots_.size() - 1;
+    size_t i = hash & mask;
     while (true) {
       const Slot& s = slots_[i];
       if (s.key_len == 0) return false;
@@ -157,14 +158,19 @@ class PieceCache {
         out.insert(out.end(), ids_.begin() + s.ids_off, ids_.begin() + s.ids_off + s.ids_len);
         return true;
       }
-      i = (i + 1) & kMask;
+      i = (i + 1) & mask;
     }
   }
   void insert(std::string_view piece, size_t hash, const TokenId* ids, size_t n) {
-    if (slots_.empty()) slots_.assign(kSlots, Slot{});
-    if (used_ >= kSlots / 2 || keys_.size() > (64u << 20)) clear();
-    size_t i = hash & kMask;
-    while (slots_[i].key_len != 0) i = (i + 1) & kMask;
+    if (slots_.empty()) slots_.assign(kMinSlots, Slot{});
+    if (used_ >= slots_.size() / 2) {
+      if (slots_.size() < kMaxSlots) grow();
+      else clear();
+    }
+    if (keys_.size() > (64u << 20)) clear();
+    const size_t mask = slots_.size() - 1;
+    size_t i = hash & mask;
+    while (slots_[i].key_len != 0) i = (i + 1) & mask;
     slots_[i] = Slot{hash, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(piece.size()),
                      static_cast<uint32_t>(ids_.size()), static_cast<uint32_t>(n)};
     keys_.append(piece);
@@ -173,12 +179,25 @@ class PieceCache {
   }
 
  private:
-  static constexpr size_t kSlots = size_t{1} << 16;
-  static constexpr size_t kMask = kSlots - 1;
+  // Starts small and grows: a server tokenizes on many connection threads,
+  // each with its own cache, most of them for a prompt or two.
+  static constexpr size_t kMinSlots = size_t{1} << 10;
+  static constexpr size_t kMaxSlots = size_t{1} << 16;
   struct Slot {
     size_t hash = 0;
     uint32_t key_off = 0, key_len = 0, ids_off = 0, ids_len = 0;
   };
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 4, Slot{});
+    old.swap(slots_);
+    const size_t mask = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.key_len == 0) continue;
+      size_t i = s.hash & mask;
+      while (slots_[i].key_len != 0) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
+  }
   void clear() {
     if (!slots_.empty()) std::fill(slots_.begin(), slots_.end(), Slot{});
     keys_.clear();
