@@ -127,15 +127,10 @@ Engine::Engine(const model::Deepseek4Model& model, const text::Tokenizer& tokeni
 
 Engine::~Engine() { shutdown(); }
 
-std::shared_ptr<Job> Engine::prepare(ChatRequest request, std::string raw_body) {
-  auto job = std::make_shared<Job>();
-  job->number = ++counter_;
-  job->raw_body = std::move(raw_body);
-  job->mode = text::effective_thinking_mode(requested_thinking_mode(request), config_.n_ctx, nullptr);
-  job->tools_active = request.tools.is_array() && !request.tools.empty();
-
+std::string Engine::render_prompt(const ChatRequest& request, text::ThinkingMode mode, std::string* replay_stats) {
+  const bool tools_active = request.tools.is_array() && !request.tools.empty();
   text::RenderOptions options;
-  options.mode = job->mode;
+  options.mode = mode;
   int exact = 0, canonical = 0;
   if (config_.exact_tool_replay) {
     options.exact_tool_block = [&](const std::vector<std::string>& ids) -> std::optional<std::string> {
@@ -155,14 +150,30 @@ std::shared_ptr<Job> Engine::prepare(ChatRequest request, std::string raw_body) 
       return block;
     };
   }
-  text::RenderedChat rendered;
+  std::string text;
   try {
-    rendered = text::render_chat(request.messages, job->tools_active ? request.tools : nlohmann::ordered_json(nullptr),
-                                 options);
+    text = text::render_chat(request.messages, tools_active ? request.tools : nlohmann::ordered_json(nullptr), options)
+               .text();
   } catch (const Error& e) {
     throw RequestError(e.what());
   }
-  job->tool_replay_stats = "exact=" + std::to_string(exact) + " canonical=" + std::to_string(canonical);
+  if (replay_stats) *replay_stats = "exact=" + std::to_string(exact) + " canonical=" + std::to_string(canonical);
+  if (request.response_prefix) text += *request.response_prefix;
+  return text;
+}
+
+int64_t Engine::count_prompt_tokens(const ChatRequest& request) {
+  const auto mode = text::effective_thinking_mode(requested_thinking_mode(request), config_.n_ctx, nullptr);
+  return static_cast<int64_t>(tokenizer_.encode(render_prompt(request, mode, nullptr), true).size());
+}
+
+std::shared_ptr<Job> Engine::prepare(ChatRequest request, std::string raw_body) {
+  auto job = std::make_shared<Job>();
+  job->number = ++counter_;
+  job->raw_body = std::move(raw_body);
+  job->mode = text::effective_thinking_mode(requested_thinking_mode(request), config_.n_ctx, nullptr);
+  job->tools_active = request.tools.is_array() && !request.tools.empty();
+  job->prompt_text = render_prompt(request, job->mode, &job->tool_replay_stats);
   if (request.tool_required && job->tools_active) {
     if (request.response_prefix) throw RequestError("a required tool call cannot follow a response prefix");
     std::call_once(vocab_once_, [this] { vocab_trie_ = std::make_shared<const runtime::VocabTrie>(tokenizer_); });
@@ -173,8 +184,6 @@ std::shared_ptr<Job> Engine::prepare(ChatRequest request, std::string raw_body) 
       throw RequestError(std::string("tool_choice: ") + e.what());
     }
   }
-  job->prompt_text = rendered.text();
-  if (request.response_prefix) job->prompt_text += *request.response_prefix;
   job->prompt_tokens = tokenizer_.encode(job->prompt_text, true);
   const int64_t n = static_cast<int64_t>(job->prompt_tokens.size());
   if (n >= config_.n_ctx) throw context_overflow(request.api, n, config_.n_ctx);

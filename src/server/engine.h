@@ -94,6 +94,9 @@ class Engine {
 
   // Client thread: render + tokenize. RequestError for what cannot run.
   std::shared_ptr<Job> prepare(ChatRequest request, std::string raw_body);
+  // Prompt tokens the request renders to (Anthropic count_tokens); no
+  // context check. RequestError when it cannot be rendered.
+  int64_t count_prompt_tokens(const ChatRequest& request);
   // Queues the job; RequestError 503 when the queue is full or the engine
   // is shutting down.
   void submit(const std::shared_ptr<Job>& job);
@@ -111,6 +114,9 @@ class Engine {
   struct Slot;
   struct Prefix;
   void shutdown_now();
+  // The prompt text (exact tool replay where possible, + response prefix);
+  // replay_stats (may be null) gets the exact/canonical counts.
+  std::string render_prompt(const ChatRequest& request, text::ThinkingMode mode, std::string* replay_stats);
   void worker_loop();
   void run(Job& job);
   Slot& choose_slot(const Job& job);

@@ -231,6 +231,14 @@ void HttpServer::routes() {
           });
     };
   };
+  // Anthropic's token counting (Claude Code asks before long requests).
+  s.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      send_json(res, 200, Json{{"input_tokens", engine_.count_prompt_tokens(parse_messages_request(req.body))}});
+    } catch (const RequestError& e) {
+      send_json(res, e.status, error_body(Api::Messages, e));
+    }
+  });
   s.Post("/v1/chat/completions", api_route(Api::ChatCompletions));
   s.Post("/v1/completions", api_route(Api::Completions));
   s.Post("/v1/responses", api_route(Api::Responses));

@@ -221,6 +221,39 @@ TEST(ServerHttp, SecondTurnReusesTheLiveKv) {
   EXPECT_NE(h.metrics().find("ds4_cache_hits_total 1"), std::string::npos) << h.metrics();
 }
 
+TEST(ServerHttp, BatchedSessionsKeepTwoConversationsResident) {
+  HarnessOptions o;
+  o.engine.batched_sessions = 2;
+  Harness h(o);
+  // Two conversations interleaved: with two resident sessions each second
+  // turn continues its own first turn.
+  const Json a1 = chat_request("Conversation A", 4), b1 = chat_request("Conversation B, another one", 4);
+  const Json ra = h.post_json("/v1/chat/completions", a1);
+  const Json rb = h.post_json("/v1/chat/completions", b1);
+  for (const auto& [first, reply] : {std::pair{a1, ra}, std::pair{b1, rb}}) {
+    Json second = first;
+    second["messages"].push_back(Json{{"role", "assistant"}, {"content", reply["choices"][0]["message"]["content"]}});
+    second["messages"].push_back(Json{{"role", "user"}, {"content", "and then?"}});
+    const Json r2 = h.post_json("/v1/chat/completions", second);
+    EXPECT_GE(r2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(),
+              reply["usage"]["prompt_tokens"].get<int64_t>())
+        << r2.dump();
+  }
+}
+
+TEST(ServerHttp, AnthropicCountTokensCountsTheRenderedPrompt) {
+  Harness h;
+  const Json req{{"model", "deepseek-v4-flash"},
+                 {"system", "Be brief."},
+                 {"messages", Json::array({Json{{"role", "user"}, {"content", "Count me"}}})}};
+  const Json r = h.post_json("/v1/messages/count_tokens", req);
+  const Json msgs = Json::array({Json{{"role", "system"}, {"content", "Be brief."}},
+                                 Json{{"role", "user"}, {"content", "Count me"}}});
+  EXPECT_EQ(r["input_tokens"], tokenizer().encode(rendered(msgs, text::ThinkingMode::High), true).size());
+  EXPECT_EQ(h.post_json("/v1/messages/count_tokens", Json{{"messages", 3}}, 400)["error"]["type"],
+            "invalid_request_error");
+}
+
 TEST(ServerHttp, BadRequestsGetApiShapedErrors) {
   HarnessOptions o;
   o.engine.n_ctx = 64;
