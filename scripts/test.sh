@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 ASAN_BUILD=${ASAN_BUILD:-build-asan}
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
-FUZZ_SECONDS=${FUZZ_SECONDS:-30}  # per libFuzzer target
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}  # per libFuzzer target
 JOBS=${JOBS:-2}
 
 passed=0

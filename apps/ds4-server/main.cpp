@@ -122,7 +122,7 @@ int run(int argc, char** argv) {
   if (!warning.empty()) std::fprintf(stderr, "ds4-server: note: %s\n", warning.c_str());
 
   ds4::server::Metrics metrics;
-  ds4::server::Engine engine(model, tokenizer, forward, o.engine, std::move(disk), metrics, trace.get());
+  ds4::server::Engine engine(tokenizer, forward, o.engine, std::move(disk), metrics, trace.get());
   ds4::server::HttpServer http(engine, metrics, o.http);
   http.bind();
   const std::string host = o.http.host.find(':') != std::string::npos ? "[" + o.http.host + "]" : o.http.host;

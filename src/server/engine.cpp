@@ -108,10 +108,9 @@ struct Engine::Prefix {
   std::string source;  // memory-token | visible | memory-text | disk | cold
 };
 
-Engine::Engine(const model::Deepseek4Model& model, const text::Tokenizer& tokenizer, cpu::Forward& forward,
-               EngineConfig config, std::unique_ptr<runtime::KvDiskCache> disk, Metrics& metrics, TraceLog* trace)
-    : model_(model),
-      tokenizer_(tokenizer),
+Engine::Engine(const text::Tokenizer& tokenizer, cpu::Forward& forward, EngineConfig config,
+               std::unique_ptr<runtime::KvDiskCache> disk, Metrics& metrics, TraceLog* trace)
+    : tokenizer_(tokenizer),
       forward_(forward),
       config_(std::move(config)),
       disk_(std::move(disk)),

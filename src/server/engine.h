@@ -83,11 +83,11 @@ struct Job {
 
 class Engine {
  public:
-  // The model, tokenizer and forward pass must outlive the engine. `disk`
+  // The tokenizer and forward pass (and so its model) must outlive the engine. `disk`
   // (may be null) enables the disk KV cache; `trace` (may be null) the
   // trace file. Starts the worker thread.
-  Engine(const model::Deepseek4Model& model, const text::Tokenizer& tokenizer, cpu::Forward& forward,
-         EngineConfig config, std::unique_ptr<runtime::KvDiskCache> disk, Metrics& metrics, TraceLog* trace);
+  Engine(const text::Tokenizer& tokenizer, cpu::Forward& forward, EngineConfig config,
+         std::unique_ptr<runtime::KvDiskCache> disk, Metrics& metrics, TraceLog* trace);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -125,7 +125,6 @@ class Engine {
   std::string live_key(Slot& slot, uint8_t* key_flags);
   void update_queue_metrics();
 
-  const model::Deepseek4Model& model_;
   const text::Tokenizer& tokenizer_;
   cpu::Forward& forward_;
   EngineConfig config_;

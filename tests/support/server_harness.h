@@ -61,7 +61,7 @@ class Harness {
                                                     [this](const std::string& w) { warnings.push_back(w); });
     }
     if (!o.trace.empty()) trace_ = std::make_unique<TraceLog>(o.trace);
-    engine_ = std::make_unique<Engine>(tiny().model(), tokenizer(), forward_, o.engine, std::move(disk), metrics_,
+    engine_ = std::make_unique<Engine>(tokenizer(), forward_, o.engine, std::move(disk), metrics_,
                                        trace_.get());
     http_ = std::make_unique<HttpServer>(*engine_, metrics_, o.http);
     http_->bind();

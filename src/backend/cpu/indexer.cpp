@@ -16,7 +16,6 @@ Indexer::Indexer(const model::LayerWeights& layer, const model::Deepseek4HParams
       numerics_(numerics),
       n_head_(static_cast<int>(hp.indexer_n_head)),
       head_dim_(static_cast<int>(hp.indexer_head_dim)),
-      n_rot_(static_cast<int>(hp.n_rot)),
       top_k_(static_cast<int>(hp.indexer_top_k)),
       rope_(rope_params(hp, layer.compress_ratio, numerics)) {
   const std::string where = "indexer of layer " + std::to_string(layer.index) + ": ";

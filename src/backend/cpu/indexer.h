@@ -55,7 +55,7 @@ class Indexer {
 
   model::TensorView q_b_, proj_;
   Numerics numerics_;
-  int n_head_ = 0, head_dim_ = 0, n_rot_ = 0, top_k_ = 0;
+  int n_head_ = 0, head_dim_ = 0, top_k_ = 0;
   RopeParams rope_;  // compressed-layer (ratio 4) parameters, as for the index rows
 };
 
