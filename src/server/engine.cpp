@@ -441,7 +441,11 @@ void Engine::run(Job& job) {
 
   std::unique_ptr<ReplyStream> stream;
   auto fail = [&](const RequestError& e) {
-    if (stream) channel.write(stream->error(e.what()));
+    // A stream's 200 headers are out already: the error goes as an SSE event.
+    if (req.stream) {
+      if (!stream) stream = make_reply_stream(req, job.ids);
+      channel.write(stream->error(e.what()));
+    }
     channel.set_error(e);
     channel.close();
     metrics_.request_done(api_name(req.api), e.status);

@@ -221,6 +221,41 @@ TEST(ServerHttp, SecondTurnReusesTheLiveKv) {
   EXPECT_NE(h.metrics().find("ds4_cache_hits_total 1"), std::string::npos) << h.metrics();
 }
 
+TEST(ServerHttp, AThinkingTurnContinuesWhenTheClientDropsItsReasoning) {
+  // PROTOCOL.md §6.2 step 6: the client sends the first answer back without
+  // its reasoning (`<｜Assistant｜></think>answer<eos>`, as rendered history),
+  // while the live KV holds `<think>reasoning</think>answer`. The server
+  // remembered that visible form and continues on the live KV. logit_bias
+  // (+100 on </think> and EOS) makes the model close its reasoning and stop
+  // at once; the seed picks a run where </think> came first.
+  Harness h;
+  const int32_t end_think = tokenizer().end_think(), eos = tokenizer().eos();
+  Json first{{"model", "deepseek-v4-flash"},
+             {"messages", Json::array({Json{{"role", "user"}, {"content", "Think briefly"}}})},
+             {"max_tokens", 8},
+             {"logit_bias", Json{{std::to_string(end_think), 100}, {std::to_string(eos), 100}}}};
+  Json r1;
+  for (int seed = 1; seed <= 64; ++seed) {
+    first["seed"] = seed;
+    r1 = h.post_json("/v1/chat/completions", first);
+    if (r1["usage"]["completion_tokens"].get<int64_t>() >= 1 && r1["choices"][0]["finish_reason"] == "stop") break;
+  }
+  ASSERT_GE(r1["usage"]["completion_tokens"].get<int64_t>(), 1) << r1.dump();
+  ASSERT_EQ(r1["choices"][0]["finish_reason"], "stop");
+  const int64_t p1 = r1["usage"]["prompt_tokens"], c1 = r1["usage"]["completion_tokens"];
+
+  Json second = first;
+  second.erase("logit_bias");
+  second["max_tokens"] = 2;
+  second["messages"].push_back(Json{{"role", "assistant"}, {"content", r1["choices"][0]["message"]["content"]}});
+  second["messages"].push_back(Json{{"role", "user"}, {"content", "Again"}});
+  const Json r2 = h.post_json("/v1/chat/completions", second);
+  // Prompt, </think>, everything generated; the EOS is evaluated with the
+  // new turn (it is part of the visible text, not of the live tokens).
+  EXPECT_EQ(r2["usage"]["prompt_tokens_details"]["cached_tokens"], p1 + c1) << r2.dump();
+  EXPECT_NE(h.metrics().find("ds4_cache_decisions_total{source=\"visible\"} 1"), std::string::npos) << h.metrics();
+}
+
 TEST(ServerHttp, BatchedSessionsKeepTwoConversationsResident) {
   HarnessOptions o;
   o.engine.batched_sessions = 2;
