@@ -20,7 +20,13 @@ for tool in node npm sha256sum; do
   command -v "$tool" >/dev/null 2>&1 || die "'$tool' is not installed (run scripts/install-deps.sh)"
 done
 node_major="$(node -p 'process.versions.node.split(".")[0]')"
-(( node_major >= 20 )) || die "node $(node --version) is too old; the server tests need Node 20 or newer"
+if (( node_major < 20 )); then
+  # Debian 12's own nodejs is 18: the SDK tests are then skipped (CTest shows
+  # them as skipped), everything else still runs.
+  echo "server-test-setup: WARNING: node $(node --version) is too old for the pinned SDKs (Node 20 or newer);" \
+       "the server SDK tests will be skipped" >&2
+  exit 0
+fi
 [[ -f "$LOCK" ]] || die "$LOCK is missing"
 
 want="$(sha256sum "$LOCK" | cut -d' ' -f1) node-$node_major"
