@@ -10,6 +10,22 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
+// The end of an OpenAI stream: the usage chunk (stream_options.include_usage)
+// and [DONE].
+std::string stream_end(const char* object, const ReplyIds& ids, const std::string& model, bool include_usage,
+                       const Usage& usage) {
+  std::string out;
+  if (include_usage) {
+    out = sse_data(Json{{"id", ids.id},
+                        {"object", object},
+                        {"created", ids.created},
+                        {"model", model},
+                        {"choices", Json::array()},
+                        {"usage", openai_usage(usage)}});
+  }
+  return out + "data: [DONE]\n\n";
+}
+
 Json full_tool_call(const ReplyToolCall& call) {
   return Json{{"id", call.id},
               {"type", "function"},
@@ -68,16 +84,7 @@ class ChatCompletionsStream final : public ReplyStream {
       live_calls_ = total;
     }
     out += chunk(Json::object(), finish_reason_name(reply.finish));
-    if (include_usage_) {
-      out += sse_data(Json{{"id", ids_.id},
-                           {"object", "chat.completion.chunk"},
-                           {"created", ids_.created},
-                           {"model", model_},
-                           {"choices", Json::array()},
-                           {"usage", openai_usage(reply.usage)}});
-    }
-    out += "data: [DONE]\n\n";
-    return out;
+    return out + stream_end("chat.completion.chunk", ids_, model_, include_usage_, reply.usage);
   }
 
   std::string error(std::string_view message) override { return sse_error_event(Api::ChatCompletions, message); }
@@ -119,16 +126,7 @@ class CompletionsStream final : public ReplyStream {
 
   std::string finish(const Reply& reply) override {
     std::string out = chunk("", finish_reason_name(reply.finish));
-    if (include_usage_) {
-      out += sse_data(Json{{"id", ids_.id},
-                           {"object", "text_completion"},
-                           {"created", ids_.created},
-                           {"model", model_},
-                           {"choices", Json::array()},
-                           {"usage", openai_usage(reply.usage)}});
-    }
-    out += "data: [DONE]\n\n";
-    return out;
+    return out + stream_end("text_completion", ids_, model_, include_usage_, reply.usage);
   }
 
   std::string error(std::string_view message) override { return sse_error_event(Api::Completions, message); }

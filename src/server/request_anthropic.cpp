@@ -11,13 +11,9 @@
 namespace ds4::server {
 
 using request::Json;
+using request::find;
 
 namespace {
-
-const Json* find(const Json& obj, std::string_view key) {
-  const auto it = obj.find(key);
-  return it == obj.end() ? nullptr : &*it;
-}
 
 // The block's type; a typeless object counts as a text block.
 std::string block_type(const Json& block, const std::string& where) {

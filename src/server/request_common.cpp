@@ -62,6 +62,11 @@ Json parse_body(std::string_view body) {
   return parsed;
 }
 
+const Json* find(const Json& obj, std::string_view key) {
+  const auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
 const Json* member(const Json& obj, std::string_view key) {
   if (!obj.is_object()) return nullptr;
   const auto it = obj.find(key);

@@ -41,6 +41,8 @@ std::string index_path(const std::string& parent, size_t index);
 // The member `key` of `obj`, or nullptr when it is absent or null (a null
 // field means "not sent" everywhere in the APIs).
 const Json* member(const Json& obj, std::string_view key);
+// The value at `key` of an object, null values included; nullptr when absent.
+const Json* find(const Json& obj, std::string_view key);
 
 // Typed getters for `obj[key]` (nullopt when absent or null); `where` is the
 // path of `obj` ("" at the top level). Numbers must be finite; integers may be

@@ -8,6 +8,7 @@
 namespace ds4::server {
 
 using request::Json;
+using request::find;
 
 namespace {
 
@@ -30,11 +31,6 @@ std::string chat_content(const Json* value, const std::string& where) {
     }
   }
   return out;
-}
-
-const Json* find(const Json& obj, std::string_view key) {
-  const auto it = obj.find(key);
-  return it == obj.end() ? nullptr : &*it;
 }
 
 // tool_calls of an assistant message; calls without function name or

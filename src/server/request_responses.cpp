@@ -12,13 +12,9 @@
 namespace ds4::server {
 
 using request::Json;
+using request::find;
 
 namespace {
-
-const Json* find(const Json& obj, std::string_view key) {
-  const auto it = obj.find(key);
-  return it == obj.end() ? nullptr : &*it;
-}
 
 bool is_text_block_type(const std::string& type) {
   return type == "input_text" || type == "output_text" || type == "text" || type == "summary_text" ||
