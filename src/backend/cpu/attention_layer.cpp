@@ -1,5 +1,6 @@
 #include "backend/cpu/attention_layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -52,83 +53,146 @@ AttentionLayer::AttentionLayer(const model::LayerWeights &layer, const model::De
   out_a_grouped_.ne[1] = hp.o_lora_rank;
   out_a_grouped_.ne[2] = hp.o_groups;
   if (ratio_ == 4) indexer_.emplace(layer, hp, numerics);
-
-  xn_.resize(static_cast<size_t>(n_embd_));
-  qa_.resize(static_cast<size_t>(q_lora_));
-  qr_.resize(static_cast<size_t>(q_lora_));
-  q_.resize(static_cast<size_t>(n_head_) * head_dim_);
-  kv_.resize(static_cast<size_t>(head_dim_));
-  heads_.resize(q_.size());
-  low_.resize(static_cast<size_t>(o_groups_) * o_lora_);
 }
 
 void AttentionLayer::forward(std::span<const float> x, int64_t pos, LayerKvState &state, std::span<float> out,
                              ThreadPool *pool) {
   if (x.size() != static_cast<size_t>(n_embd_) || out.size() != static_cast<size_t>(n_embd_))
     throw Error("attention forward: x and out must be n_embd wide");
+  forward_batch(x.data(), 1, pos, state, out.data(), pool);
+}
+
+void AttentionLayer::forward_batch(const float *X, int64_t n, int64_t pos0, LayerKvState &state, float *OUT,
+                                   ThreadPool *pool) {
+  if (n <= 0) return;
   if (state.ratio() != ratio_ || state.head_dim() != head_dim_ || state.numerics() != numerics_)
     throw Error(
         "attention forward: the state belongs to another kind of layer "
         "or numerics");
+  for (int64_t at = 0; at < n; at += kMaxBatch) {
+    const int64_t m = std::min(kMaxBatch, n - at);
+    forward_pass(X + at * n_embd_, m, pos0 + at, state, OUT + at * n_embd_, pool);
+  }
+}
 
-  rms_norm(x, attn_norm_, xn_, eps_, numerics_);
-  // q_a and kv read the same xn: convert it once.
-  ActivationCache xa;
-  xa.reset(xn_.data(), n_embd_, numerics_);
-  matvec(w_->attn_q_a, -1, xa, qa_.data(), pool);
-  matvec(w_->attn_kv, -1, xa, kv_.data(), pool);
-  rms_norm(qa_, q_a_norm_, qr_, eps_, numerics_);
-  matvec(w_->attn_q_b, -1, qr_.data(), q_.data(), numerics_, pool);
+void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, LayerKvState &state, float *OUT,
+                                  ThreadPool *pool) {
+  const size_t un = static_cast<size_t>(n);
+  const size_t hq = static_cast<size_t>(n_head_) * head_dim_;
+  batch_ = n;
+  xn_.resize(un * n_embd_);
+  qa_.resize(un * q_lora_);
+  qr_.resize(un * q_lora_);
+  q_.resize(un * hq);
+  kv_.resize(un * head_dim_);
+  heads_.resize(un * hq);
+  low_.resize(un * o_groups_ * o_lora_);
+
+  for (int64_t t = 0; t < n; ++t)
+    rms_norm(std::span<const float>(X + t * n_embd_, static_cast<size_t>(n_embd_)), attn_norm_,
+             std::span<float>(xn_).subspan(static_cast<size_t>(t) * n_embd_, static_cast<size_t>(n_embd_)), eps_,
+             numerics_);
+  // q_a, kv and the compressors read the same xn: each form converted once.
+  xn_batch_.reset(xn_.data(), n, n_embd_, n_embd_, numerics_);
+  matmul(w_->attn_q_a, -1, xn_batch_, qa_.data(), q_lora_, pool);
+  matmul(w_->attn_kv, -1, xn_batch_, kv_.data(), head_dim_, pool);
+  for (int64_t t = 0; t < n; ++t) {
+    const auto off = static_cast<size_t>(t) * q_lora_;
+    rms_norm(std::span<const float>(qa_).subspan(off, static_cast<size_t>(q_lora_)), q_a_norm_,
+             std::span<float>(qr_).subspan(off, static_cast<size_t>(q_lora_)), eps_, numerics_);
+  }
+  qr_batch_.reset(qr_.data(), n, q_lora_, q_lora_, numerics_);
+  matmul(w_->attn_q_b, -1, qr_batch_, q_.data(), static_cast<int64_t>(hq), pool);
+  if (Compressor *c = state.attn_compressor()) {
+    comp_kv_.resize(un * c->state_width());
+    comp_score_.resize(comp_kv_.size());
+    c->project(xn_batch_, comp_kv_.data(), comp_score_.data(), pool);
+  }
+  index_projected_ = false;
+  if (Compressor *c = state.index_compressor()) {
+    index_kv_.resize(un * c->state_width());
+    index_score_.resize(index_kv_.size());
+    c->project(xn_batch_, index_kv_.data(), index_score_.data(), pool);
+    // The indexer scores rows only once there are more than top_k of them;
+    // then its two projections run batched too.
+    const int64_t rows_at_end = state.index_rows().rows() + (pos0 + n) / c->ratio() - pos0 / c->ratio();
+    if (rows_at_end > indexer_->top_k()) {
+      index_projected_ = true;
+      index_q_.resize(un * static_cast<size_t>(indexer_->n_head()) * indexer_->head_dim());
+      index_w_.resize(un * static_cast<size_t>(indexer_->n_head()));
+      indexer_->project(qr_batch_, xn_batch_, index_q_.data(), index_w_.data(), pool);
+    }
+  }
+
+  // Token by token: each token updates the cache, then attends over it.
+  for (int64_t t = 0; t < n; ++t) token_core(t, pos0 + t, state, pool);
+
+  // Grouped output LoRA: group g's o_lora outputs read only its heads.
+  const int64_t group_in = static_cast<int64_t>(n_head_ / o_groups_) * head_dim_;
+  const int64_t low_width = static_cast<int64_t>(o_groups_) * o_lora_;
+  for (int g = 0; g < o_groups_; ++g) {
+    heads_batch_.reset(heads_.data() + g * group_in, n, group_in, static_cast<int64_t>(hq), numerics_);
+    matmul(out_a_grouped_, g, heads_batch_, low_.data() + static_cast<size_t>(g) * o_lora_, low_width, pool);
+  }
+  low_batch_.reset(low_.data(), n, low_width, low_width, numerics_);
+  matmul(w_->attn_output_b, -1, low_batch_, OUT, n_embd_, pool);
+}
+
+void AttentionLayer::token_core(int64_t t, int64_t pos, LayerKvState &state, ThreadPool *pool) {
+  const size_t hq = static_cast<size_t>(n_head_) * head_dim_;
+  const std::span<float> q(q_.data() + static_cast<size_t>(t) * hq, hq);
+  const std::span<float> kv(kv_.data() + static_cast<size_t>(t) * head_dim_, static_cast<size_t>(head_dim_));
+  const std::span<const float> xn = this->xn(t), qr = this->qr(t);
   for (int h = 0; h < n_head_; ++h) {
-    std::span<float> qh(q_.data() + static_cast<size_t>(h) * head_dim_, static_cast<size_t>(head_dim_));
+    std::span<float> qh = q.subspan(static_cast<size_t>(h) * head_dim_, static_cast<size_t>(head_dim_));
     rms_norm_unweighted(qh, qh, eps_, numerics_);
   }
-  rms_norm(kv_, kv_norm_, kv_, eps_, numerics_);
+  rms_norm(kv, kv_norm_, kv, eps_, numerics_);
 
   const RopeCache fwd = rope_cache(rope_, pos, /*inverse=*/false);
-  rope_heads(q_, n_head_, head_dim_, fwd);
-  rope_apply(std::span<float>(kv_).subspan(static_cast<size_t>(head_dim_ - n_rot_)), fwd);
-  if (numerics_ == Numerics::Default)
-    fp8_e4m3_round_trip(std::span<float>(kv_).first(static_cast<size_t>(head_dim_ - n_rot_)));
+  rope_heads(q, n_head_, head_dim_, fwd);
+  rope_apply(kv.subspan(static_cast<size_t>(head_dim_ - n_rot_)), fwd);
+  if (numerics_ == Numerics::Default) fp8_e4m3_round_trip(kv.first(static_cast<size_t>(head_dim_ - n_rot_)));
 
   // Cache update before attention: this token's row, and a compressed row
   // this token completes, are visible to it (trap T9).
-  state.push_raw(kv_, pos);
-  if (Compressor *c = state.attn_compressor())
-    if (auto row = c->step(xn_, pos, pool)) state.append_compressed(*row);
+  state.push_raw(kv, pos);
+  if (Compressor *c = state.attn_compressor()) {
+    const size_t off = static_cast<size_t>(t) * c->state_width();
+    if (auto row = c->push(comp_kv_.data() + off, comp_score_.data() + off, pos)) state.append_compressed(*row);
+  }
   allowed_.clear();
   if (Compressor *c = state.index_compressor()) {
-    if (auto row = c->step(xn_, pos, pool)) state.append_index(*row);
+    const size_t off = static_cast<size_t>(t) * c->state_width();
+    if (auto row = c->push(index_kv_.data() + off, index_score_.data() + off, pos)) state.append_index(*row);
     // Every index row is scored every token: f16 rows are read in place
     // rather than converted into a scratch copy of the whole cache.
     const KvRows &rows = state.index_rows();
+    float *iq = index_projected_ ? index_q_.data() + static_cast<size_t>(t) * indexer_->n_head() * indexer_->head_dim()
+                                 : nullptr;
+    float *iw = index_projected_ ? index_w_.data() + static_cast<size_t>(t) * indexer_->n_head() : nullptr;
     if (rows.is_f16()) {
       index_rows_f16_.clear();
       for (int64_t i = 0; i < rows.rows(); ++i) index_rows_f16_.push_back(rows.f16_row(i));
-      allowed_ = indexer_->allowed(qr_, xn_, pos, index_rows_f16_, pool);
+      allowed_ = iq ? indexer_->allowed_projected(iq, iw, pos, index_rows_f16_, pool)
+                    : indexer_->allowed(qr, xn, pos, index_rows_f16_, pool);
     } else {
       index_rows_.clear();
       for (int64_t i = 0; i < rows.rows(); ++i) index_rows_.push_back(rows.row(i, nullptr));
-      allowed_ = indexer_->allowed(qr_, xn_, pos, index_rows_, pool);
+      allowed_ = iq ? indexer_->allowed_projected(iq, iw, pos, index_rows_, pool)
+                    : indexer_->allowed(qr, xn, pos, index_rows_, pool);
     }
   } else {
     for (int64_t i = 0; i < state.n_compressed(); ++i) allowed_.push_back(static_cast<int32_t>(i));
   }
 
-  attend(state, pool);
-
+  float *heads = heads_.data() + static_cast<size_t>(t) * hq;
+  attend(state, q.data(), heads, pool);
   const RopeCache inv = rope_cache(rope_, pos, /*inverse=*/true);
-  rope_heads(heads_, n_head_, head_dim_, inv);
-
-  // Grouped output LoRA: group g's o_lora outputs read only its heads.
-  const size_t group_in = static_cast<size_t>(n_head_ / o_groups_) * head_dim_;
-  for (int g = 0; g < o_groups_; ++g)
-    matvec(out_a_grouped_, g, heads_.data() + static_cast<size_t>(g) * group_in,
-           low_.data() + static_cast<size_t>(g) * o_lora_, numerics_, pool);
-  matvec(w_->attn_output_b, -1, low_.data(), out.data(), numerics_, pool);
+  rope_heads(std::span<float>(heads, hq), n_head_, head_dim_, inv);
 }
 
-void AttentionLayer::attend(const LayerKvState &state, ThreadPool *pool) {
+void AttentionLayer::attend(const LayerKvState &state, const float *q, float *heads, ThreadPool *pool) {
   // Window rows oldest first, then the allowed compressed rows in index order.
   // f16 rows (Default) are converted into rows_f32_, one slot per row, sized
   // before any pointer into it is taken; f32 rows are used in place.
@@ -150,11 +214,10 @@ void AttentionLayer::attend(const LayerKvState &state, ThreadPool *pool) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
   auto head = [&](int h) {
     const size_t off = static_cast<size_t>(h) * head_dim_;
-    attention_with_sink(std::span<const float>(q_).subspan(off, static_cast<size_t>(head_dim_)), rows_,
+    attention_with_sink(std::span<const float>(q + off, static_cast<size_t>(head_dim_)), rows_,
                         sinks_[static_cast<size_t>(h)], scale,
                         std::span<float>(scores_).subspan(static_cast<size_t>(h) * n_rows, n_rows),
-                        std::span<float>(heads_).subspan(off, static_cast<size_t>(head_dim_)), numerics_,
-                        cells_);
+                        std::span<float>(heads + off, static_cast<size_t>(head_dim_)), numerics_, cells_);
   };
   if (pool) {
     pool->run(n_head_, [&](int task, int) { head(task); });

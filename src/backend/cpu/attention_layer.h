@@ -12,6 +12,7 @@
 
 #include "backend/cpu/indexer.h"
 #include "backend/cpu/layer_kv_state.h"
+#include "backend/cpu/matvec.h"
 #include "backend/cpu/numerics.h"
 #include "backend/cpu/ops_rope.h"
 #include "model/deepseek4_hparams.h"
@@ -38,19 +39,43 @@ class AttentionLayer {
   void forward(std::span<const float> x, int64_t pos, LayerKvState &state, std::span<float> out,
                ThreadPool *pool = nullptr);
 
-  // Intermediates of the last forward (tests, diagnostics).
-  std::span<const float> last_xn() const { return xn_; }
-  std::span<const float> last_qr() const { return qr_; }
-  std::span<const float> last_q() const { return q_; }          // normed, roped
-  std::span<const float> last_kv() const { return kv_; }        // roped, QAT'd, before storage rounding
-  std::span<const float> last_heads() const { return heads_; }  // attention output, tails inverse-roped
+  // n tokens at positions pos0, pos0 + 1, ... in order: X and OUT are n x
+  // n_embd, row-major (OUT may alias X). Each token sees the cache as the
+  // tokens before it left it, so the result equals n forward() calls bit for
+  // bit; the projections run as batched matmuls (prefill). Intermediates of
+  // the last token (and of row t of the last batch, t < last_batch_size())
+  // stay readable.
+  void forward_batch(const float *X, int64_t n, int64_t pos0, LayerKvState &state, float *OUT,
+                     ThreadPool *pool = nullptr);
+
+  // Intermediates of the last forward (tests, diagnostics): row t of the
+  // last batch, or its last token.
+  int64_t last_batch_size() const { return batch_; }
+  std::span<const float> xn(int64_t t) const { return row(xn_, n_embd_, t); }
+  std::span<const float> qr(int64_t t) const { return row(qr_, q_lora_, t); }
+  std::span<const float> q(int64_t t) const { return row(q_, n_head_ * head_dim_, t); }  // normed, roped
+  std::span<const float> kv(int64_t t) const { return row(kv_, head_dim_, t); }  // roped, QAT'd, before storage
+  std::span<const float> heads(int64_t t) const { return row(heads_, n_head_ * head_dim_, t); }  // inverse-roped
+  std::span<const float> last_xn() const { return xn(batch_ - 1); }
+  std::span<const float> last_qr() const { return qr(batch_ - 1); }
+  std::span<const float> last_q() const { return q(batch_ - 1); }
+  std::span<const float> last_kv() const { return kv(batch_ - 1); }
+  std::span<const float> last_heads() const { return heads(batch_ - 1); }
   std::span<const int32_t> last_allowed() const { return allowed_; }
 
   int ratio() const { return ratio_; }
   Numerics numerics() const { return numerics_; }
 
  private:
-  void attend(const LayerKvState &state, ThreadPool *pool);
+  // Up to kMaxBatch tokens per pass bound the per-token buffers (a chunk of
+  // 4096 tokens would need ~0.5 GB for q and heads alone).
+  static constexpr int64_t kMaxBatch = 128;
+  void forward_pass(const float *X, int64_t n, int64_t pos0, LayerKvState &state, float *OUT, ThreadPool *pool);
+  void token_core(int64_t t, int64_t pos, LayerKvState &state, ThreadPool *pool);
+  void attend(const LayerKvState &state, const float *q, float *heads, ThreadPool *pool);
+  static std::span<const float> row(const std::vector<float> &v, int width, int64_t t) {
+    return std::span<const float>(v).subspan(static_cast<size_t>(t) * width, static_cast<size_t>(width));
+  }
 
   const model::LayerWeights *w_;
   Numerics numerics_;
@@ -62,8 +87,13 @@ class AttentionLayer {
   std::optional<Indexer> indexer_;
   std::vector<float> attn_norm_, q_a_norm_, kv_norm_, sinks_;
 
-  // Per-token buffers, kept across calls.
+  // Per-batch buffers (row t = token t of the batch), kept across calls.
+  int64_t batch_ = 0;
   std::vector<float> xn_, qa_, qr_, q_, kv_, heads_, low_, scores_;
+  std::vector<float> comp_kv_, comp_score_, index_kv_, index_score_;  // compressor projections
+  bool index_projected_ = false;      // index_q_ / index_w_ hold this batch's indexer projections
+  std::vector<float> index_q_, index_w_;
+  ActivationBatch xn_batch_, qr_batch_, heads_batch_, low_batch_;
   std::vector<int32_t> allowed_;
   std::vector<const float *> rows_, index_rows_;
   std::vector<const uint16_t *> index_rows_f16_;

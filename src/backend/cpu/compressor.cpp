@@ -65,19 +65,27 @@ void Compressor::reset() {
 }
 
 std::optional<std::vector<float>> Compressor::step(std::span<const float> xn, int64_t pos, ThreadPool* pool) {
+  ActivationBatch x;
+  x.reset(xn.data(), 1, static_cast<int64_t>(xn.size()), static_cast<int64_t>(xn.size()), numerics_);
+  project(x, kvc_.data(), scc_.data(), pool);
+  return push(kvc_.data(), scc_.data(), pos);
+}
+
+void Compressor::project(ActivationBatch& xn, float* kv, float* score, ThreadPool* pool) const {
+  const int64_t width = state_width();
+  matmul(w_.kv, -1, xn, kv, width, pool);
+  matmul(w_.gate, -1, xn, score, width, pool);
+}
+
+std::optional<std::vector<float>> Compressor::push(const float* kv, const float* score, int64_t pos) {
   const int width = state_width();
   const int k = static_cast<int>(pos % ratio_);
-  // kv and gate read the same xn: convert it once.
-  ActivationCache x;
-  x.reset(xn.data(), static_cast<int64_t>(xn.size()), numerics_);
-  matvec(w_.kv, -1, x, kvc_.data(), pool);
-  matvec(w_.gate, -1, x, scc_.data(), pool);
   const float* ape = ape_.data() + static_cast<size_t>(k) * width;
-  for (int j = 0; j < width; ++j) scc_[static_cast<size_t>(j)] += ape[j];
-
   const int r = ratio_ == 4 ? 4 + k : k;
-  std::copy(kvc_.begin(), kvc_.end(), state_kv_.begin() + static_cast<ptrdiff_t>(r) * width);
-  std::copy(scc_.begin(), scc_.end(), state_score_.begin() + static_cast<ptrdiff_t>(r) * width);
+  float* state_kv = state_kv_.data() + static_cast<ptrdiff_t>(r) * width;
+  float* state_score = state_score_.data() + static_cast<ptrdiff_t>(r) * width;
+  std::copy(kv, kv + width, state_kv);
+  for (int j = 0; j < width; ++j) state_score[j] = score[j] + ape[j];
   if ((pos + 1) % ratio_ != 0) return std::nullopt;
 
   // Candidates: ratio 4 = previous window's lane A (rows 0..3, columns 0..D-1)

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/cpu/matvec.h"
 #include "backend/cpu/numerics.h"
 #include "backend/cpu/ops_rope.h"
 #include "model/deepseek4_hparams.h"
@@ -42,6 +43,15 @@ class Compressor {
   // completes a window, i.e. (pos + 1) % ratio == 0. Positions must be fed in
   // order from 0 (or from a restored state); the state does not check.
   std::optional<std::vector<float>> step(std::span<const float> xn, int64_t pos, ThreadPool* pool = nullptr);
+
+  // step() in two parts, for a batch of tokens: project() computes the kv
+  // and gate projections of every row of `xn` (kv and score: n_rows x
+  // state_width(), row-major); push() then feeds one token's projections at
+  // `pos` (in order) and returns the completed row like step(). The
+  // projections do not depend on the state, so a whole chunk is projected
+  // at once; step(x, pos) == push(project(x), pos) bit for bit.
+  void project(ActivationBatch& xn, float* kv, float* score, ThreadPool* pool) const;
+  std::optional<std::vector<float>> push(const float* kv, const float* score, int64_t pos);
 
   // Back to the empty frontier: kv 0, score kPoolEmptyScore.
   void reset();

@@ -38,11 +38,7 @@ Forward::Forward(const model::Deepseek4Model &model, Numerics numerics, ThreadPo
   hc_head_ = {w.output_hc_fn, tensor_to_f32(w.output_hc_scale, 1), tensor_to_f32(w.output_hc_base, kHcStreams)};
   output_norm_ = tensor_to_f32(w.output_norm, hp.n_embd);
 
-  flat_.resize(static_cast<size_t>(hc_dim_));
   h_next_.resize(static_cast<size_t>(hc_dim_));
-  mix_.resize(mixes);
-  x_.resize(static_cast<size_t>(n_embd_));
-  f_.resize(static_cast<size_t>(n_embd_));
 }
 
 void Forward::set_prefill_chunk(int n) {
@@ -78,27 +74,68 @@ void Forward::eval(Session &session, std::span<const int32_t> tokens, float *all
   }
 }
 
-void Forward::hc_pre(std::span<const float> h, const HcWeights &w, std::span<float> x, HcSplit &split) {
-  rms_norm_unweighted(h, flat_, rms_eps_, numerics_);
-  flat_cache_.reset(flat_.data(), hc_dim_, numerics_);
-  matvec(w.fn, -1, flat_cache_, mix_.data(), pool_);
-  split = hc_split_sinkhorn(std::span<const float, kHcMixes>(mix_.data(), kHcMixes),
-                            std::span<const float, 3>(w.scale.data(), 3),
-                            std::span<const float, kHcMixes>(w.base.data(), kHcMixes), hc_eps_, numerics_,
-                            sinkhorn_iters_);
-  hc_weighted_sum(h, split.pre, x, numerics_);
+void Forward::hc_pre_batch(const float *H, int64_t n, const HcWeights &w, float *X) {
+  // Passes of up to 256 tokens bound the normalised copy of the states
+  // (64 KiB a token at Flash widths).
+  constexpr int64_t kPass = 256;
+  const size_t hd = static_cast<size_t>(hc_dim_);
+  splits_.resize(static_cast<size_t>(n));
+  batch_mix_.resize(static_cast<size_t>(n) * kHcMixes);
+  for (int64_t at = 0; at < n; at += kPass) {
+    const int64_t m = std::min(kPass, n - at);
+    batch_flat_.resize(static_cast<size_t>(m) * hd);
+    for (int64_t t = 0; t < m; ++t)
+      rms_norm_unweighted(std::span<const float>(H + (at + t) * hc_dim_, hd),
+                          std::span<float>(batch_flat_.data() + t * hc_dim_, hd), rms_eps_, numerics_);
+    flat_batch_.reset(batch_flat_.data(), m, hc_dim_, hc_dim_, numerics_);
+    matmul(w.fn, -1, flat_batch_, batch_mix_.data() + at * kHcMixes, kHcMixes, pool_);
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    HcSplit &split = splits_[static_cast<size_t>(t)];
+    split = hc_split_sinkhorn(std::span<const float, kHcMixes>(batch_mix_.data() + t * kHcMixes, kHcMixes),
+                              std::span<const float, 3>(w.scale.data(), 3),
+                              std::span<const float, kHcMixes>(w.base.data(), kHcMixes), hc_eps_, numerics_,
+                              sinkhorn_iters_);
+    hc_weighted_sum(std::span<const float>(H + t * hc_dim_, hd), split.pre,
+                    std::span<float>(X + t * n_embd_, static_cast<size_t>(n_embd_)), numerics_);
+  }
 }
 
-void Forward::head(std::span<const float> h, std::span<float> logits) {
-  rms_norm_unweighted(h, flat_, rms_eps_, numerics_);
-  flat_cache_.reset(flat_.data(), hc_dim_, numerics_);
-  matvec(hc_head_.fn, -1, flat_cache_, mix_.data(), pool_);
-  const auto weights = hc_head_weights(std::span<const float, kHcStreams>(mix_.data(), kHcStreams), hc_head_.scale[0],
-                                       std::span<const float, kHcStreams>(hc_head_.base.data(), kHcStreams), hc_eps_,
-                                       numerics_);
-  hc_weighted_sum(h, weights, x_, numerics_);
-  rms_norm(x_, output_norm_, x_, rms_eps_, numerics_);
-  matvec(model_->weights().output, -1, x_.data(), logits.data(), numerics_, pool_);
+void Forward::hc_post_batch(const float *F, int64_t n, float *H) {
+  const size_t hd = static_cast<size_t>(hc_dim_);
+  for (int64_t t = 0; t < n; ++t) {
+    const std::span<float> h(H + t * hc_dim_, hd);
+    hc_post(std::span<const float>(F + t * n_embd_, static_cast<size_t>(n_embd_)), h, splits_[static_cast<size_t>(t)],
+            h_next_, numerics_);
+    std::copy(h_next_.begin(), h_next_.end(), h.begin());
+  }
+}
+
+void Forward::head_batch(const float *H, int64_t n, float *logits) {
+  const size_t hd = static_cast<size_t>(hc_dim_), ne = static_cast<size_t>(n_embd_);
+  batch_x_.resize(std::max(batch_x_.size(), static_cast<size_t>(n) * ne));
+  batch_mix_.resize(std::max(batch_mix_.size(), static_cast<size_t>(n) * kHcStreams));
+  constexpr int64_t kPass = 256;  // bounds the normalised copy of the states
+  for (int64_t at = 0; at < n; at += kPass) {
+    const int64_t m = std::min(kPass, n - at);
+    batch_flat_.resize(static_cast<size_t>(m) * hd);
+    for (int64_t t = 0; t < m; ++t)
+      rms_norm_unweighted(std::span<const float>(H + (at + t) * hc_dim_, hd),
+                          std::span<float>(batch_flat_.data() + t * hc_dim_, hd), rms_eps_, numerics_);
+    flat_batch_.reset(batch_flat_.data(), m, hc_dim_, hc_dim_, numerics_);
+    matmul(hc_head_.fn, -1, flat_batch_, batch_mix_.data() + at * kHcStreams, kHcStreams, pool_);
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    const auto weights = hc_head_weights(std::span<const float, kHcStreams>(batch_mix_.data() + t * kHcStreams, kHcStreams),
+                                         hc_head_.scale[0],
+                                         std::span<const float, kHcStreams>(hc_head_.base.data(), kHcStreams), hc_eps_,
+                                         numerics_);
+    const std::span<float> x(batch_x_.data() + t * n_embd_, ne);
+    hc_weighted_sum(std::span<const float>(H + t * hc_dim_, hd), weights, x, numerics_);
+    rms_norm(x, output_norm_, x, rms_eps_, numerics_);
+  }
+  head_batch_.reset(batch_x_.data(), n, n_embd_, n_embd_, numerics_);
+  matmul(model_->weights().output, -1, head_batch_, logits, n_vocab_, pool_);
 }
 
 void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, float *all_logits, bool last_chunk) {
@@ -106,6 +143,8 @@ void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, floa
   const size_t hd = static_cast<size_t>(hc_dim_);
   const int64_t pos0 = session.size();
   h_.resize(n * hd);
+  batch_x_.resize(n * static_cast<size_t>(n_embd_));
+  batch_f_.resize(batch_x_.size());
 
   // Embedding: every stream starts as the token's embedding row.
   const auto &embd = model_->weights().token_embd;
@@ -115,46 +154,51 @@ void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, floa
     for (int s = 1; s < kHcStreams; ++s) std::memcpy(h + static_cast<size_t>(s) * n_embd_, h, sizeof(float) * n_embd_);
   }
 
-  HcSplit split;
+  // Sublayers run over the whole chunk at once (batched matmuls; results do
+  // not depend on the batch). A trace reports every token's intermediates,
+  // which the sublayers keep for their last token only: tracing runs the
+  // same code one token at a time, in the same order.
+  const size_t step = trace_ ? 1 : n;
+  const size_t ne = static_cast<size_t>(n_embd_);
   for (size_t il = 0; il < attn_.size(); ++il) {
     LayerKvState &state = session.layers()[il];
-    // Attention for every token in order: token t reads the cache as tokens
-    // < t of this chunk left it.
-    for (size_t t = 0; t < n; ++t) {
-      const std::span<float> h(h_.data() + t * hd, hd);
-      const int64_t pos = pos0 + static_cast<int64_t>(t);
-      hc_pre(h, hc_attn_[il], x_, split);
-      attn_[il].forward(x_, pos, state, f_, pool_);
-      hc_post(f_, h, split, h_next_, numerics_);
-      std::copy(h_next_.begin(), h_next_.end(), h.begin());
+    const int l = static_cast<int>(il);
+    for (size_t at = 0; at < n; at += step) {
+      const size_t m = std::min(step, n - at);
+      float *h = h_.data() + at * hd;
+      float *x = batch_x_.data() + at * ne, *f = batch_f_.data() + at * ne;
+      const int64_t pos = pos0 + static_cast<int64_t>(at);
+      hc_pre_batch(h, static_cast<int64_t>(m), hc_attn_[il], x);
+      attn_[il].forward_batch(x, static_cast<int64_t>(m), pos, state, f, pool_);
+      hc_post_batch(f, static_cast<int64_t>(m), h);
       if (trace_) {
-        const int l = static_cast<int>(il);
-        trace_("hc_mixes", l, pos, mix_);
+        const HcSplit &split = splits_[0];
+        trace_("hc_mixes", l, pos, std::span<const float>(batch_mix_.data(), kHcMixes));
         trace_("hc_pre", l, pos, split.pre);
         trace_("hc_post", l, pos, split.post);
         trace_("hc_comb", l, pos, split.comb);
-        trace_("hc_attn_pre", l, pos, x_);
+        trace_("hc_attn_pre", l, pos, std::span<const float>(x, ne));
         trace_("attn_norm", l, pos, attn_[il].last_xn());
         trace_("qr_norm", l, pos, attn_[il].last_qr());
         trace_("q", l, pos, attn_[il].last_q());
         trace_("kv", l, pos, attn_[il].last_kv());
         trace_("attn_derope", l, pos, attn_[il].last_heads());
-        trace_("attn_out", l, pos, f_);
-        trace_("hc_attn_post", l, pos, h);
+        trace_("attn_out", l, pos, std::span<const float>(f, ne));
+        trace_("hc_attn_post", l, pos, std::span<const float>(h, hd));
       }
     }
-    for (size_t t = 0; t < n; ++t) {
-      const std::span<float> h(h_.data() + t * hd, hd);
-      hc_pre(h, hc_ffn_[il], x_, split);
-      moe_[il].forward(x_, tokens[t], f_, pool_);
-      hc_post(f_, h, split, h_next_, numerics_);
-      std::copy(h_next_.begin(), h_next_.end(), h.begin());
+    for (size_t at = 0; at < n; at += step) {
+      const size_t m = std::min(step, n - at);
+      float *h = h_.data() + at * hd;
+      float *x = batch_x_.data() + at * ne, *f = batch_f_.data() + at * ne;
+      hc_pre_batch(h, static_cast<int64_t>(m), hc_ffn_[il], x);
+      moe_[il].forward_batch(x, tokens.data() + at, static_cast<int64_t>(m), f, pool_);
+      hc_post_batch(f, static_cast<int64_t>(m), h);
       if (trace_) {
-        const int l = static_cast<int>(il);
-        const int64_t pos = pos0 + static_cast<int64_t>(t);
-        trace_("hc_ffn_pre", l, pos, x_);
-        trace_("ffn_out", l, pos, f_);
-        trace_("l_last", l, pos, h);
+        const int64_t pos = pos0 + static_cast<int64_t>(at);
+        trace_("hc_ffn_pre", l, pos, std::span<const float>(x, ne));
+        trace_("ffn_out", l, pos, std::span<const float>(f, ne));
+        trace_("l_last", l, pos, std::span<const float>(h, hd));
       }
     }
     if (progress_) {
@@ -172,10 +216,10 @@ void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, floa
   last.resize(static_cast<size_t>(n_vocab_));
   const size_t nv = static_cast<size_t>(n_vocab_);
   if (all_logits) {
-    for (size_t t = 0; t < n; ++t) head({h_.data() + t * hd, hd}, {all_logits + t * nv, nv});
+    head_batch(h_.data(), static_cast<int64_t>(n), all_logits);
     std::copy(all_logits + (n - 1) * nv, all_logits + n * nv, last.begin());
   } else if (last_chunk) {
-    head({h_.data() + (n - 1) * hd, hd}, last);
+    head_batch(h_.data() + (n - 1) * hd, 1, last.data());
   }
 }
 

@@ -93,11 +93,14 @@ class Forward {
   // Evaluates one chunk; the last token's logits are computed when all_logits
   // is given or last_chunk is set.
   void eval_chunk(Session &session, std::span<const int32_t> tokens, float *all_logits, bool last_chunk);
-  // x = HC pre of the flat state h (hc_dim) with weights w; split receives
-  // pre/post/comb.
-  void hc_pre(std::span<const float> h, const HcWeights &w, std::span<float> x, HcSplit &split);
-  // logits (n_vocab) of the flat state h.
-  void head(std::span<const float> h, std::span<float> logits);
+  // X (n x n_embd) = HC pre of the n flat states H (n x hc_dim, row-major),
+  // the fn projection batched; splits_[t] receives token t's pre/post/comb
+  // and mixes_ its mixes. Each row equals hc_pre() of it bit for bit.
+  void hc_pre_batch(const float *H, int64_t n, const HcWeights &w, float *X);
+  // H[t] = HC post of F[t] into H[t] with splits_[t], for t < n.
+  void hc_post_batch(const float *F, int64_t n, float *H);
+  // logits (n x n_vocab) of the n flat states H (n x hc_dim).
+  void head_batch(const float *H, int64_t n, float *logits);
 
   const model::Deepseek4Model *model_;
   Numerics numerics_;
@@ -116,9 +119,9 @@ class Forward {
   // Chunk buffers, kept across calls.
   std::vector<float> h_;        // chunk x hc_dim: the running HC state
   std::vector<float> h_next_;   // hc_dim
-  std::vector<float> flat_, mix_, x_, f_;
   std::vector<HcSplit> splits_;
-  ActivationCache flat_cache_;
+  std::vector<float> batch_flat_, batch_mix_, batch_x_, batch_f_;  // chunk x (hc_dim, mixes, n_embd, n_embd)
+  ActivationBatch flat_batch_, head_batch_;
   Trace trace_;
   Progress progress_;
   int64_t progress_done_ = 0, progress_total_ = 0;

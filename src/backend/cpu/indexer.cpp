@@ -1,5 +1,6 @@
 #include "backend/cpu/indexer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -7,6 +8,7 @@
 #include "backend/cpu/ops_indexer.h"
 #include "backend/cpu/ops_qat.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace ds4::cpu {
 
@@ -27,6 +29,10 @@ Indexer::Indexer(const model::LayerWeights& layer, const model::Deepseek4HParams
 
 void Indexer::query(std::span<const float> qr, int64_t pos, std::span<float> q, ThreadPool* pool) const {
   matvec(q_b_, -1, qr.data(), q.data(), numerics_, pool);
+  finish_query(q, pos);
+}
+
+void Indexer::finish_query(std::span<float> q, int64_t pos) const {
   const RopeCache cache = rope_cache(rope_, pos, /*inverse=*/false);
   rope_heads(q, n_head_, head_dim_, cache);
   for (int h = 0; h < n_head_; ++h) {
@@ -41,8 +47,41 @@ void Indexer::query(std::span<const float> qr, int64_t pos, std::span<float> q, 
 
 void Indexer::head_weights(std::span<const float> xn, std::span<float> w, ThreadPool* pool) const {
   matvec(proj_, -1, xn.data(), w.data(), numerics_, pool);
+  finish_weights(w);
+}
+
+void Indexer::finish_weights(std::span<float> w) const {
   const float scale = 1.0f / std::sqrt(static_cast<float>(n_head_ * head_dim_));
   for (float& v : w) v *= scale;
+}
+
+void Indexer::project(ActivationBatch& qr, ActivationBatch& xn, float* QB, float* PW, ThreadPool* pool) const {
+  matmul(q_b_, -1, qr, QB, static_cast<int64_t>(n_head_) * head_dim_, pool);
+  matmul(proj_, -1, xn, PW, n_head_, pool);
+}
+
+template <class Row>
+std::vector<int32_t> Indexer::select(std::span<const float> q, std::span<const float> w,
+                                     std::span<const Row* const> rows, ThreadPool* pool) const {
+  const size_t n = rows.size();
+  std::vector<float> scores(n);
+  // Rows are scored independently: split them over the pool in 64-row runs
+  // (whole cache lines of scores per task).
+  constexpr size_t kRun = 64;
+  const int n_runs = static_cast<int>((n + kRun - 1) / kRun);
+  auto score = [&](int task, int n_tasks) {
+    for (size_t at = static_cast<size_t>(task) * kRun; at < n; at += static_cast<size_t>(n_tasks) * kRun) {
+      const size_t m = std::min(kRun, n - at);
+      indexer_scores(q, w, head_dim_, rows.subspan(at, m), std::span<float>(scores).subspan(at, m));
+    }
+  };
+  const int threads = pool ? pool->size() : 1;
+  if (pool && threads > 1 && n_runs > 1) {
+    pool->run(std::min(threads, n_runs), score);
+  } else {
+    score(0, 1);
+  }
+  return indexer_select(scores, top_k_, numerics_);
 }
 
 template <class Row>
@@ -57,9 +96,7 @@ std::vector<int32_t> Indexer::allowed_rows(std::span<const float> qr, std::span<
   std::vector<float> q(static_cast<size_t>(n_head_) * head_dim_), w(static_cast<size_t>(n_head_));
   query(qr, pos, q, pool);
   head_weights(xn, w, pool);
-  std::vector<float> scores(static_cast<size_t>(n));
-  indexer_scores(q, w, head_dim_, rows, scores);
-  return indexer_select(scores, top_k_, numerics_);
+  return select(std::span<const float>(q), std::span<const float>(w), rows, pool);
 }
 
 std::vector<int32_t> Indexer::allowed(std::span<const float> qr, std::span<const float> xn, int64_t pos,
@@ -70,6 +107,30 @@ std::vector<int32_t> Indexer::allowed(std::span<const float> qr, std::span<const
 std::vector<int32_t> Indexer::allowed(std::span<const float> qr, std::span<const float> xn, int64_t pos,
                                       std::span<const uint16_t* const> rows, ThreadPool* pool) const {
   return allowed_rows(qr, xn, pos, rows, pool);
+}
+
+template <class Row>
+std::vector<int32_t> Indexer::allowed_projected_rows(float* qb, float* pw, int64_t pos,
+                                                     std::span<const Row* const> rows, ThreadPool* pool) const {
+  if (static_cast<int>(rows.size()) <= top_k_) {
+    std::vector<int32_t> all(rows.size());
+    for (size_t c = 0; c < rows.size(); ++c) all[c] = static_cast<int32_t>(c);
+    return all;
+  }
+  const std::span<float> q(qb, static_cast<size_t>(n_head_) * head_dim_), w(pw, static_cast<size_t>(n_head_));
+  finish_query(q, pos);
+  finish_weights(w);
+  return select(std::span<const float>(q), std::span<const float>(w), rows, pool);
+}
+
+std::vector<int32_t> Indexer::allowed_projected(float* qb, float* pw, int64_t pos, std::span<const float* const> rows,
+                                                ThreadPool* pool) const {
+  return allowed_projected_rows(qb, pw, pos, rows, pool);
+}
+
+std::vector<int32_t> Indexer::allowed_projected(float* qb, float* pw, int64_t pos,
+                                                std::span<const uint16_t* const> rows, ThreadPool* pool) const {
+  return allowed_projected_rows(qb, pw, pos, rows, pool);
 }
 
 }  // namespace ds4::cpu

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/cpu/matvec.h"
 #include "backend/cpu/numerics.h"
 #include "backend/cpu/ops_rope.h"
 #include "model/deepseek4_hparams.h"
@@ -44,6 +45,17 @@ class Indexer {
   // w: n_head = (indexer_proj . xn) * 1/sqrt(n_head * head_dim).
   void head_weights(std::span<const float> xn, std::span<float> w, ThreadPool* pool = nullptr) const;
 
+  // Prefill: the two projections allowed() needs, for a batch of tokens at
+  // once: QB (n x n_head*head_dim) = indexer_attn_q_b . qr, PW (n x n_head)
+  // = indexer_proj . xn, raw (before RoPE, rotation and scale).
+  void project(ActivationBatch& qr, ActivationBatch& xn, float* QB, float* PW, ThreadPool* pool = nullptr) const;
+  // allowed() from one token's rows of project()'s output (finished in
+  // place); equals allowed() on that token's qr and xn bit for bit.
+  std::vector<int32_t> allowed_projected(float* qb, float* pw, int64_t pos, std::span<const float* const> rows,
+                                         ThreadPool* pool = nullptr) const;
+  std::vector<int32_t> allowed_projected(float* qb, float* pw, int64_t pos, std::span<const uint16_t* const> rows,
+                                         ThreadPool* pool = nullptr) const;
+
   int n_head() const { return n_head_; }
   int head_dim() const { return head_dim_; }
   int top_k() const { return top_k_; }
@@ -52,6 +64,16 @@ class Indexer {
   template <class Row>
   std::vector<int32_t> allowed_rows(std::span<const float> qr, std::span<const float> xn, int64_t pos,
                                     std::span<const Row* const> rows, ThreadPool* pool) const;
+  template <class Row>
+  std::vector<int32_t> allowed_projected_rows(float* qb, float* pw, int64_t pos, std::span<const Row* const> rows,
+                                              ThreadPool* pool) const;
+  // Scores of every row (split over the pool) and the top-k selection.
+  template <class Row>
+  std::vector<int32_t> select(std::span<const float> q, std::span<const float> w, std::span<const Row* const> rows,
+                              ThreadPool* pool) const;
+  // RoPE, Hadamard (+ FP4) of a projected query; scale of projected weights.
+  void finish_query(std::span<float> q, int64_t pos) const;
+  void finish_weights(std::span<float> w) const;
 
   model::TensorView q_b_, proj_;
   Numerics numerics_;

@@ -1,6 +1,7 @@
 #include "backend/cpu/matvec.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -8,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "model/deepseek4_weights.h"
 #include "quant/dot.h"
+#include "quant/dot_tile.h"
 #include "quant/quant.h"
 
 namespace ds4::cpu {
@@ -59,41 +61,128 @@ const void* ActivationCache::built(GgmlType weight_type) const {
   return nullptr;
 }
 
-const void* ActivationCache::get(GgmlType weight_type) {
-  if (const void* p = built(weight_type)) return p;
-  const size_t n = static_cast<size_t>(n_);
-  switch (activation_form(weight_type, numerics_)) {
-    case ActivationForm::F32: break;  // built() returned it unless x_ is null
+namespace {
+
+// Bytes one row of n values takes in form f; ds4::Error when n does not fit
+// the form's blocks.
+size_t form_row_bytes(ActivationForm f, int64_t n) {
+  const size_t un = static_cast<size_t>(n);
+  switch (f) {
+    case ActivationForm::F32:
     case ActivationForm::F16Rounded:
+    case ActivationForm::BF16Rounded: return un * sizeof(float);
+    case ActivationForm::Q8_0:
+      if (n % quant::kQK8_0 != 0) throw Error("matvec: Q8_0 activation length not a multiple of 32");
+      return un / quant::kQK8_0 * sizeof(quant::BlockQ8_0);
+    case ActivationForm::Q8_K:
+      if (n % quant::kQK_K != 0) throw Error("matvec: Q8_K activation length not a multiple of 256");
+      return un / quant::kQK_K * sizeof(quant::BlockQ8_K);
+  }
+  return 0;
+}
+
+// x (n values) converted into form f at dst (form_row_bytes(f, n) bytes).
+void convert_row(ActivationForm f, const float* x, int64_t n, Numerics numerics, void* dst) {
+  const size_t un = static_cast<size_t>(n);
+  switch (f) {
+    case ActivationForm::F32: std::memcpy(dst, x, un * sizeof(float)); return;
+    case ActivationForm::F16Rounded: {
       // f16 values are exact in f32, so the f16_f32 kernel sees exactly
       // llama.cpp's f16 activation and forms the same (exact) products.
+      auto* y = static_cast<float*>(dst);
+      for (size_t i = 0; i < un; ++i) y[i] = f16_to_f32(f32_to_f16(x[i]));
+      return;
+    }
+    case ActivationForm::BF16Rounded: {
+      auto* y = static_cast<float*>(dst);
+      for (size_t i = 0; i < un; ++i) y[i] = bf16_to_f32(f32_to_bf16(x[i]));
+      return;
+    }
+    case ActivationForm::Q8_0:
+      if (numerics == Numerics::Quality) {
+        quant::quantize_row_q8_0_act_ggml_x86(x, static_cast<quant::BlockQ8_0*>(dst), n);
+      } else {
+        quant::quantize_row_q8_0_act(x, static_cast<quant::BlockQ8_0*>(dst), n);
+      }
+      return;
+    case ActivationForm::Q8_K: quant::quantize_row_q8_K(x, static_cast<quant::BlockQ8_K*>(dst), n); return;
+  }
+}
+
+}  // namespace
+
+const void* ActivationCache::get(GgmlType weight_type) {
+  if (const void* p = built(weight_type)) return p;
+  const ActivationForm f = activation_form(weight_type, numerics_);
+  if (!x_) throw Error("matvec: activation cache has no row bound");
+  const size_t bytes = form_row_bytes(f, n_);
+  const size_t n = static_cast<size_t>(n_);
+  switch (f) {
+    case ActivationForm::F32: return x_;
+    case ActivationForm::F16Rounded:
       f16_rounded_.resize(n);
-      for (size_t i = 0; i < n; ++i) f16_rounded_[i] = f16_to_f32(f32_to_f16(x_[i]));
+      convert_row(f, x_, n_, numerics_, f16_rounded_.data());
       have_f16_ = true;
       return f16_rounded_.data();
     case ActivationForm::BF16Rounded:
       bf16_rounded_.resize(n);
-      for (size_t i = 0; i < n; ++i) bf16_rounded_[i] = bf16_to_f32(f32_to_bf16(x_[i]));
+      convert_row(f, x_, n_, numerics_, bf16_rounded_.data());
       have_bf16_ = true;
       return bf16_rounded_.data();
     case ActivationForm::Q8_0:
-      if (n_ % quant::kQK8_0 != 0) throw Error("matvec: Q8_0 activation length not a multiple of 32");
-      q8_0_.resize(n / quant::kQK8_0);
-      if (numerics_ == Numerics::Quality) {
-        quant::quantize_row_q8_0_act_ggml_x86(x_, q8_0_.data(), n_);
-      } else {
-        quant::quantize_row_q8_0_act(x_, q8_0_.data(), n_);
-      }
+      q8_0_.resize(bytes / sizeof(quant::BlockQ8_0));
+      convert_row(f, x_, n_, numerics_, q8_0_.data());
       have_q8_0_ = true;
       return q8_0_.data();
     case ActivationForm::Q8_K:
-      if (n_ % quant::kQK_K != 0) throw Error("matvec: Q8_K activation length not a multiple of 256");
-      q8_K_.resize(n / quant::kQK_K);
-      quant::quantize_row_q8_K(x_, q8_K_.data(), n_);
+      q8_K_.resize(bytes / sizeof(quant::BlockQ8_K));
+      convert_row(f, x_, n_, numerics_, q8_K_.data());
       have_q8_K_ = true;
       return q8_K_.data();
   }
   throw Error("matvec: activation cache has no row bound");
+}
+
+void ActivationBatch::reset(const float* X, int64_t n_rows, int64_t n_cols, int64_t stride, Numerics numerics) {
+  X_ = X;
+  n_rows_ = n_rows;
+  n_cols_ = n_cols;
+  stride_ = stride;
+  numerics_ = numerics;
+  for (Form& f : forms_) f.built = false;
+}
+
+void ActivationBatch::prepare(GgmlType weight_type, ThreadPool* pool) {
+  const ActivationForm f = activation_form(weight_type, numerics_);
+  Form& form = this->form(f);
+  if (form.built) return;
+  form.rows.resize(static_cast<size_t>(n_rows_));
+  if (f == ActivationForm::F32) {
+    for (int64_t t = 0; t < n_rows_; ++t) form.rows[static_cast<size_t>(t)] = X_ + t * stride_;
+    form.built = true;
+    return;
+  }
+  const size_t row_bytes = form_row_bytes(f, n_cols_);
+  form.bytes.resize(row_bytes * static_cast<size_t>(n_rows_));
+  for (int64_t t = 0; t < n_rows_; ++t) form.rows[static_cast<size_t>(t)] = form.bytes.data() + row_bytes * t;
+  auto convert = [&](int task, int n_tasks) {
+    for (int64_t t = task; t < n_rows_; t += n_tasks)
+      convert_row(f, X_ + t * stride_, n_cols_, numerics_, form.bytes.data() + row_bytes * t);
+  };
+  const int threads = pool ? pool->size() : 1;
+  const int n_tasks = static_cast<int>(std::min<int64_t>(threads, n_rows_));
+  if (pool && n_tasks > 1) {
+    pool->run(n_tasks, convert);
+  } else {
+    convert(0, 1);
+  }
+  form.built = true;
+}
+
+const void* const* ActivationBatch::rows(GgmlType weight_type) const {
+  const Form& f = form(activation_form(weight_type, numerics_));
+  if (!f.built) throw Error("matmul: activation batch form not prepared");
+  return f.rows.data();
 }
 
 namespace {
@@ -185,16 +274,34 @@ float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_
   }
 }
 
+quant::TileKernel tile_kernel(const quant::TileKernels& k, GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: return k.f32_f32;
+    case GgmlType::F16: return k.f16_f32;
+    case GgmlType::BF16: return k.bf16_f32;
+    case GgmlType::Q8_0: return k.q8_0_q8_0;
+    case GgmlType::MXFP4: return k.mxfp4_q8_0;
+    case GgmlType::Q2_K: return k.q2_K_q8_K;
+    case GgmlType::Q4_K: return k.q4_K_q8_K;
+    case GgmlType::IQ2_XXS: return k.iq2_xxs_q8_K;
+    default: return nullptr;
+  }
+}
+
 // Row chunks start at multiples of 16 rows: 16 floats fill a 64-byte cache
 // line, so two threads never write the same line of a y row (given an
 // aligned y). Tiles of 16 rows are dotted with every token before moving on,
-// so a tile's weights (<= 16 rows of one matrix) stay in L2.
+// so a tile's weights (<= 16 rows of one matrix) stay in cache.
 constexpr int64_t kRowAlign = 16;
 
-// Y[t * m.n_rows + r] = row_r . acts[t] for t < n_tokens, r < n_rows.
-void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, DotOrder order,
-              ThreadPool* pool) {
+// Y[t * ldy + r] = row_r . acts[t] for t < n_tokens, r < n_rows.
+void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, int64_t ldy,
+              DotOrder order, ThreadPool* pool) {
   const quant::DotKernels& kernels = quant::dot_kernels();
+  // Several tokens in our own order: the tile kernels (bit-identical to the
+  // dot kernels, so a token's result does not depend on its batch).
+  const quant::TileKernel tile =
+      order == DotOrder::Native && n_tokens > 1 ? tile_kernel(quant::tile_kernels(), m.type) : nullptr;
   const int64_t n_blocks = (m.n_rows + kRowAlign - 1) / kRowAlign;
   const int threads = pool ? pool->size() : 1;
   const int n_tasks = static_cast<int>(std::min<int64_t>(threads, n_blocks));
@@ -202,11 +309,16 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
   const int64_t chunk = (n_blocks + n_tasks - 1) / n_tasks * kRowAlign;
   auto task = [&](int t, int /*n*/) {
     const int64_t row_end = std::min(m.n_rows, (t + 1) * chunk);
-    for (int64_t tile = t * chunk; tile < row_end; tile += kRowAlign) {
-      const int64_t tile_end = std::min(row_end, tile + kRowAlign);
+    for (int64_t tile_start = t * chunk; tile_start < row_end; tile_start += kRowAlign) {
+      const int64_t tile_end = std::min(row_end, tile_start + kRowAlign);
+      if (tile) {
+        tile(m.n_cols, m.data + static_cast<uint64_t>(tile_start) * m.row_bytes, m.row_bytes, tile_end - tile_start,
+             acts, n_tokens, Y + tile_start, ldy);
+        continue;
+      }
       for (int64_t tok = 0; tok < n_tokens; ++tok) {
-        float* y = Y + tok * m.n_rows;
-        for (int64_t r = tile; r < tile_end; ++r) {
+        float* y = Y + tok * ldy;
+        for (int64_t r = tile_start; r < tile_end; ++r) {
           y[r] = dot_row(kernels, m.type, m.n_cols, m.data + static_cast<uint64_t>(r) * m.row_bytes, acts[tok],
                          order);
         }
@@ -226,7 +338,7 @@ void matvec(const model::TensorView& w, int expert, ActivationCache& x, float* y
   const WeightMatrix m = select_matrix(w, expert);
   if (x.size() != m.n_cols) throw Error("matvec: activation length does not match " + std::string(w.name));
   const void* act = x.get(m.type);
-  dot_rows(m, &act, 1, y, dot_order(w, x.numerics()), pool);
+  dot_rows(m, &act, 1, y, m.n_rows, dot_order(w, x.numerics()), pool);
 }
 
 void matvec(const model::TensorView& w, int expert, const float* x, float* y, Numerics numerics, ThreadPool* pool) {
@@ -235,29 +347,29 @@ void matvec(const model::TensorView& w, int expert, const float* x, float* y, Nu
   matvec(w, expert, cache, y, pool);
 }
 
+void matmul(const model::TensorView& w, int expert, const void* const* acts, int64_t n_acts, float* Y, int64_t ldy,
+            Numerics numerics, ThreadPool* pool) {
+  const WeightMatrix m = select_matrix(w, expert);
+  if (n_acts <= 0) return;
+  if (ldy < m.n_rows) throw Error("matmul: output stride below the row count of " + std::string(w.name));
+  dot_rows(m, acts, n_acts, Y, ldy, dot_order(w, numerics), pool);
+}
+
+void matmul(const model::TensorView& w, int expert, ActivationBatch& X, float* Y, int64_t ldy, ThreadPool* pool) {
+  const WeightMatrix m = select_matrix(w, expert);
+  if (X.n_cols() != m.n_cols) throw Error("matmul: activation length does not match " + std::string(w.name));
+  if (X.n_rows() <= 0) return;
+  X.prepare(m.type, pool);
+  matmul(w, expert, X.rows(m.type), X.n_rows(), Y, ldy, X.numerics(), pool);
+}
+
 void matmul(const model::TensorView& w, int expert, const float* X, int64_t n_tokens, float* Y, Numerics numerics,
             ThreadPool* pool) {
   const WeightMatrix m = select_matrix(w, expert);
   if (n_tokens <= 0) return;
-  (void)activation_form(m.type, numerics);  // reject the type before any work
-  std::vector<ActivationCache> caches(static_cast<size_t>(n_tokens));
-  std::vector<const void*> acts(static_cast<size_t>(n_tokens));
-  // Each token's cache is independent, so tokens convert in parallel.
-  auto convert = [&](int t, int n) {
-    for (int64_t tok = t; tok < n_tokens; tok += n) {
-      auto& c = caches[static_cast<size_t>(tok)];
-      c.reset(X + tok * m.n_cols, m.n_cols, numerics);
-      acts[static_cast<size_t>(tok)] = c.get(m.type);
-    }
-  };
-  const int threads = pool ? pool->size() : 1;
-  const int n_convert = static_cast<int>(std::min<int64_t>(threads, n_tokens));
-  if (pool) {
-    pool->run(n_convert, convert);
-  } else {
-    convert(0, 1);
-  }
-  dot_rows(m, acts.data(), n_tokens, Y, dot_order(w, numerics), pool);
+  ActivationBatch batch;
+  batch.reset(X, n_tokens, m.n_cols, m.n_cols, numerics);
+  matmul(w, expert, batch, Y, m.n_rows, pool);
 }
 
 }  // namespace ds4::cpu

@@ -65,6 +65,39 @@ class ActivationCache {
   std::vector<quant::BlockQ8_K> q8_K_;
 };
 
+// The rows of a batch of activations (one per token), each converted to the
+// forms the weights need. A form is built for every row at once (rows split
+// over the pool) on first prepare() and kept until reset(); buffers keep their
+// capacity. rows() is safe to call concurrently once prepared.
+class ActivationBatch {
+ public:
+  // Binds n_rows rows of n_cols floats, row t at X + t * stride (not copied:
+  // X must stay valid while the batch is used); forgets earlier forms.
+  void reset(const float* X, int64_t n_rows, int64_t n_cols, int64_t stride, Numerics numerics);
+  void prepare(GgmlType weight_type, ThreadPool* pool);
+  // Row pointers in the form a `weight_type` weight is dotted with (as
+  // ActivationCache::get gives them); prepare() must have run for the form.
+  const void* const* rows(GgmlType weight_type) const;
+
+  int64_t n_rows() const { return n_rows_; }
+  int64_t n_cols() const { return n_cols_; }
+  Numerics numerics() const { return numerics_; }
+
+ private:
+  struct Form {
+    bool built = false;
+    std::vector<uint8_t> bytes;       // converted rows, back to back
+    std::vector<const void*> rows;    // n_rows pointers
+  };
+  Form& form(ActivationForm f) { return forms_[static_cast<size_t>(f)]; }
+  const Form& form(ActivationForm f) const { return forms_[static_cast<size_t>(f)]; }
+
+  const float* X_ = nullptr;
+  int64_t n_rows_ = 0, n_cols_ = 0, stride_ = 0;
+  Numerics numerics_ = Numerics::Default;
+  Form forms_[5];
+};
+
 // y[r] = row_r . x for the ne[1] rows of w (expert == -1: a 2-D tensor) or of
 // expert matrix `expert` of a 3-D tensor. x has ne[0] elements (a whole number
 // of the type's blocks), y has ne[1]. pool == nullptr runs on the caller.
@@ -81,5 +114,14 @@ void matvec(const model::TensorView& w, int expert, ActivationCache& x, float* y
 // with every token while it is in cache.
 void matmul(const model::TensorView& w, int expert, const float* X, int64_t n_tokens, float* Y, Numerics numerics,
             ThreadPool* pool);
+// Y[t * ldy + r] = row_r . acts[t] for n_acts activation rows already in the
+// form w's type is dotted with (ActivationBatch::rows / ActivationCache::get):
+// the batched form for prefill, where a tile of rows meets every activation
+// through the tile kernels (quant/dot_tile.h). Each Y row equals matvec of
+// its activation bit for bit, whatever n_acts and the pool size.
+void matmul(const model::TensorView& w, int expert, const void* const* acts, int64_t n_acts, float* Y, int64_t ldy,
+            Numerics numerics, ThreadPool* pool);
+// Same over every row of a batch (the form is prepared here).
+void matmul(const model::TensorView& w, int expert, ActivationBatch& X, float* Y, int64_t ldy, ThreadPool* pool);
 
 }  // namespace ds4::cpu

@@ -65,76 +65,163 @@ MoeLayer::MoeLayer(const model::LayerWeights& layer, const model::Deepseek4HPara
   norm_.resize(static_cast<size_t>(d));
   quant::dequantize_row(layer.ffn_norm.type, layer.ffn_norm.data, norm_.data(), n_embd_);
 
-  xn_.resize(static_cast<size_t>(d));
-  logits_.resize(static_cast<size_t>(ne));
-  scores_.resize(static_cast<size_t>(ne));
-  ids_.resize(static_cast<size_t>(n_used_));
-  weights_.resize(static_cast<size_t>(n_used_));
+  expert_count_.resize(static_cast<size_t>(ne));
+  expert_start_.resize(static_cast<size_t>(ne) + 1);
   tid_row_.resize(static_cast<size_t>(n_used_));
-  const size_t ffmax = static_cast<size_t>(std::max(n_ff_, n_ff_shared_));
-  gate_.resize(ffmax);
-  up_.resize(ffmax);
-  mid_.resize(ffmax);
-  down_.resize(static_cast<size_t>(d));
-  acc_.resize(static_cast<size_t>(d));
 }
 
-// mid = swiglu_clamp(gate.xn, up.xn) [* weight_before_down]; down_ = down.mid.
 void MoeLayer::expert_ffn(const model::TensorView& gate, const model::TensorView& up, const model::TensorView& down,
-                          int expert, float limit, float weight_before_down, ThreadPool* pool) {
-  const size_t ff = static_cast<size_t>(gate.ne[1]);
-  matvec(gate, expert, xn_cache_, gate_.data(), pool);
-  matvec(up, expert, xn_cache_, up_.data(), pool);
-  swiglu_clamp(std::span<const float>(gate_.data(), ff), std::span<const float>(up_.data(), ff), limit,
-               weight_before_down, std::span<float>(mid_.data(), ff), numerics_);
-  mid_cache_.reset(mid_.data(), static_cast<int64_t>(ff), numerics_);
-  matvec(down, expert, mid_cache_, down_.data(), pool);
+                          int expert, const void* const* gate_acts, const void* const* up_acts, int64_t n_acts,
+                          float limit, const float* weights_before_down, float* DOWN, int64_t ldd, ThreadPool* pool) {
+  const int64_t ff = static_cast<int64_t>(gate.ne[1]);
+  const size_t uff = static_cast<size_t>(ff);
+  const size_t cells = static_cast<size_t>(n_acts) * uff;
+  if (gate_.size() < cells) {
+    gate_.resize(cells);
+    up_.resize(cells);
+    mid_.resize(cells);
+  }
+  matmul(gate, expert, gate_acts, n_acts, gate_.data(), ff, numerics_, pool);
+  matmul(up, expert, up_acts, n_acts, up_.data(), ff, numerics_, pool);
+  for (int64_t a = 0; a < n_acts; ++a) {
+    const size_t off = static_cast<size_t>(a) * uff;
+    swiglu_clamp(std::span<const float>(gate_.data() + off, uff), std::span<const float>(up_.data() + off, uff), limit,
+                 weights_before_down ? weights_before_down[a] : 1.0f, std::span<float>(mid_.data() + off, uff),
+                 numerics_);
+  }
+  mid_batch_.reset(mid_.data(), n_acts, ff, ff, numerics_);
+  matmul(down, expert, mid_batch_, DOWN, ldd, pool);
 }
 
 void MoeLayer::forward(std::span<const float> x, int32_t token_id, std::span<float> out, ThreadPool* pool) {
   if (x.size() != static_cast<size_t>(n_embd_) || out.size() != static_cast<size_t>(n_embd_))
     fail(index_, "input/output width must be n_embd = " + std::to_string(n_embd_));
+  forward_batch(x.data(), &token_id, 1, out.data(), pool);
+}
+
+void MoeLayer::forward_batch(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool) {
+  if (n <= 0) return;
   // Validate before any work so a bad token leaves the last selection intact.
-  if (hash_routed_ && (token_id < 0 || token_id >= n_vocab_))
-    fail(index_, "token id " + std::to_string(token_id) + " outside [0, " + std::to_string(n_vocab_) + ")");
-  const model::LayerWeights& w = *w_;
+  if (hash_routed_)
+    for (int64_t t = 0; t < n; ++t)
+      if (token_ids[t] < 0 || token_ids[t] >= n_vocab_)
+        fail(index_, "token id " + std::to_string(token_ids[t]) + " outside [0, " + std::to_string(n_vocab_) + ")");
+  for (int64_t at = 0; at < n; at += kMaxBatch) {
+    const int64_t m = std::min(kMaxBatch, n - at);
+    forward_pass(X + at * n_embd_, token_ids + at, m, OUT + at * n_embd_, pool);
+  }
+}
 
-  rms_norm(x, norm_, xn_, eps_, numerics_);
-  // Router, gate_exps and up_exps all read xn: each activation form once.
-  xn_cache_.reset(xn_.data(), n_embd_, numerics_);
-  matvec(w.ffn_gate_inp, -1, xn_cache_, logits_.data(), pool);
-  router_scores(logits_, scores_, numerics_);
-
+void MoeLayer::route(int64_t t, int32_t token_id) {
+  const size_t ne = static_cast<size_t>(n_expert_), nu = static_cast<size_t>(n_used_);
+  const std::span<const float> logits(logits_.data() + static_cast<size_t>(t) * ne, ne);
+  const std::span<float> scores(scores_.data() + static_cast<size_t>(t) * ne, ne);
+  const std::span<int32_t> ids(ids_.data() + static_cast<size_t>(t) * nu, nu);
+  const std::span<float> weights(weights_.data() + static_cast<size_t>(t) * nu, nu);
+  router_scores(logits, scores, numerics_);
   if (hash_routed_) {
     // The mapping gives no alignment promise for an int32 row: copy it.
-    std::memcpy(tid_row_.data(), w.ffn_gate_tid2eid.row(static_cast<uint64_t>(token_id)),
-                tid_row_.size() * sizeof(int32_t));
+    std::memcpy(tid_row_.data(), w_->ffn_gate_tid2eid.row(static_cast<uint64_t>(token_id)), nu * sizeof(int32_t));
     try {
-      route_hash(scores_, tid_row_, scale_, ids_, weights_, numerics_);
+      route_hash(scores, tid_row_, scale_, ids, weights, numerics_);
     } catch (const std::out_of_range& e) {
       fail(index_, std::string(e.what()) + " (token " + std::to_string(token_id) + ")");
     }
   } else {
-    route_top_k(scores_, bias_, scale_, ids_, weights_, numerics_);
+    route_top_k(scores, bias_, scale_, ids, weights, numerics_);
+  }
+}
+
+void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool) {
+  const model::LayerWeights& w = *w_;
+  const size_t un = static_cast<size_t>(n), d = static_cast<size_t>(n_embd_), nu = static_cast<size_t>(n_used_);
+  xn_.resize(un * d);
+  logits_.resize(un * static_cast<size_t>(n_expert_));
+  scores_.resize(logits_.size());
+  ids_.resize(un * nu);
+  weights_.resize(un * nu);
+  down_.resize(un * nu * d);
+  shared_.resize(un * d);
+
+  for (int64_t t = 0; t < n; ++t)
+    rms_norm(std::span<const float>(X + t * n_embd_, d), norm_, std::span<float>(xn_.data() + t * n_embd_, d), eps_,
+             numerics_);
+  // Router, gate_exps and up_exps all read xn: each activation form once.
+  xn_batch_.reset(xn_.data(), n, n_embd_, n_embd_, numerics_);
+  matmul(w.ffn_gate_inp, -1, xn_batch_, logits_.data(), n_expert_, pool);
+  for (int64_t t = 0; t < n; ++t) route(t, token_ids[t]);
+  last_ = n - 1;
+
+  // (token, slot) pairs grouped by expert (counting sort, tokens in order).
+  std::fill(expert_count_.begin(), expert_count_.end(), 0);
+  for (int32_t e : ids_) ++expert_count_[static_cast<size_t>(e)];
+  expert_start_[0] = 0;
+  for (int e = 0; e < n_expert_; ++e)
+    expert_start_[static_cast<size_t>(e) + 1] = expert_start_[static_cast<size_t>(e)] + expert_count_[static_cast<size_t>(e)];
+  pair_slot_.resize(un * nu);
+  {
+    std::vector<int32_t>& fill = expert_count_;  // reused as the next free index per expert
+    for (int e = 0; e < n_expert_; ++e) fill[static_cast<size_t>(e)] = expert_start_[static_cast<size_t>(e)];
+    for (size_t p = 0; p < un * nu; ++p) pair_slot_[static_cast<size_t>(fill[static_cast<size_t>(ids_[p])]++)] =
+        static_cast<int32_t>(p);
   }
 
-  // Routed experts, summed in slot order (ds4 and llama.cpp agree).
+  // Each routed expert once over its tokens; its outputs land in the pairs'
+  // rows of down_ (pair p = token * n_used + slot).
   const bool before = expert_weight_before_down(numerics_);
-  std::fill(acc_.begin(), acc_.end(), 0.0f);
-  for (int s = 0; s < n_used_; ++s) {
-    const float wt = weights_[static_cast<size_t>(s)];
-    expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, ids_[static_cast<size_t>(s)], clamp_exp_,
-               before ? wt : 1.0f, pool);
-    if (before) {
-      for (size_t i = 0; i < acc_.size(); ++i) acc_[i] += down_[i];
-    } else {
-      for (size_t i = 0; i < acc_.size(); ++i) acc_[i] += down_[i] * wt;
+  xn_batch_.prepare(w.ffn_gate_exps.type, pool);
+  xn_batch_.prepare(w.ffn_up_exps.type, pool);
+  const void* const* gate_rows = xn_batch_.rows(w.ffn_gate_exps.type);
+  const void* const* up_rows = xn_batch_.rows(w.ffn_up_exps.type);
+  std::vector<float> expert_down;
+  for (int e = 0; e < n_expert_; ++e) {
+    const int32_t begin = expert_start_[static_cast<size_t>(e)], end = expert_start_[static_cast<size_t>(e) + 1];
+    if (begin == end) continue;
+    const int64_t c = end - begin;
+    gate_acts_.resize(static_cast<size_t>(c));
+    up_acts_.resize(static_cast<size_t>(c));
+    pair_weight_.resize(static_cast<size_t>(c));
+    for (int64_t i = 0; i < c; ++i) {
+      const size_t p = static_cast<size_t>(pair_slot_[static_cast<size_t>(begin + i)]);
+      gate_acts_[static_cast<size_t>(i)] = gate_rows[p / nu];
+      up_acts_[static_cast<size_t>(i)] = up_rows[p / nu];
+      pair_weight_[static_cast<size_t>(i)] = weights_[p];
+    }
+    // One token: write straight into its pair's row; several: gather after.
+    if (c == 1) {
+      const size_t p = static_cast<size_t>(pair_slot_[static_cast<size_t>(begin)]);
+      expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e, gate_acts_.data(), up_acts_.data(), 1, clamp_exp_,
+                 before ? pair_weight_.data() : nullptr, down_.data() + p * d, n_embd_, pool);
+      continue;
+    }
+    expert_down.resize(static_cast<size_t>(c) * d);
+    expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e, gate_acts_.data(), up_acts_.data(), c, clamp_exp_,
+               before ? pair_weight_.data() : nullptr, expert_down.data(), n_embd_, pool);
+    for (int64_t i = 0; i < c; ++i) {
+      const size_t p = static_cast<size_t>(pair_slot_[static_cast<size_t>(begin + i)]);
+      std::memcpy(down_.data() + p * d, expert_down.data() + static_cast<size_t>(i) * d, d * sizeof(float));
     }
   }
 
-  // Shared expert, unweighted, added after the routed sum.
-  expert_ffn(w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp, -1, clamp_shexp_, 1.0f, pool);
-  for (size_t i = 0; i < acc_.size(); ++i) out[i] = acc_[i] + down_[i];
+  // Shared expert over every token, unweighted.
+  xn_batch_.prepare(w.ffn_gate_shexp.type, pool);
+  xn_batch_.prepare(w.ffn_up_shexp.type, pool);
+  expert_ffn(w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp, -1, xn_batch_.rows(w.ffn_gate_shexp.type),
+             xn_batch_.rows(w.ffn_up_shexp.type), n, clamp_shexp_, nullptr, shared_.data(), n_embd_, pool);
+
+  // Routed experts summed in slot order (ds4 and llama.cpp agree), then the
+  // shared expert added.
+  for (int64_t t = 0; t < n; ++t) {
+    float* out = OUT + t * n_embd_;
+    const float* shared = shared_.data() + static_cast<size_t>(t) * d;
+    const float* wt = weights_.data() + static_cast<size_t>(t) * nu;
+    const float* down = down_.data() + static_cast<size_t>(t) * nu * d;
+    for (size_t i = 0; i < d; ++i) {
+      float acc = 0.0f;
+      for (size_t s = 0; s < nu; ++s) acc += before ? down[s * d + i] : down[s * d + i] * wt[s];
+      out[i] = acc + shared[i];
+    }
+  }
 }
 
 }  // namespace ds4::cpu

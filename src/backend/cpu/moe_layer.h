@@ -33,19 +33,42 @@ class MoeLayer {
   // kept between calls, so only the first call allocates in this class.
   void forward(std::span<const float> x, int32_t token_id, std::span<float> out, ThreadPool* pool);
 
+  // n tokens at once (prefill): X and OUT are n x n_embd row-major (OUT may
+  // alias X), token_ids n ids. The tokens are grouped by routed expert so
+  // each expert's matrices are read once per batch and run as one matmul over
+  // its tokens. Each output row equals forward() of that token bit for bit;
+  // the selection accessors below then describe the last token.
+  void forward_batch(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool);
+
   // The last forward's expert ids (slot order) and their weights (normalised,
   // times expert_weights_scale), n_expert_used each; for tests and tracing.
-  std::span<const int32_t> selected_ids() const { return ids_; }
-  std::span<const float> selected_weights() const { return weights_; }
+  std::span<const int32_t> selected_ids() const {
+    return std::span<const int32_t>(ids_).subspan(static_cast<size_t>(last_ * n_used_), static_cast<size_t>(n_used_));
+  }
+  std::span<const float> selected_weights() const {
+    return std::span<const float>(weights_).subspan(static_cast<size_t>(last_ * n_used_), static_cast<size_t>(n_used_));
+  }
   // The last forward's router scores sqrt(softplus(logit)), n_expert wide.
-  std::span<const float> scores() const { return scores_; }
+  std::span<const float> scores() const {
+    return std::span<const float>(scores_).subspan(static_cast<size_t>(last_ * n_expert_),
+                                                   static_cast<size_t>(n_expert_));
+  }
 
   bool hash_routed() const { return hash_routed_; }
   uint32_t layer_index() const { return index_; }
 
  private:
+  // Tokens per pass: bounds the per-(token, slot) expert outputs kept for the
+  // in-order sum (n x n_expert_used x n_embd floats).
+  static constexpr int64_t kMaxBatch = 512;
+  void forward_pass(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool);
+  void route(int64_t t, int32_t token_id);
+  // MID (n_acts x ff) = swiglu_clamp(gate . x, up . x) [* weight], DOWN = down . MID
+  // (n_acts x n_embd, rows ldd apart), for the activations `acts` (xn rows in
+  // the gate/up form) of one expert (or the shared expert, expert = -1).
   void expert_ffn(const model::TensorView& gate, const model::TensorView& up, const model::TensorView& down,
-                  int expert, float limit, float weight_before_down, ThreadPool* pool);
+                  int expert, const void* const* gate_acts, const void* const* up_acts, int64_t n_acts, float limit,
+                  const float* weights_before_down, float* DOWN, int64_t ldd, ThreadPool* pool);
 
   const model::LayerWeights* w_;  // views into the model's mapping
   Numerics numerics_;
@@ -56,11 +79,15 @@ class MoeLayer {
   std::vector<float> norm_;  // ffn_norm, n_embd
   std::vector<float> bias_;  // exp_probs_b, n_expert; empty on hash layers or when absent
 
-  // Per-call scratch, sized once in the constructor.
-  std::vector<float> xn_, logits_, scores_, weights_;
+  // Per-call scratch; buffers keep their capacity between calls.
+  std::vector<float> xn_, logits_, scores_, weights_;  // per token of the pass
   std::vector<int32_t> ids_, tid_row_;
-  std::vector<float> gate_, up_, mid_, down_, acc_;
-  ActivationCache xn_cache_, mid_cache_;
+  std::vector<float> gate_, up_, mid_, down_, shared_;
+  std::vector<int32_t> expert_count_, expert_start_, pair_slot_;  // tokens grouped by expert
+  std::vector<const void*> gate_acts_, up_acts_;
+  std::vector<float> pair_weight_;
+  ActivationBatch xn_batch_, mid_batch_;
+  int64_t last_ = 0;  // the last token's row in ids_ / weights_ / scores_
 };
 
 }  // namespace ds4::cpu

@@ -1,0 +1,100 @@
+#include "quant/dot_tile.h"
+
+#include <cstring>
+
+namespace ds4::quant {
+namespace {
+
+// The fallback: every (row, activation) pair through the level's dot kernel,
+// rows outer so a row stays in cache while it meets every activation.
+template <typename Block, typename Act, auto DotKernels::*kernel>
+void loop_dots(const DotKernels& k, int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
+               const void* const* acts, int64_t n_acts, float* out, int64_t ldo) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* row = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(r) * row_bytes);
+    for (int64_t t = 0; t < n_acts; ++t) out[t * ldo + r] = (k.*kernel)(n, row, static_cast<const Act*>(acts[t]));
+  }
+}
+
+// One fallback table per dot level; `level` names the DotKernels it loops.
+template <const DotKernels& (*level)()>
+struct Fallback {
+  static void q8_0(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+                   int64_t ldo) {
+    loop_dots<BlockQ8_0, BlockQ8_0, &DotKernels::q8_0_q8_0>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static void q2_K(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+                   int64_t ldo) {
+    loop_dots<BlockQ2_K, BlockQ8_K, &DotKernels::q2_K_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static void q4_K(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+                   int64_t ldo) {
+    loop_dots<BlockQ4_K, BlockQ8_K, &DotKernels::q4_K_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static void iq2_xxs(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na,
+                      float* o, int64_t ldo) {
+    loop_dots<BlockIQ2_XXS, BlockQ8_K, &DotKernels::iq2_xxs_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static void mxfp4(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+                    int64_t ldo) {
+    loop_dots<BlockMXFP4, BlockQ8_0, &DotKernels::mxfp4_q8_0>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static void f16(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+                  int64_t ldo) {
+    loop_dots<uint16_t, float, &DotKernels::f16_f32>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static void bf16(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+                   int64_t ldo) {
+    loop_dots<uint16_t, float, &DotKernels::bf16_f32>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static void f32(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+                  int64_t ldo) {
+    loop_dots<float, float, &DotKernels::f32_f32>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static TileKernels table(const char* isa) { return {isa, q8_0, q2_K, q4_K, iq2_xxs, mxfp4, f16, bf16, f32}; }
+};
+
+const DotKernels& scalar_level() { return dot_kernels_scalar(); }
+const DotKernels& avx2_level() { return dot_kernels_for("avx2"); }
+
+const TileKernels& tiles_for_level(const DotKernels& dots) {
+  static const TileKernels scalar = Fallback<scalar_level>::table("scalar");
+  static const TileKernels avx2 = Fallback<avx2_level>::table("avx2");
+  static const TileKernels avx512 = {
+      "avx512",
+      tile_avx512::q8_0_q8_0<false>,
+      tile_avx512::q2_K_q8_K<false>,
+      tile_avx512::q4_K_q8_K<false>,
+      tile_avx512::iq2_xxs_q8_K<false>,
+      tile_avx512::mxfp4_q8_0<false>,
+      tile_avx512::f16_f32,
+      tile_avx512::bf16_f32,
+      tile_avx512::f32_f32,
+  };
+  static const TileKernels avx512vnni = {
+      "avx512vnni",
+      tile_avx512::q8_0_q8_0<true>,
+      tile_avx512::q2_K_q8_K<true>,
+      tile_avx512::q4_K_q8_K<true>,
+      tile_avx512::iq2_xxs_q8_K<true>,
+      tile_avx512::mxfp4_q8_0<true>,
+      tile_avx512::f16_f32,
+      tile_avx512::bf16_f32,
+      tile_avx512::f32_f32,
+  };
+  if (std::strcmp(dots.isa, "avx512vnni") == 0) return avx512vnni;
+  if (std::strcmp(dots.isa, "avx512") == 0) return avx512;
+  if (std::strcmp(dots.isa, "avx2") == 0) return avx2;
+  return scalar;
+}
+
+}  // namespace
+
+const TileKernels& tile_kernels() {
+  static const TileKernels& chosen = tiles_for_level(dot_kernels());
+  return chosen;
+}
+
+const TileKernels& tile_kernels_for(const char* isa) { return tiles_for_level(dot_kernels_for(isa)); }
+
+}  // namespace ds4::quant

@@ -1,0 +1,67 @@
+// Tile kernels: many weight rows dotted with many activation rows at once, for
+// prefill. A tile kernel decodes each weight block once for all activations
+// and reads each activation block once for several rows, which the one-row
+// dot kernels (dot.h) cannot; decode (one activation) keeps using those.
+//
+// Contract: out[t * ldo + r] = DotKernels::<type>(n, row r, acts[t]) of the
+// SAME ISA level, bit for bit, for every r < n_rows and t < n_acts. So a
+// token's result does not depend on how many tokens are evaluated together
+// (one batch, chunks, token by token give identical logits). Levels without
+// a hand-written tile kernel for a type fall back to looping the dot kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/dot.h"
+
+namespace ds4::quant {
+
+// w: n_rows rows of n elements, row_bytes apart. acts[t]: the activation in
+// the form the type's dot kernel takes (BlockQ8_0*, BlockQ8_K* or float*).
+using TileKernel = void (*)(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
+                            const void* const* acts, int64_t n_acts, float* out, int64_t ldo);
+
+struct TileKernels {
+  const char* isa;  // the DotKernels level these match
+  TileKernel q8_0_q8_0;
+  TileKernel q2_K_q8_K;
+  TileKernel q4_K_q8_K;
+  TileKernel iq2_xxs_q8_K;
+  TileKernel mxfp4_q8_0;
+  TileKernel f16_f32;
+  TileKernel bf16_f32;
+  TileKernel f32_f32;
+};
+
+// The tile kernels matching dot_kernels() (same level, DS4_ISA honoured).
+const TileKernels& tile_kernels();
+// The tile kernels matching the level named `isa`; ds4::Error as dot_kernels_for.
+const TileKernels& tile_kernels_for(const char* isa);
+
+// Tile kernels for the avx512 / avx512vnni levels, defined in the
+// dot_tile_*_avx512.cpp files (one template instance per level).
+namespace tile_avx512 {
+template <bool kVnni>
+void q8_0_q8_0(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+               int64_t n_acts, float* out, int64_t ldo);
+template <bool kVnni>
+void mxfp4_q8_0(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo);
+void f16_f32(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+             int64_t n_acts, float* out, int64_t ldo);
+void bf16_f32(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+              int64_t n_acts, float* out, int64_t ldo);
+void f32_f32(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+             int64_t n_acts, float* out, int64_t ldo);
+template <bool kVnni>
+void q2_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+               int64_t n_acts, float* out, int64_t ldo);
+template <bool kVnni>
+void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+               int64_t n_acts, float* out, int64_t ldo);
+template <bool kVnni>
+void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                  int64_t n_acts, float* out, int64_t ldo);
+}  // namespace tile_avx512
+
+}  // namespace ds4::quant
