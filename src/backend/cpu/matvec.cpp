@@ -293,6 +293,7 @@ quant::TileKernel tile_kernel(const quant::TileKernels& k, GgmlType type) {
 // aligned y). Tiles of 16 rows are dotted with every token before moving on,
 // so a tile's weights (<= 16 rows of one matrix) stay in cache.
 constexpr int64_t kRowAlign = 16;
+constexpr int kTasksPerThread = 4;
 
 // Y[t * ldy + r] = row_r . acts[t] for t < n_tokens, r < n_rows.
 void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, int64_t ldy,
@@ -303,8 +304,11 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
   const quant::TileKernel tile =
       order == DotOrder::Native && n_tokens > 1 ? tile_kernel(quant::tile_kernels(), m.type) : nullptr;
   const int64_t n_blocks = (m.n_rows + kRowAlign - 1) / kRowAlign;
+  // Several tasks per thread, claimed as threads free up: a thread slowed by
+  // the rest of the machine then takes fewer of them instead of holding up
+  // the whole product.
   const int threads = pool ? pool->size() : 1;
-  const int n_tasks = static_cast<int>(std::min<int64_t>(threads, n_blocks));
+  const int n_tasks = static_cast<int>(std::min<int64_t>(threads > 1 ? threads * kTasksPerThread : 1, n_blocks));
   if (n_tasks <= 0) return;
   const int64_t chunk = (n_blocks + n_tasks - 1) / n_tasks * kRowAlign;
   auto task = [&](int t, int /*n*/) {
