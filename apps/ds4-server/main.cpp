@@ -96,7 +96,7 @@ int run(int argc, char** argv) {
   const int lock_fd = take_instance_lock();
   (void)lock_fd;
 
-  const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model);
+  const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model, o.load);
   const ds4::text::Tokenizer tokenizer = ds4::text::Tokenizer::from_gguf(model.file());
   if (tokenizer.vocab_size() != model.hparams().n_vocab) {
     throw Error(o.model + ": the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
@@ -126,6 +126,9 @@ int run(int argc, char** argv) {
   ds4::server::HttpServer http(engine, metrics, o.http);
   http.bind();
   const std::string host = o.http.host.find(':') != std::string::npos ? "[" + o.http.host + "]" : o.http.host;
+  if (model.locked_bytes() > 0)
+    std::fprintf(stderr, "ds4-server: %llu bytes of weights locked in RAM (--mlock)\n",
+                 static_cast<unsigned long long>(model.locked_bytes()));
   std::fprintf(stderr,
                "ds4-server: %s, context %lld, %d thread%s; listening on http://%s:%d\n"
                "ds4-server: try: curl http://%s:%d/v1/chat/completions -H 'Content-Type: application/json' "

@@ -26,6 +26,11 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
   app.add_flag("--quality", o.quality, "reference numerics (llama.cpp's float function; slower)");
   app.add_option("--prefill-chunk", o.prefill_chunk, "tokens per prefill chunk (part of the KV file format)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_flag("--mlock", o.load.mlock,
+               "lock the weights in RAM (mlock) so the kernel never pages them out; fails at start with the limit "
+               "to raise when ulimit -l is too low");
+  app.add_flag("--warm-weights", o.load.warm, "read the whole model file in at start, so the first request does not "
+               "wait on page faults");
   app.add_option("--chdir", o.chdir, "change to this folder first (relative paths start there)");
   app.add_option("--host", o.http.host, "address to listen on (127.0.0.1 = this machine only)");
   app.add_option("--port", o.http.port, "TCP port (0 = any free port, printed at start)")->check(CLI::Range(0, 65535));

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/deepseek4_model.h"
 #include "runtime/kv_disk_cache.h"
 #include "server/engine.h"
 #include "server/http_server.h"
@@ -18,6 +19,7 @@ struct ServerOptions {
   int threads = 1;
   bool quality = false;
   int prefill_chunk = 4096;
+  model::LoadOptions load;  // --mlock, --warm-weights
   std::string chdir;
   std::string trace;
   std::string kv_disk_dir;  // "" = no disk cache

@@ -91,7 +91,7 @@ struct ChatRuntime {
   std::string warning;
 
   explicit ChatRuntime(const Options& o)
-      : model(model::Deepseek4Model::open(o.model)),
+      : model(model::Deepseek4Model::open(o.model, load_options(o))),
         tokenizer(text::Tokenizer::from_gguf(model.file())),
         pool(o.threads),
         forward(model, o.quality ? cpu::Numerics::Quality : cpu::Numerics::Default, &pool),

@@ -4,9 +4,9 @@
 //   ds4 [-m MODEL] --dump-tokens -p TEXT                      the token ids of TEXT as written
 //   ds4 -m MODEL --tokens-file T.json --dump-logits OUT.bin   all-position logits (f32 LE, n x n_vocab)
 //   ds4 -m MODEL --tokens-file T.json --greedy N              N greedy ids as one JSON line on stdout
-// plus --save-session / --load-session. stdout carries only results (ids,
-// generated text); the memory accounting, progress and speed lines go to
-// stderr. Every failure is one line "ds4: <message>" on stderr and exit
+// plus --save-session / --load-session, --mlock and --warm-weights. stdout
+// carries only results (ids, generated text); the memory accounting, progress
+// and speed lines, and the peak RSS at exit, go to stderr. Every failure is one line "ds4: <message>" on stderr and exit
 // status 1.
 #include <CLI/CLI.hpp>
 
@@ -29,6 +29,7 @@
 #include "backend/cpu/session.h"
 #include "backend/cpu/session_payload.h"
 #include "core/error.h"
+#include "core/file_map.h"
 #include "core/thread_pool.h"
 #include "model/deepseek4_model.h"
 
@@ -80,7 +81,7 @@ int run_tokens(const Options& o) {
     throw Error(o.tokens_file + ": the token list is empty and no --load-session gives a context");
   check_model_present(o);
 
-  const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model);
+  const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model, load_options(o));
   const ds4::model::Deepseek4HParams& hp = model.hparams();
   check_token_range(tokens, hp.n_vocab, o.tokens_file);
 
@@ -155,8 +156,7 @@ int run_tokens(const Options& o) {
   return 0;
 }
 
-int run(const Options& o) {
-  validate(o);
+int run_mode(const Options& o) {
   switch (mode_of(o)) {
     case Mode::Tokens: return run_tokens(o);
     case Mode::DumpTokens: return run_dump_tokens(o);
@@ -164,6 +164,25 @@ int run(const Options& o) {
     case Mode::Interactive: return run_interactive(o);
   }
   return 1;
+}
+
+// The peak RSS against the model file after a run that evaluated the model
+// (the weights are used in place, so RSS holds the pages read, not a copy).
+// --mlock either locked the whole file or failed the run.
+void print_peak_memory(const Options& o) {
+  std::error_code ec;
+  const uint64_t file_bytes = std::filesystem::file_size(o.model, ec);
+  if (ec) return;
+  const uint64_t locked = o.mlock ? (file_bytes + ds4::page_bytes() - 1) / ds4::page_bytes() * ds4::page_bytes() : 0;
+  std::fputs(peak_memory_line(peak_rss_bytes(), file_bytes, locked).c_str(), stderr);
+  std::fflush(stderr);
+}
+
+int run(const Options& o) {
+  validate(o);
+  const int status = run_mode(o);
+  if (mode_of(o) != Mode::DumpTokens) print_peak_memory(o);
+  return status;
 }
 
 // One line: newlines inside a message become "; ".
@@ -235,6 +254,11 @@ int main(int argc, char** argv) {
                  "Context size in tokens (default: min(model n_ctx_train, 32768), raised to the tokens the run "
                  "needs)");
   app.add_option("--prefill-chunk", o.prefill_chunk, "Tokens per layer-major prefill chunk")->capture_default_str();
+  app.add_flag("--mlock", o.mlock,
+               "Lock the weights in RAM (mlock) so the kernel never pages them out; fails with the limit to raise "
+               "when ulimit -l is too low");
+  app.add_flag("--warm-weights", o.warm_weights,
+               "Read the whole model file in at load, so the first request does not wait on page faults");
 
   try {
     app.parse(argc, argv);

@@ -1,5 +1,7 @@
 #include "memory_report.h"
 
+#include <sys/resource.h>
+
 #include <cstdio>
 
 #include "backend/cpu/kv_rows.h"
@@ -8,20 +10,37 @@
 
 namespace ds4::app {
 
-std::string format_bytes(uint64_t bytes) {
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+std::string format_size(uint64_t bytes) {
+  static const char* const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);
   size_t u = 0;
   while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
     v /= 1024.0;
     ++u;
   }
-  char buf[96];
+  char buf[64];
   if (u == 0)
     std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
   else
-    std::snprintf(buf, sizeof buf, "%llu bytes (%.2f %s)", static_cast<unsigned long long>(bytes), v, units[u]);
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
   return buf;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes < 1024) return format_size(bytes);
+  return std::to_string(bytes) + " bytes (" + format_size(bytes) + ")";
+}
+
+uint64_t peak_rss_bytes() {
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+std::string peak_memory_line(uint64_t peak_rss, uint64_t model_file_bytes, uint64_t locked_bytes) {
+  std::string line = "peak RSS: " + format_size(peak_rss) + " (model file " + format_size(model_file_bytes);
+  if (locked_bytes > 0) line += ", " + format_size(locked_bytes) + " locked by --mlock";
+  return line + ")\n";
 }
 
 std::string memory_report(const model::Deepseek4Model& m, const RunSettings& s) {
@@ -33,6 +52,7 @@ std::string memory_report(const model::Deepseek4Model& m, const RunSettings& s) 
 
   std::string out = "memory:\n";
   out += "  model file           " + format_bytes(m.file().file_size()) + "\n";
+  if (m.locked_bytes() > 0) out += "  locked in RAM        " + format_bytes(m.locked_bytes()) + " (--mlock)\n";
   out += "  weights              " + format_bytes(w.total()) + " (routed experts " + format_bytes(w.routed()) +
          ", other " + format_bytes(w.non_routed()) + ")\n";
   char buf[128];

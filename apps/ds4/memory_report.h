@@ -1,6 +1,7 @@
 // The memory accounting block ds4 prints on stderr after loading a model:
-// file and weight bytes, the KV state one token adds and the whole state
-// allocated for the context (raw window / compressed / indexer / frontiers).
+// file and weight bytes (and the bytes --mlock locked), the KV state one token
+// adds and the whole state allocated for the context (raw window / compressed
+// / indexer / frontiers); and the peak RSS line printed at exit.
 // Cached rows take the bytes of the numerics' storage (cpu::kv_elem_bytes):
 // f16 in default numerics, f32 in --quality; compressor frontiers are f32.
 #pragma once
@@ -26,7 +27,19 @@ struct RunSettings {
 // "12345 bytes (12.1 KiB)".
 std::string format_bytes(uint64_t bytes);
 
+// "1.25 GiB", "812.40 MiB"; whole bytes below 1 KiB.
+std::string format_size(uint64_t bytes);
+
 // Multi-line block, every line ending in '\n'.
 std::string memory_report(const model::Deepseek4Model& model, const RunSettings& s);
+
+// The most RAM this process has held (getrusage ru_maxrss), in bytes. The
+// weights are used in place from the file mapping, so the page-cache pages a
+// run reads count here once, not as a copy.
+uint64_t peak_rss_bytes();
+
+// "peak RSS: 5.46 GiB (model file 5.20 GiB)\n", with ", 5.20 GiB locked by
+// --mlock" before the ')' when locked_bytes > 0.
+std::string peak_memory_line(uint64_t peak_rss, uint64_t model_file_bytes, uint64_t locked_bytes);
 
 }  // namespace ds4::app

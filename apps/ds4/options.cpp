@@ -54,6 +54,13 @@ void validate_text_options(const Options& o, Mode mode) {
 
 }  // namespace
 
+model::LoadOptions load_options(const Options& o) {
+  model::LoadOptions load;
+  load.mlock = o.mlock;
+  load.warm = o.warm_weights;
+  return load;
+}
+
 void validate(const Options& o) {
   const Mode mode = mode_of(o);
   if (o.threads < 1) throw Error("--threads must be at least 1 (got " + std::to_string(o.threads) + ")");

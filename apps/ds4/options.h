@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/deepseek4_model.h"
+
 namespace ds4::app {
 
 inline constexpr int64_t kDefaultCtxCap = 32768;
@@ -50,6 +52,8 @@ struct Options {
   int threads = 1;
   std::optional<int64_t> ctx;
   int prefill_chunk = 4096;
+  bool mlock = false;         // --mlock: lock the weights in RAM
+  bool warm_weights = false;  // --warm-weights: read and map every weight page at load
 };
 
 enum class Mode {
@@ -59,6 +63,9 @@ enum class Mode {
   Interactive,  // no prompt: multi-turn chat
 };
 Mode mode_of(const Options& o);
+
+// How every mode opens the model (--mlock, --warm-weights).
+model::LoadOptions load_options(const Options& o);
 
 // ds4::Error for combinations and values no model can make valid.
 void validate(const Options& o);

@@ -1,13 +1,19 @@
 #include "core/file_map.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -23,7 +29,134 @@ struct FdCloser {
   }
 };
 
+// The whole pages that hold `range` (a range inside a mapping: its first page
+// starts at a page boundary and its last page is mapped whole, so widening
+// stays inside the mapping).
+struct PageRange {
+  void* start;
+  size_t length;
+};
+PageRange page_range(std::span<const uint8_t> range) {
+  const uintptr_t page = page_bytes();
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(range.data()) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(range.data()) + range.size() + page - 1) & ~(page - 1);
+  return {reinterpret_cast<void*>(begin), static_cast<size_t>(end - begin)};
+}
+
+// "8.00 MiB", "75.32 GiB"; whole bytes below 1 KiB.
+std::string format_size(uint64_t bytes) {
+  static const char* const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < std::size(units)) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  return buf;
+}
+
+// Whether this thread may lock memory past RLIMIT_MEMLOCK (CAP_IPC_LOCK in
+// its effective set): then the limit is not what stopped mlock.
+bool can_lock_past_the_limit() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) != 0;
+}
+
+// Bytes this process has locked now (VmLck in /proc/self/status); 0 when unknown.
+uint64_t locked_now() {
+  std::FILE* f = std::fopen("/proc/self/status", "re");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "VmLck: %llu kB", &kib) == 1) break;
+  std::fclose(f);
+  return static_cast<uint64_t>(kib) * 1024;
+}
+
 }  // namespace
+
+uint64_t page_bytes() {
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+void lock_pages(std::span<const uint8_t> range, const std::string& what) {
+  if (range.empty()) return;
+  const PageRange pages = page_range(range);
+  // More than the machine's RAM can never be locked; trying would first push
+  // everything else out of memory.
+  const uint64_t ram = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * page_bytes();
+  if (pages.length > ram)
+    throw Error(what + ": cannot lock " + format_size(pages.length) + " of weights in RAM: this machine has " +
+                format_size(ram) + " of RAM; run without --mlock");
+  const uint64_t already = locked_now();
+  // The raw system calls: sanitizer runtimes replace mlock/munlock with no-ops.
+  if (::syscall(SYS_mlock, pages.start, pages.length) == 0) return;
+  const int err = errno;
+  ::syscall(SYS_munlock, pages.start, pages.length);  // a failed mlock may leave part of the range locked
+
+  rlimit limit{};
+  const bool have_limit = ::getrlimit(RLIMIT_MEMLOCK, &limit) == 0;
+  const std::string limit_text =
+      !have_limit ? "unknown" : limit.rlim_cur == RLIM_INFINITY ? "unlimited" : format_size(limit.rlim_cur);
+  std::string msg = what + ": cannot lock " + format_size(pages.length) + " of weights in RAM";
+  const bool over_limit = have_limit && limit.rlim_cur != RLIM_INFINITY &&
+                          already + pages.length > static_cast<uint64_t>(limit.rlim_cur) && !can_lock_past_the_limit();
+  if ((err == EPERM || err == ENOMEM) && over_limit) {
+    msg += ": the locked-memory limit is " + limit_text + " (ulimit -l)";
+    if (already > 0) msg += " and " + format_size(already) + " is locked already";
+    msg += "; raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf) or run without --mlock";
+  } else if (err == ENOMEM || err == EAGAIN) {
+    msg += " (mlock: " + std::string(std::strerror(err)) + "): this machine has " + format_size(ram) +
+           " of RAM and the locked-memory limit is " + limit_text + " (ulimit -l); free memory or run without --mlock";
+  } else {
+    msg += " (mlock: " + std::string(std::strerror(err)) + "); run without --mlock";
+  }
+  throw Error(msg);
+}
+
+void advise_pages(std::span<const uint8_t> range, MapAccess access) noexcept {
+  if (range.empty()) return;
+  int advice = MADV_NORMAL;
+  switch (access) {
+    case MapAccess::Normal: advice = MADV_NORMAL; break;
+    case MapAccess::Sequential: advice = MADV_SEQUENTIAL; break;
+    case MapAccess::Random: advice = MADV_RANDOM; break;
+    case MapAccess::WillNeed: advice = MADV_WILLNEED; break;
+  }
+  const PageRange pages = page_range(range);
+  (void)::madvise(pages.start, pages.length, advice);
+}
+
+void prefault_pages(std::span<const uint8_t> range) noexcept {
+  if (range.empty()) return;
+  const PageRange pages = page_range(range);
+#ifdef MADV_POPULATE_READ
+  if (::madvise(pages.start, pages.length, MADV_POPULATE_READ) == 0) return;
+#endif
+  // Older kernels (or an interrupted populate): one read a page.
+  const volatile uint8_t* p = static_cast<const volatile uint8_t*>(pages.start);
+  for (size_t off = 0; off < pages.length; off += page_bytes()) (void)p[off];
+}
+
+uint64_t resident_bytes(std::span<const uint8_t> range) {
+  if (range.empty()) return 0;
+  const PageRange pages = page_range(range);
+  std::vector<unsigned char> in_core(pages.length / page_bytes());
+  if (::mincore(pages.start, pages.length, in_core.data()) != 0)
+    throw Error(std::string("mincore: ") + std::strerror(errno) + " (the range is not mapped)");
+  uint64_t n = 0;
+  for (unsigned char c : in_core) n += c & 1u;
+  return n * page_bytes();
+}
 
 FileMap::FileMap(const std::string& path) : path_(path) {
   int fd;

@@ -1,5 +1,10 @@
 // A whole file mapped read-only into memory. The mapping lives as long as the
 // FileMap; views into it (spans, pointers) must not outlive it.
+//
+// The weights are used in place from such a mapping (MAP_SHARED): their pages
+// are the kernel's page cache, shared with other processes mapping the same
+// file and never copied. The page helpers below act on any byte range inside
+// a mapping (a whole file or one tensor), widened to whole pages.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +12,37 @@
 #include <string>
 
 namespace ds4 {
+
+// How a range will be read, as madvise(2) advice.
+enum class MapAccess {
+  Normal,      // the kernel's default read-around on a fault
+  Sequential,  // aggressive readahead; pages behind may be dropped early
+  Random,      // no read-around: a fault reads only the page it needs
+  WillNeed,    // start reading the range into the page cache now (asynchronous)
+};
+
+// mlock(2)s the pages of `range` (all of them are read in first). On failure
+// throws ds4::Error naming `what`, the size, the cause and the fix, e.g.
+// "<what>: cannot lock 75.32 GiB of weights in RAM: the locked-memory limit is
+// 8.00 MiB (ulimit -l); raise it or run without --mlock".
+void lock_pages(std::span<const uint8_t> range, const std::string& what);
+
+// madvise(2)s `range`. Advice only: a kernel that refuses it changes nothing
+// that is correct, so failures are ignored.
+void advise_pages(std::span<const uint8_t> range, MapAccess access) noexcept;
+
+// Maps every page of `range` into this process now, reading from disk what
+// the page cache lacks (MADV_POPULATE_READ, or one read a page on kernels
+// older than 5.14), so later reads take no page faults.
+void prefault_pages(std::span<const uint8_t> range) noexcept;
+
+// Bytes of `range`'s pages that are in RAM (mincore(2)), in whole pages; the
+// page that holds range's last byte counts fully. Throws ds4::Error when the
+// range is not mapped.
+uint64_t resident_bytes(std::span<const uint8_t> range);
+
+// The page size (sysconf(_SC_PAGESIZE)).
+uint64_t page_bytes();
 
 class FileMap {
  public:
@@ -18,12 +54,18 @@ class FileMap {
   FileMap& operator=(FileMap&& other) noexcept;
   FileMap(const FileMap&) = delete;
   FileMap& operator=(const FileMap&) = delete;
-  ~FileMap();
+  ~FileMap();  // munmap also unlocks
 
   const std::string& path() const { return path_; }
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   std::span<const uint8_t> bytes() const { return {data_, static_cast<size_t>(size_)}; }
+
+  // The page helpers over the whole mapping; lock() names the path.
+  void lock() const { lock_pages(bytes(), path_); }
+  void advise(MapAccess access) const noexcept { advise_pages(bytes(), access); }
+  void prefault() const noexcept { prefault_pages(bytes()); }
+  uint64_t resident_bytes() const { return ds4::resident_bytes(bytes()); }
 
  private:
   void unmap() noexcept;

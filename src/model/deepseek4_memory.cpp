@@ -31,6 +31,26 @@ WeightBytes weight_bytes(const Deepseek4Weights& w) {
   return b;
 }
 
+uint64_t decode_weight_bytes_per_token(const Deepseek4Weights& w, const Deepseek4HParams& hp) {
+  uint64_t total = 0;
+  for (const TensorView* t : w.all()) {
+    switch (t->kind) {
+      case TensorKind::TokenEmbd:
+      case TensorKind::FfnGateTid2Eid:
+        total += t->row_bytes;
+        break;
+      case TensorKind::FfnGateExps:
+      case TensorKind::FfnUpExps:
+      case TensorKind::FfnDownExps:
+        total += t->matrix_bytes() * hp.n_expert_used;
+        break;
+      default:
+        total += t->nbytes;
+    }
+  }
+  return total;
+}
+
 WeightBytes weight_bytes(const Deepseek4HParams& hp, QuantMix mix) {
   WeightBytes b;
   for (const TensorSpec& s : deepseek4_tensors(hp)) {

@@ -46,6 +46,12 @@ struct KvStateBytes {
   uint64_t total() const { return raw_window + compressed_attn + compressed_index + frontiers; }
 };
 
+// Weight bytes one decode step reads: every bound tensor whole, except
+// token_embd and ffn_gate_tid2eid (one row each: the token's) and the routed
+// expert tensors (ffn_gate/up/down_exps: n_expert_used of their n_expert
+// matrices). The figure decode bandwidth is measured against (ds4-bench).
+uint64_t decode_weight_bytes_per_token(const Deepseek4Weights& w, const Deepseek4HParams& hp);
+
 // Cached values one token adds on average, summed over layers:
 // head_dim/r per compressed layer plus indexer_head_dim/4 per ratio-4 layer
 // (Flash: 21*160 + 20*4 = 3440). Exact as a double for every valid shape.

@@ -1,10 +1,11 @@
 #include "model/deepseek4_model.h"
 
 #include "core/error.h"
+#include "core/file_map.h"
 
 namespace ds4::model {
 
-Deepseek4Model Deepseek4Model::open(const std::string& path) {
+Deepseek4Model Deepseek4Model::open(const std::string& path, const LoadOptions& load) {
   gguf::File file = [&] {
     try {
       return gguf::File::open(path);
@@ -17,7 +18,17 @@ Deepseek4Model Deepseek4Model::open(const std::string& path) {
       throw;
     }
   }();
-  return bind(std::move(file));
+  Deepseek4Model model = bind(std::move(file));
+  const std::span<const uint8_t> bytes = model.file_.bytes();
+  if (load.mlock) {
+    // mlock reads every page in itself, so it also warms.
+    lock_pages(bytes, path);
+    model.locked_bytes_ = (bytes.size() + page_bytes() - 1) / page_bytes() * page_bytes();
+  } else if (load.warm) {
+    advise_pages(bytes, MapAccess::WillNeed);  // the whole file's reads are queued at once
+    prefault_pages(bytes);
+  }
+  return model;
 }
 
 Deepseek4Model Deepseek4Model::bind(gguf::File file) {

@@ -4,6 +4,7 @@
 // ones (docs/model-files.md).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/gguf.h"
@@ -12,11 +13,23 @@
 
 namespace ds4::model {
 
+// How open() readies the mapped weights. By default pages are read from the
+// file (or found in the page cache) on first use.
+struct LoadOptions {
+  // mlock every page of the file, so the kernel never evicts the weights
+  // (ds4 --mlock). open() throws when it cannot, naming the limit to raise.
+  bool mlock = false;
+  // Read the whole file in and map every page now, so that the first request
+  // takes no page faults (ds4 --warm-weights). Prints nothing.
+  bool warm = false;
+};
+
 class Deepseek4Model {
  public:
-  // Maps, validates and binds `path`. Throws ds4::Error naming the file and
-  // the key or tensor at fault; a file cut short says so.
-  static Deepseek4Model open(const std::string& path);
+  // Maps, validates and binds `path`, then readies the pages as `load` asks.
+  // Throws ds4::Error naming the file and the key or tensor at fault; a file
+  // cut short says so.
+  static Deepseek4Model open(const std::string& path, const LoadOptions& load = {});
   // The same for an already opened file (tests, tools that hold the File).
   static Deepseek4Model bind(gguf::File file);
 
@@ -24,6 +37,8 @@ class Deepseek4Model {
   const Deepseek4Config& config() const { return config_; }
   const Deepseek4HParams& hparams() const { return config_.hp; }
   const Deepseek4Weights& weights() const { return weights_; }
+  // Bytes of the file locked in RAM by LoadOptions::mlock (whole pages); 0 without it.
+  uint64_t locked_bytes() const { return locked_bytes_; }
 
  private:
   Deepseek4Model(gguf::File file, Deepseek4Config config, Deepseek4Weights weights)
@@ -32,6 +47,7 @@ class Deepseek4Model {
   gguf::File file_;  // owns the mapping every view points into (moves keep it in place)
   Deepseek4Config config_;
   Deepseek4Weights weights_;
+  uint64_t locked_bytes_ = 0;
 };
 
 }  // namespace ds4::model

@@ -1,14 +1,23 @@
 // The ds4 command line, as outside checks use it: --dump-logits files (size,
 // teacher forcing, independence from chunking and threads), --greedy on
 // stdout, sessions saved in one process and continued in another, the memory
-// report on stderr, and one "ds4: ..." line with exit status 1 and no output
-// file for every bad input.
+// report and the peak RSS line on stderr, --mlock and --warm-weights (same
+// logits, every page of the file resident), and one "ds4: ..." line with exit
+// status 1 and no output file for every bad input.
 #include <gtest/gtest.h>
+
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -327,11 +336,137 @@ TEST(Ds4CliErrors, MissingDirectoryOrTruncatedModel) {
   EXPECT_EQ(listing(dir), (std::set<std::string>{"T.json", "cut.gguf"}));
 }
 
+// The two sizes of "peak RSS: A (model file B...)" in bytes; {0, 0} when absent.
+std::pair<double, double> peak_rss_line(const std::string& err) {
+  static const std::regex line(R"(peak RSS: ([0-9.]+) (bytes|KiB|MiB|GiB) \(model file ([0-9.]+) (bytes|KiB|MiB|GiB))");
+  const auto bytes = [](const std::string& v, const std::string& unit) {
+    double scale = 1;
+    for (const char* u : {"KiB", "MiB", "GiB"}) {
+      scale *= 1024;
+      if (unit == u) return std::stod(v) * scale;
+    }
+    return std::stod(v);
+  };
+  std::smatch m;
+  if (!std::regex_search(err, m, line)) return {0, 0};
+  return {bytes(m[1], m[2]), bytes(m[3], m[4])};
+}
+
+bool may_lock(uint64_t bytes) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capget, &header, data) == 0 &&
+      (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) != 0)
+    return true;
+  rlimit limit{};
+  return ::getrlimit(RLIMIT_MEMLOCK, &limit) == 0 && (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= bytes);
+}
+
+// Every run that evaluates the model ends with the peak RSS against the file
+// size; the weights are used in place, so a run that maps every page
+// (--warm-weights, --mlock) holds at least the file, and the logits do not change.
+TEST(Ds4Cli, MlockAndWarmWeightsKeepTheLogitsAndReportPeakRss) {
+  TempDir dir;
+  const std::vector<int32_t> t = make_tokens(12, 9);
+  const std::string tok = write_tokens(dir, "t.json", t);
+  const double file_bytes = static_cast<double>(fs::file_size(tiny().path()));
+  const auto run = [&](const std::string& flag, const std::string& out) {
+    std::vector<std::string> args = {"--tokens-file", tok, "--dump-logits", dir.file(out), "--threads", "2"};
+    if (!flag.empty()) args.push_back(flag);
+    return ds4(args);
+  };
+
+  const test::ProcessResult plain = run("", "plain.bin");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto [plain_rss, plain_file] = peak_rss_line(plain.err);
+  EXPECT_GT(plain_rss, 0) << plain.err;
+  EXPECT_NEAR(plain_file, file_bytes, file_bytes * 0.005) << plain.err;
+  EXPECT_EQ(plain.err.find("locked"), std::string::npos) << plain.err;
+  const std::vector<float> base = read_floats(dir.file("plain.bin"));
+  ASSERT_EQ(base.size(), t.size() * static_cast<size_t>(n_vocab()));
+
+  const test::ProcessResult warm = run("--warm-weights", "warm.bin");
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  EXPECT_GE(peak_rss_line(warm.err).first, file_bytes * 0.99) << warm.err;
+  const std::vector<float> warm_rows = read_floats(dir.file("warm.bin"));
+  ASSERT_EQ(warm_rows.size(), base.size());
+  EXPECT_TRUE(same_bits(warm_rows.data(), base.data(), base.size()));
+
+  const test::ProcessResult locked = run("--mlock", "locked.bin");
+  if (!may_lock(static_cast<uint64_t>(file_bytes))) {
+    // This environment's ulimit -l is below the file: the failure must say so.
+    expect_one_error_line(locked, {"cannot lock", "ulimit -l", "--mlock"});
+    return;
+  }
+  ASSERT_EQ(locked.exit_code, 0) << locked.err;
+  EXPECT_GE(peak_rss_line(locked.err).first, file_bytes * 0.99) << locked.err;
+  EXPECT_NE(locked.err.find("locked by --mlock)"), std::string::npos) << locked.err;
+  EXPECT_NE(locked.err.find("locked in RAM"), std::string::npos) << locked.err;
+  const std::vector<float> locked_rows = read_floats(dir.file("locked.bin"));
+  ASSERT_EQ(locked_rows.size(), base.size());
+  EXPECT_TRUE(same_bits(locked_rows.data(), base.data(), base.size()));
+}
+
+// ds4 args run from a forked child that cannot lock memory past `limit`
+// bytes (or the hard limit, when lower): CAP_IPC_LOCK leaves the bounding set (so a root exec does not get it
+// back; unprivileged runs never have it) and RLIMIT_MEMLOCK is lowered.
+test::ProcessResult ds4_under_memlock_limit(const std::vector<std::string>& args, rlim_t limit) {
+  std::vector<std::string> all = {"-m", tiny().path()};  // the model is made here, not in the child
+  all.insert(all.end(), args.begin(), args.end());
+  int fds[2];
+  if (::pipe(fds) != 0) return {};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    (void)::prctl(PR_CAPBSET_DROP, CAP_IPC_LOCK, 0, 0, 0);
+    rlimit low{};
+    ::getrlimit(RLIMIT_MEMLOCK, &low);  // unprivileged, it may only go down
+    if (low.rlim_max == RLIM_INFINITY || low.rlim_max > limit) low.rlim_max = limit;
+    low.rlim_cur = low.rlim_max;
+    std::string msg;
+    if (::setrlimit(RLIMIT_MEMLOCK, &low) != 0) {
+      msg = "-2\nsetrlimit failed";
+    } else {
+      const test::ProcessResult r = test::run_app(DS4_BIN_DIR, "ds4", all);
+      msg = std::to_string(r.exit_code) + "\n" + r.err;
+    }
+    const ssize_t n = ::write(fds[1], msg.data(), msg.size());
+    ::_exit(n == static_cast<ssize_t>(msg.size()) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string msg;
+  char buf[1024];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  test::ProcessResult r;
+  const size_t nl = msg.find('\n');
+  if (nl == std::string::npos) return r;
+  r.exit_code = std::stoi(msg.substr(0, nl));
+  r.err = msg.substr(nl + 1);
+  return r;
+}
+
+TEST(Ds4CliErrors, MlockPastTheLockedMemoryLimit) {
+  TempDir dir;
+  const std::string tok = write_tokens(dir, "T.json", make_tokens(4));
+  const test::ProcessResult r =
+      ds4_under_memlock_limit({"--tokens-file", tok, "--dump-logits", dir.file("out.bin"), "--mlock"}, 64 * 1024);
+  rlimit hard{};
+  ::getrlimit(RLIMIT_MEMLOCK, &hard);
+  const std::string limit = hard.rlim_max == RLIM_INFINITY || hard.rlim_max >= 64 * 1024 ? "64.00 KiB" : "";
+  expect_one_error_line(r, {tiny().path(), "cannot lock", "of weights in RAM", "the locked-memory limit is " + limit,
+                            "(ulimit -l)", "run without --mlock"});
+  EXPECT_EQ(listing(dir), std::set<std::string>{"T.json"});
+}
+
 TEST(Ds4Cli, HelpDocumentsTheDefaults) {
   const test::ProcessResult r = test::run_app(DS4_BIN_DIR, "ds4", {"--help"});
   EXPECT_EQ(r.exit_code, 0);
   for (const char* s : {"--tokens-file", "--dump-logits", "--greedy", "--save-session", "--load-session", "--quality",
-                        "--threads", "--ctx", "32768", "--prefill-chunk", "4096"})
+                        "--threads", "--ctx", "32768", "--prefill-chunk", "4096", "--mlock", "--warm-weights"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
 }
 

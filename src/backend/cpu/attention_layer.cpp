@@ -194,30 +194,37 @@ void AttentionLayer::token_core(int64_t t, int64_t pos, LayerKvState &state, Thr
 
 void AttentionLayer::attend(const LayerKvState &state, const float *q, float *heads, ThreadPool *pool) {
   // Window rows oldest first, then the allowed compressed rows in index order.
-  // f16 rows (Default) are converted into rows_f32_, one slot per row, sized
-  // before any pointer into it is taken; f32 rows are used in place.
+  // f16 rows (Default) are read in place by attention_with_sink_f16; f32 rows
+  // (Quality) are used in place with their KV-cache cells.
   const size_t n_rows = static_cast<size_t>(state.raw_count()) + allowed_.size();
-  const size_t hd = static_cast<size_t>(head_dim_);
-  if (numerics_ == Numerics::Default) rows_f32_.resize(n_rows * hd);
-  auto scratch = [&](size_t r) { return rows_f32_.empty() ? nullptr : rows_f32_.data() + r * hd; };
+  const bool f16 = state.rows_are_f16();
   rows_.clear();
+  rows_f16_.clear();
   cells_.clear();
-  for (int i = 0; i < state.raw_count(); ++i) {
-    rows_.push_back(state.raw_row(i, scratch(rows_.size())));
-    cells_.push_back(state.raw_pos(i));
-  }
-  for (int32_t c : allowed_) {
-    rows_.push_back(state.compressed_row(c, scratch(rows_.size())));
-    cells_.push_back(kCompressedCellBase + c);
+  if (f16) {
+    for (int i = 0; i < state.raw_count(); ++i) rows_f16_.push_back(state.raw_row_f16(i));
+    for (int32_t c : allowed_) rows_f16_.push_back(state.compressed_row_f16(c));
+  } else {
+    for (int i = 0; i < state.raw_count(); ++i) {
+      rows_.push_back(state.raw_row(i, nullptr));
+      cells_.push_back(state.raw_pos(i));
+    }
+    for (int32_t c : allowed_) {
+      rows_.push_back(state.compressed_row(c, nullptr));
+      cells_.push_back(kCompressedCellBase + c);
+    }
   }
   scores_.resize(n_rows * static_cast<size_t>(n_head_));
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
   auto head = [&](int h) {
     const size_t off = static_cast<size_t>(h) * head_dim_;
-    attention_with_sink(std::span<const float>(q + off, static_cast<size_t>(head_dim_)), rows_,
-                        sinks_[static_cast<size_t>(h)], scale,
-                        std::span<float>(scores_).subspan(static_cast<size_t>(h) * n_rows, n_rows),
-                        std::span<float>(heads + off, static_cast<size_t>(head_dim_)), numerics_, cells_);
+    const std::span<const float> qh(q + off, static_cast<size_t>(head_dim_));
+    const std::span<float> scores = std::span<float>(scores_).subspan(static_cast<size_t>(h) * n_rows, n_rows);
+    const std::span<float> out(heads + off, static_cast<size_t>(head_dim_));
+    if (f16)
+      attention_with_sink_f16(qh, rows_f16_, sinks_[static_cast<size_t>(h)], scale, scores, out);
+    else
+      attention_with_sink(qh, rows_, sinks_[static_cast<size_t>(h)], scale, scores, out, numerics_, cells_);
   };
   if (pool) {
     pool->run(n_head_, [&](int task, int) { head(task); });

@@ -97,7 +97,7 @@ class AttentionLayer {
   std::vector<int32_t> allowed_;
   std::vector<const float *> rows_, index_rows_;
   std::vector<const uint16_t *> index_rows_f16_;
-  std::vector<float> rows_f32_;  // Default: the attended rows converted from f16
+  std::vector<const uint16_t *> rows_f16_;  // Default: the attended rows as stored (f16), read in place
   std::vector<int64_t> cells_;  // rows_' KV-cache cells (Quality float order)
 };
 

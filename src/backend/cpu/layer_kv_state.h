@@ -52,6 +52,11 @@ class LayerKvState {
   const float *raw_row(int i, float *scratch) const { return raw_.row(raw_slot(i), scratch); }
   const float *compressed_row(int64_t c, float *scratch) const { return comp_.row(c, scratch); }
   const float *index_row(int64_t c, float *scratch) const { return index_.row(c, scratch); }
+  // Default (rows stored as f16): a row's f16 bits in place, no conversion;
+  // for attention_with_sink_f16. Invalidated like the pointers above.
+  bool rows_are_f16() const { return raw_.is_f16(); }
+  const uint16_t *raw_row_f16(int i) const { return raw_.f16_row(raw_slot(i)); }
+  const uint16_t *compressed_row_f16(int64_t c) const { return comp_.f16_row(c); }
   // The index rows as stored (the indexer reads f16 rows without a copy).
   const KvRows &index_rows() const { return index_; }
 

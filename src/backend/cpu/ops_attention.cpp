@@ -4,19 +4,126 @@
 #include <cassert>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
+#include <type_traits>
+#include <vector>
 
+#include "core/fp16.h"
+#include "quant/dot.h"
 #include "quant/ggml_order.h"
 
 namespace ds4::cpu {
+
+extern const AttentionRowKernels kAttentionRowsAvx2;    // ops_attention_avx2.cpp
+extern const AttentionRowKernels kAttentionRowsAvx512;  // ops_attention_avx512.cpp
+
 namespace {
 
-float dot(std::span<const float> a, const float* b) {
-  float acc = 0.0f;
-  for (std::size_t i = 0; i < a.size(); ++i) acc += a[i] * b[i];
-  return acc;
+// Every f16 value as f32: the scalar level reads each f16 row element once
+// per head, and a table lookup costs far less than f16_to_f32's branches.
+const float* f16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = f16_to_f32(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table.data();
+}
+
+struct F32Identity {
+  float operator()(float v) const { return v; }
+};
+struct F16Lookup {
+  const float* table = f16_table();
+  float operator()(uint16_t h) const { return table[h]; }
+};
+template <class Row>
+using ToF32 = std::conditional_t<std::is_same_v<Row, float>, F32Identity, F16Lookup>;
+
+// The scalar level: ds4's own loops (one running sum per dot, mul then add).
+template <class Row>
+void dots_scalar(const float* q, const Row* const* rows, size_t n_rows, size_t dim, float scale, float* scores) {
+  const ToF32<Row> to_f32;
+  for (size_t r = 0; r < n_rows; ++r) {
+    const Row* row = rows[r];
+    float acc = 0.0f;
+    for (size_t i = 0; i < dim; ++i) acc += q[i] * to_f32(row[i]);
+    scores[r] = acc * scale;
+  }
+}
+
+template <class Row>
+void weighted_sum_scalar(const Row* const* rows, const float* w, size_t n_rows, size_t dim, float* out) {
+  const ToF32<Row> to_f32;
+  std::fill(out, out + dim, 0.0f);
+  for (size_t r = 0; r < n_rows; ++r) {
+    const Row* row = rows[r];
+    const float wr = w[r];
+    for (size_t d = 0; d < dim; ++d) out[d] += wr * to_f32(row[d]);
+  }
+}
+
+const AttentionRowKernels kAttentionRowsScalar = {"scalar", dots_scalar<float>, dots_scalar<uint16_t>,
+                                                  weighted_sum_scalar<float>, weighted_sum_scalar<uint16_t>};
+
+const AttentionRowKernels& kernels_of_level(const char* dot_isa) {
+  if (std::strncmp(dot_isa, "avx512", 6) == 0) return kAttentionRowsAvx512;  // avx512, avx512vnni
+  if (std::strcmp(dot_isa, "avx2") == 0) return kAttentionRowsAvx2;
+  return kAttentionRowsScalar;
+}
+
+// ds4 layer_attention_rows_one: scores, their max with the sink, exp weights
+// summed in row order after the sink term, the weighted row sum, then one
+// multiply by 1/denominator.
+template <class Row>
+void attention_default(const float* q, const Row* const* rows, size_t n_rows, size_t dim, float sink, float scale,
+                       float* scores, float* out,
+                       void (*dots)(const float*, const Row* const*, size_t, size_t, float, float*),
+                       void (*weighted_sum)(const Row* const*, const float*, size_t, size_t, float*)) {
+  dots(q, rows, n_rows, dim, scale, scores);
+  float max = sink;
+  for (size_t r = 0; r < n_rows; ++r) max = std::max(max, scores[r]);
+  float denom = std::exp(sink - max);
+  for (size_t r = 0; r < n_rows; ++r) {
+    scores[r] = std::exp(scores[r] - max);
+    denom += scores[r];
+  }
+  weighted_sum(rows, scores, n_rows, dim, out);
+  const float inv = 1.0f / denom;
+  for (size_t d = 0; d < dim; ++d) out[d] *= inv;
 }
 
 }  // namespace
+
+const AttentionRowKernels& attention_row_kernels_for(const char* isa) {
+  return kernels_of_level(quant::dot_kernels_for(isa).isa);
+}
+
+const AttentionRowKernels& attention_row_kernels() {
+  static const AttentionRowKernels& chosen = kernels_of_level(quant::dot_kernels().isa);
+  return chosen;
+}
+
+void attention_with_sink_default(const AttentionRowKernels& k, std::span<const float> q,
+                                 std::span<const float* const> rows, float sink, float scale, std::span<float> scores,
+                                 std::span<float> out) {
+  assert(out.size() == q.size() && scores.size() >= rows.size());
+  attention_default(q.data(), rows.data(), rows.size(), q.size(), sink, scale, scores.data(), out.data(), k.dots_f32,
+                    k.weighted_sum_f32);
+}
+
+void attention_with_sink_default(const AttentionRowKernels& k, std::span<const float> q,
+                                 std::span<const uint16_t* const> rows, float sink, float scale,
+                                 std::span<float> scores, std::span<float> out) {
+  assert(out.size() == q.size() && scores.size() >= rows.size());
+  attention_default(q.data(), rows.data(), rows.size(), q.size(), sink, scale, scores.data(), out.data(), k.dots_f16,
+                    k.weighted_sum_f16);
+}
+
+void attention_with_sink_f16(std::span<const float> q, std::span<const uint16_t* const> rows, float sink,
+                             float scale, std::span<float> scores, std::span<float> out) {
+  attention_with_sink_default(attention_row_kernels(), q, rows, sink, scale, scores, out);
+}
 
 void softmax_with_sink(std::span<float> scores, float sink) {
   float max = -INFINITY;
@@ -35,27 +142,14 @@ void softmax_with_sink(std::span<float> scores, float sink) {
 void attention_with_sink(std::span<const float> q, std::span<const float* const> rows, float sink,
                          float scale, std::span<float> scores, std::span<float> out, Numerics n,
                          std::span<const int64_t> cells) {
+  if (n == Numerics::Default) {
+    attention_with_sink_default(attention_row_kernels(), q, rows, sink, scale, scores, out);
+    return;
+  }
   const std::size_t dim = q.size();
   const std::size_t n_rows = rows.size();
   assert(out.size() == dim && scores.size() >= n_rows);
   std::fill(out.begin(), out.end(), 0.0f);
-
-  if (n == Numerics::Default) {
-    float max = sink;
-    for (std::size_t r = 0; r < n_rows; ++r) {
-      scores[r] = dot(q, rows[r]) * scale;
-      max = std::max(max, scores[r]);
-    }
-    float denom = std::exp(sink - max);
-    for (std::size_t r = 0; r < n_rows; ++r) {
-      const float w = std::exp(scores[r] - max);
-      denom += w;
-      for (std::size_t d = 0; d < dim; ++d) out[d] += w * rows[r][d];
-    }
-    const float inv = 1.0f / denom;
-    for (float& v : out) v *= inv;
-    return;
-  }
 
   // Quality: ggml's CPU attention with flash attention off, op by op in its
   // float order (ggml_order.h). kq: ggml_vec_dot_f32 (q is a permuted,

@@ -3,6 +3,7 @@
 // but has no value row (MODEL.md 4.7, trap T12).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -25,9 +26,51 @@ void softmax_with_sink(std::span<float> scores, float sink);
 // which depends on each row's KV-cache cell in a one-batch graph: cells[r]
 // must increase with r (raw rows: their position; compressed row c:
 // kCompressedCellBase + c). Empty cells = 0, 1, 2, ...
+// Default computes the dots and the weighted row sum with the vector kernels
+// of attention_row_kernels() (below).
 void attention_with_sink(std::span<const float> q, std::span<const float* const> rows, float sink,
                          float scale, std::span<float> scores, std::span<float> out, Numerics n,
                          std::span<const int64_t> cells = {});
+
+// Default numerics over rows stored as f16 (IEEE half bits, as KvRows keeps
+// them), read in place. Bit-identical to attention_with_sink(..., Default)
+// over the exactly converted f32 rows.
+void attention_with_sink_f16(std::span<const float> q, std::span<const uint16_t* const> rows, float sink,
+                             float scale, std::span<float> scores, std::span<float> out);
+
+// The two vector kernels of Default attention for one ISA level
+// (ops_attention.cpp, ops_attention_avx2.cpp, ops_attention_avx512.cpp), each
+// one template over f32 and f16 rows so both row types round alike.
+// dots: scores[r] = dot(q, rows[r]) * scale. weighted_sum: out[d] =
+// sum_r w[r] * rows[r][d], rows in order, each element one running sum.
+// Results depend only on the inputs and the level, never on how rows or
+// columns are grouped. The scalar level is ds4's plain loop (one running dot
+// sum, mul then add); the SIMD levels use FMAs and several dot lanes, so they
+// differ from it by float rounding only.
+struct AttentionRowKernels {
+  const char* isa;  // "scalar", "avx2", "avx512"
+  void (*dots_f32)(const float* q, const float* const* rows, size_t n_rows, size_t dim, float scale, float* scores);
+  void (*dots_f16)(const float* q, const uint16_t* const* rows, size_t n_rows, size_t dim, float scale,
+                   float* scores);
+  void (*weighted_sum_f32)(const float* const* rows, const float* w, size_t n_rows, size_t dim, float* out);
+  void (*weighted_sum_f16)(const uint16_t* const* rows, const float* w, size_t n_rows, size_t dim, float* out);
+};
+
+// The level the dot kernels run at (quant::dot_kernels(), so DS4_ISA picks
+// both; avx512vnni runs the avx512 kernels). Chosen once.
+const AttentionRowKernels& attention_row_kernels();
+// The kernels of the dot level named `isa` (quant::dot_kernels_for: ds4::Error
+// if unknown, not built or not runnable here).
+const AttentionRowKernels& attention_row_kernels_for(const char* isa);
+
+// attention_with_sink's Default branch with the given kernels (tests compare
+// levels; the entry points above pass attention_row_kernels()).
+void attention_with_sink_default(const AttentionRowKernels& k, std::span<const float> q,
+                                 std::span<const float* const> rows, float sink, float scale, std::span<float> scores,
+                                 std::span<float> out);
+void attention_with_sink_default(const AttentionRowKernels& k, std::span<const float> q,
+                                 std::span<const uint16_t* const> rows, float sink, float scale,
+                                 std::span<float> scores, std::span<float> out);
 
 // Cell of compressed row 0 in attention_with_sink's Quality layout: past
 // every raw cell, a multiple of 16.

@@ -1,0 +1,58 @@
+// The ds4-bench command line (SYSTEMS.md 6.1): what was asked for, the checks
+// that need no model, and the frontier walk ctx-start, +step-incr (or
+// *step-mul) ... ctx-max.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ds4::bench {
+
+inline constexpr int64_t kDefaultCtxStart = 2048;
+inline constexpr int64_t kDefaultCtxMax = 32768;
+inline constexpr int64_t kDefaultStepIncr = 2048;
+inline constexpr int kDefaultGenTokens = 128;
+
+struct Options {
+  std::string model;
+
+  // Exactly one input.
+  std::string prompt_file;       // plain text: BOS + its tokens
+  std::string chat_prompt_file;  // one user message, thinking off
+  std::string tokens_file;       // JSON array of ids, used as is
+  std::optional<std::string> system;  // -sys/--system, with --chat-prompt-file only
+
+  int64_t ctx_start = kDefaultCtxStart;
+  int64_t ctx_max = kDefaultCtxMax;
+  std::optional<int64_t> ctx_alloc;  // default ctx_max + gen_tokens + 1
+  int64_t step_incr = kDefaultStepIncr;
+  std::optional<double> step_mul;
+  int gen_tokens = kDefaultGenTokens;
+
+  std::string csv;  // "" = stdout only
+  int threads = 1;
+  bool quality = false;
+  int prefill_chunk = 4096;
+  bool warm_weights = false;
+  bool mlock = false;
+  bool print_gen_tokens = false;  // diagnostics: each frontier's ids on stderr
+  std::string backend = "cpu";
+};
+
+// ds4::Error naming the flag for values no model can make valid: counts below
+// 1, --ctx-start > --ctx-max, --step-mul <= 1, not exactly one input, -sys
+// without --chat-prompt-file, missing input files, a backend other than cpu.
+void validate(const Options& o);
+
+// ctx_start, then prev + step_incr (or round(prev * step_mul), at least
+// prev + 1) while below ctx_max; the last frontier is ctx_max itself. Needs
+// 1 <= ctx_start <= ctx_max.
+std::vector<int64_t> frontiers(int64_t ctx_start, int64_t ctx_max, int64_t step_incr, std::optional<double> step_mul);
+
+// Tokens the session must hold: the prompt up to ctx_max, then gen_tokens
+// generated ids, each evaluated (so every probe step is a timed decode).
+inline int64_t ctx_needed(int64_t ctx_max, int gen_tokens) { return ctx_max + gen_tokens; }
+
+}  // namespace ds4::bench

@@ -1,0 +1,294 @@
+// ds4-bench: prefill and decode speed at growing context (SYSTEMS.md 6.1).
+//   ds4-bench -m MODEL --prompt-file F | --chat-prompt-file F | --tokens-file T.json
+//             [--ctx-start 2048] [--ctx-max 32768] [--step-incr 2048 | --step-mul F]
+//             [-n 128] [--csv FILE] [-t N] [--quality] [--warm-weights] [--mlock]
+// Walks frontiers through the prompt's tokens: at each one it evaluates only
+// the tokens since the previous frontier (timed: prefill), copies the session
+// (untimed), decodes -n tokens greedily with EOS excluded (timed: decode) and
+// restores the copy (untimed). One CSV row per frontier on stdout (and in
+// --csv FILE); the setup and memory figures go to stderr. Every failure is
+// one line "ds4-bench: <message>" on stderr and exit status 1.
+#include <CLI/CLI.hpp>
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/forward.h"
+#include "backend/cpu/session.h"
+#include "core/error.h"
+#include "core/gguf.h"
+#include "core/thread_pool.h"
+#include "model/deepseek4_memory.h"
+#include "model/deepseek4_model.h"
+#include "quant/dot.h"
+
+#include "bench_options.h"
+#include "bench_prompt.h"
+
+namespace {
+
+using ds4::Error;
+using namespace ds4::bench;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kCsvHeader = "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes\n";
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double per_second(int64_t n, double secs) { return secs > 0 ? static_cast<double>(n) / secs : 0.0; }
+
+// "12345 bytes (12.06 KiB)"; with_count = false: "12.06 KiB".
+std::string format_bytes(uint64_t bytes, bool with_count = true) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < std::size(units)) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[96];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+  else if (!with_count)
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  else
+    std::snprintf(buf, sizeof buf, "%llu bytes (%.2f %s)", static_cast<unsigned long long>(bytes), v, units[u]);
+  return buf;
+}
+
+std::string json_ids(const std::vector<int32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out + "]";
+}
+
+// The CSV goes to stdout and, with --csv, to a file opened before any work
+// (so an unwritable path fails first); each row is flushed as it is made.
+class CsvOut {
+ public:
+  explicit CsvOut(const std::string& path) : path_(path) {
+    if (path.empty()) return;
+    file_ = std::fopen(path.c_str(), "w");
+    if (!file_) throw Error("--csv " + path + ": cannot write: " + std::strerror(errno));
+  }
+  ~CsvOut() {
+    if (file_) std::fclose(file_);
+  }
+  CsvOut(const CsvOut&) = delete;
+  CsvOut& operator=(const CsvOut&) = delete;
+
+  void line(const std::string& text) {
+    if (std::fputs(text.c_str(), stdout) < 0 || std::fflush(stdout) != 0) throw Error("cannot write to stdout");
+    if (file_ && (std::fputs(text.c_str(), file_) < 0 || std::fflush(file_) != 0))
+      throw Error("--csv " + path_ + ": cannot write: " + std::strerror(errno));
+  }
+  void close() {
+    if (!file_) return;
+    const int rc = std::fclose(file_);
+    file_ = nullptr;
+    if (rc != 0) throw Error("--csv " + path_ + ": cannot write: " + std::strerror(errno));
+  }
+
+ private:
+  std::string path_;
+  FILE* file_ = nullptr;
+};
+
+// Argmax of the logits, lowest id on ties, never `eos` (when given).
+int32_t argmax_except(std::span<const float> logits, std::optional<int32_t> eos) {
+  int32_t best = -1;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const auto id = static_cast<int32_t>(i);
+    if (eos && id == *eos) continue;
+    if (best < 0 || logits[i] > logits[static_cast<size_t>(best)]) best = id;
+  }
+  return best;
+}
+
+uint64_t peak_rss_bytes() {
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // KiB on Linux
+}
+
+int run(const Options& o) {
+  validate(o);
+  CsvOut csv(o.csv);
+
+  // Loading (and --warm-weights / --mlock paging the file in) is not timed.
+  const auto t_load = Clock::now();
+  ds4::model::LoadOptions load;
+  load.mlock = o.mlock;
+  load.warm = o.warm_weights;
+  const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model, load);
+  const double load_secs = seconds_since(t_load);
+  const ds4::model::Deepseek4HParams& hp = model.hparams();
+  const PromptTokens prompt = load_prompt(o, model.file(), hp.n_vocab);
+  const auto available = static_cast<int64_t>(prompt.ids.size());
+
+  int64_t ctx_max = o.ctx_max;
+  if (available < ctx_max) {
+    if (available < o.ctx_start)
+      throw Error("--ctx-start " + std::to_string(o.ctx_start) + " is above the " + std::to_string(available) +
+                  " tokens " + prompt.source + " gives");
+    std::fprintf(stderr, "ds4-bench: note: %s gives %lld tokens; --ctx-max lowered from %lld to %lld\n",
+                 prompt.source.c_str(), static_cast<long long>(available), static_cast<long long>(ctx_max),
+                 static_cast<long long>(available));
+    ctx_max = available;
+  }
+  const int64_t needed = ctx_needed(ctx_max, o.gen_tokens);
+  const int64_t ctx_alloc = o.ctx_alloc.value_or(needed + 1);
+  if (ctx_alloc < needed)
+    throw Error("--ctx-alloc " + std::to_string(ctx_alloc) + " is too small: the walk needs " +
+                std::to_string(needed) + " tokens (--ctx-max " + std::to_string(ctx_max) + " + -n " +
+                std::to_string(o.gen_tokens) + ")");
+  const std::vector<int64_t> walk = frontiers(o.ctx_start, ctx_max, o.step_incr, o.step_mul);
+
+  const auto numerics = o.quality ? ds4::cpu::Numerics::Quality : ds4::cpu::Numerics::Default;
+  const uint64_t file_bytes = model.file().file_size();
+  std::fprintf(stderr, "model: %s, %s\n", o.model.c_str(), format_bytes(file_bytes).c_str());
+  std::fprintf(stderr, "threads %d, isa %s, numerics %s, prefill chunk %d\n", o.threads, ds4::quant::dot_kernels().isa,
+               o.quality ? "quality" : "default", o.prefill_chunk);
+  const uint64_t decode_bytes = ds4::model::decode_weight_bytes_per_token(model.weights(), hp);
+  std::fprintf(stderr, "decode weight bytes/token: %llu (%s)\n", static_cast<unsigned long long>(decode_bytes),
+               format_bytes(decode_bytes, false).c_str());
+  std::fprintf(stderr, "prompt: %lld tokens from %s; %zu frontiers %lld..%lld, -n %d, ctx-alloc %lld%s\n",
+               static_cast<long long>(available), prompt.source.c_str(), walk.size(),
+               static_cast<long long>(walk.front()), static_cast<long long>(walk.back()), o.gen_tokens,
+               static_cast<long long>(ctx_alloc), prompt.eos ? "" : "; no EOS id in the model: probes may pick any id");
+  std::fflush(stderr);
+
+  ds4::ThreadPool pool(o.threads);
+  ds4::cpu::Forward forward(model, numerics, &pool);
+  forward.set_prefill_chunk(o.prefill_chunk);
+  ds4::cpu::Session session = forward.new_session(ctx_alloc);
+
+  if (o.warm_weights || o.mlock)
+    std::fprintf(stderr, "weights %s: %.3f s\n", o.mlock ? "loaded and locked in RAM" : "paged in", load_secs);
+
+  csv.line(kCsvHeader);
+  int64_t done = 0;
+  for (const int64_t frontier : walk) {
+    const std::span<const int32_t> interval(prompt.ids.data() + done, static_cast<size_t>(frontier - done));
+    const auto t_prefill = Clock::now();
+    forward.eval(session, interval);
+    const double prefill_secs = seconds_since(t_prefill);
+    done = frontier;
+
+    const ds4::cpu::Session snapshot = session;
+    std::vector<int32_t> generated;
+    generated.reserve(static_cast<size_t>(o.gen_tokens));
+    double gen_secs = 0;
+    for (int i = 0; i < o.gen_tokens; ++i) {
+      const auto t_step = Clock::now();
+      const int32_t id = argmax_except(session.logits(), prompt.eos);
+      forward.eval(session, std::span<const int32_t>(&id, 1));
+      gen_secs += seconds_since(t_step);
+      generated.push_back(id);
+    }
+    session.restore(snapshot);
+
+    // The effective weight bandwidth of decode: what each step reads / its time.
+    const double gen_gbps = gen_secs > 0 ? static_cast<double>(decode_bytes) * o.gen_tokens / gen_secs / 1e9 : 0.0;
+    std::fprintf(stderr,
+                 "frontier %lld: prefill %zu tokens in %.3f s, decode %d tokens in %.3f s (%.2f GB/s of weights)\n",
+                 static_cast<long long>(frontier), interval.size(), prefill_secs, o.gen_tokens, gen_secs, gen_gbps);
+    if (o.print_gen_tokens)
+      std::fprintf(stderr, "gen_ids %lld %s\n", static_cast<long long>(frontier), json_ids(generated).c_str());
+    char row[256];
+    std::snprintf(row, sizeof row, "%lld,%lld,%.2f,%d,%.2f,%llu\n", static_cast<long long>(frontier),
+                  static_cast<long long>(interval.size()),
+                  per_second(static_cast<int64_t>(interval.size()), prefill_secs), o.gen_tokens,
+                  per_second(o.gen_tokens, gen_secs), static_cast<unsigned long long>(snapshot.state_bytes()));
+    csv.line(row);
+  }
+  csv.close();
+
+  std::fprintf(stderr, "peak RSS: %s, model file %s\n", format_bytes(peak_rss_bytes()).c_str(),
+               format_bytes(file_bytes).c_str());
+  return 0;
+}
+
+// One line: newlines inside a message become "; ".
+void print_error(const std::string& msg) {
+  std::string line;
+  for (char c : msg) {
+    if (c == '\n' || c == '\r') {
+      if (!line.empty() && line.back() != ' ') line += "; ";
+    } else {
+      line += c;
+    }
+  }
+  while (!line.empty() && (line.back() == ' ' || line.back() == ';')) line.pop_back();
+  std::fprintf(stderr, "ds4-bench: %s\n", line.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // CLI11 takes only one-letter names after a single dash: -sys is --system.
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i)
+    if (args[i] == "-sys") args[i] = "--system";
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : args) arg_ptrs.push_back(a.data());
+
+  CLI::App app{"Prefill and decode speed of DeepSeek V4 at growing context: one CSV row per frontier.", "ds4-bench"};
+  app.set_help_flag("-h,--help", "Print this help and exit");
+  Options o;
+  o.threads = ds4::default_thread_count();
+  o.prefill_chunk = ds4::cpu::kDefaultPrefillChunk;
+
+  app.add_option("-m,--model", o.model, "Model GGUF file")->required();
+  app.add_option("--prompt-file", o.prompt_file, "Text to walk through: BOS + its tokens (no chat template)");
+  app.add_option("--chat-prompt-file", o.chat_prompt_file,
+                 "Text rendered as one user message (thinking off), with -sys as system prompt");
+  app.add_option("--tokens-file", o.tokens_file, "JSON array of token ids to walk through, used as is");
+  app.add_option("--system", o.system, "System prompt for --chat-prompt-file (also -sys)");
+  app.add_option("--ctx-start", o.ctx_start, "First frontier (tokens)")->capture_default_str();
+  app.add_option("--ctx-max", o.ctx_max, "Last frontier; lowered to the tokens the prompt gives")
+      ->capture_default_str();
+  app.add_option("--ctx-alloc", o.ctx_alloc, "Session context size (default: ctx-max + gen-tokens + 1)");
+  app.add_option("--step-incr", o.step_incr, "Next frontier = previous + this")->capture_default_str();
+  app.add_option("--step-mul", o.step_mul, "Next frontier = round(previous * this) (> 1; replaces --step-incr)");
+  app.add_option("-n,--gen-tokens", o.gen_tokens, "Greedy tokens decoded (and timed) at every frontier")
+      ->capture_default_str();
+  app.add_option("--csv", o.csv, "Also write the CSV to this file");
+  app.add_option("-t,--threads", o.threads, "Threads (default: physical cores available)")->capture_default_str();
+  app.add_flag("--quality", o.quality, "Quality numerics (llama.cpp's op order) instead of the default numerics");
+  app.add_option("--prefill-chunk", o.prefill_chunk, "Tokens per layer-major prefill chunk")->capture_default_str();
+  app.add_flag("--warm-weights", o.warm_weights, "Page the whole model in before timing (untimed)");
+  app.add_flag("--mlock", o.mlock, "Lock the model's pages in RAM (fails when ulimit -l is too low)");
+  app.add_flag_callback("--cpu", [&o] { o.backend = "cpu"; }, "CPU backend (the only one of this build)");
+  app.add_option("--backend", o.backend, "Backend: cpu")->capture_default_str();
+  app.add_flag("--print-gen-tokens", o.print_gen_tokens, "Print each frontier's generated ids on stderr")->group("");
+
+  try {
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    print_error(std::string(e.what()) + " (see ds4-bench --help)");
+    return 1;
+  }
+
+  try {
+    return run(o);
+  } catch (const ds4::Error& e) {
+    print_error(e.what());
+  } catch (const std::bad_alloc&) {
+    print_error("out of memory");
+  } catch (const std::exception& e) {
+    print_error(std::string("internal error: ") + e.what());
+  }
+  return 1;
+}
