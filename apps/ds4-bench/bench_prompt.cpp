@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "runtime/tokens_file.h"
 #include "text/chat_render.h"
 #include "text/chat_tokens.h"
 #include "text/tokenizer.h"
@@ -39,34 +40,12 @@ text::Tokenizer model_tokenizer(const gguf::File& file, uint32_t n_vocab, const 
 
 }  // namespace
 
-std::vector<int32_t> parse_token_ids(const std::string& json_text, uint32_t n_vocab, const std::string& flag_and_path) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(flag_and_path + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!doc.is_array()) throw Error(flag_and_path + ": expected a JSON array of token ids");
-  std::vector<int32_t> ids;
-  ids.reserve(doc.size());
-  for (size_t i = 0; i < doc.size(); ++i) {
-    const nlohmann::json& v = doc[i];
-    if (!v.is_number_integer())
-      throw Error(flag_and_path + ": element " + std::to_string(i) + " is " + v.dump() + ", not an integer token id");
-    const int64_t id = v.get<int64_t>();
-    if (id < 0 || id >= static_cast<int64_t>(n_vocab))
-      throw Error(flag_and_path + ": element " + std::to_string(i) + " has id " + std::to_string(id) +
-                  ", outside the model's vocabulary [0, " + std::to_string(n_vocab) + ")");
-    ids.push_back(static_cast<int32_t>(id));
-  }
-  return ids;
-}
-
 PromptTokens load_prompt(const Options& o, const gguf::File& file, uint32_t n_vocab) {
   PromptTokens p;
   if (!o.tokens_file.empty()) {
     p.source = "--tokens-file " + o.tokens_file;
-    p.ids = parse_token_ids(read_file(o.tokens_file, "--tokens-file"), n_vocab, p.source);
+    p.ids = runtime::parse_tokens_json(read_file(o.tokens_file, "--tokens-file"), p.source);
+    runtime::check_token_range(p.ids, n_vocab, p.source);
     if (const auto eos = file.find_u32(kEosKey); eos && *eos < n_vocab) p.eos = static_cast<int32_t>(*eos);
   } else if (!o.prompt_file.empty()) {
     p.source = "--prompt-file " + o.prompt_file;

@@ -31,9 +31,4 @@ struct PromptTokens {
 // model that has no tokenizer (or one whose size is not n_vocab).
 PromptTokens load_prompt(const Options& o, const gguf::File& model_file, uint32_t n_vocab);
 
-// The ids of a --tokens-file text; `flag_and_path` starts every error.
-// (Repeats the reader of apps/ds4/tokens_file.cpp in a few lines; the vocab
-// range is checked here too.)
-std::vector<int32_t> parse_token_ids(const std::string& json_text, uint32_t n_vocab, const std::string& flag_and_path);
-
 }  // namespace ds4::bench

@@ -29,6 +29,7 @@
 #include "backend/cpu/session.h"
 #include "backend/cpu/session_payload.h"
 #include "core/error.h"
+#include "runtime/tokens_file.h"
 #include "core/file_map.h"
 #include "core/thread_pool.h"
 #include "model/deepseek4_model.h"
@@ -37,7 +38,6 @@
 #include "logits_file.h"
 #include "memory_report.h"
 #include "options.h"
-#include "tokens_file.h"
 
 namespace {
 
@@ -75,7 +75,7 @@ std::string json_ids(const std::vector<int32_t>& ids) {
 
 int run_tokens(const Options& o) {
   std::vector<int32_t> tokens;
-  if (!o.tokens_file.empty()) tokens = read_tokens_file(o.tokens_file);
+  if (!o.tokens_file.empty()) tokens = ds4::runtime::read_tokens_file(o.tokens_file);
   if (tokens.empty() && !o.dump_logits.empty()) throw Error(o.tokens_file + ": the token list is empty");
   if (tokens.empty() && o.load_session.empty())
     throw Error(o.tokens_file + ": the token list is empty and no --load-session gives a context");
@@ -83,7 +83,7 @@ int run_tokens(const Options& o) {
 
   const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model, load_options(o));
   const ds4::model::Deepseek4HParams& hp = model.hparams();
-  check_token_range(tokens, hp.n_vocab, o.tokens_file);
+  ds4::runtime::check_token_range(tokens, hp.n_vocab, o.tokens_file);
 
   const int64_t n_new = static_cast<int64_t>(tokens.size());
   const std::string file_detail = std::to_string(n_new) + " from " + (o.tokens_file.empty() ? "no file" : o.tokens_file) +

@@ -385,7 +385,7 @@ TEST(Ds4BenchErrors, EveryBadValueNamesItsFlag) {
   expect_one_error_line(bench({"--prompt-file", dir.file("none.txt")}), {"--prompt-file", "none.txt"});
   test::write_text(dir.file("big.json"), "[1, 2, 512]");
   expect_one_error_line(bench({"--tokens-file", dir.file("big.json"), "--ctx-start", "2"}),
-                        {"--tokens-file", "element 2", "512"});
+                        {"--tokens-file", "token 2", "512"});
   test::write_text(dir.file("bad.json"), "[1, \"x\"]");
   expect_one_error_line(bench({"--tokens-file", dir.file("bad.json"), "--ctx-start", "1"}),
                         {"--tokens-file", "element 1"});

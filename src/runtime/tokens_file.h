@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ds4::app {
+namespace ds4::runtime {
 
 // Parses `text`; `name` (the file name) starts every error message.
 // ds4::Error for invalid JSON, a value that is not an array, and an element
@@ -21,4 +21,4 @@ std::vector<int32_t> read_tokens_file(const std::string& path);
 // ds4::Error naming the index and value of the first id outside [0, n_vocab).
 void check_token_range(const std::vector<int32_t>& tokens, uint32_t n_vocab, const std::string& name);
 
-}  // namespace ds4::app
+}  // namespace ds4::runtime

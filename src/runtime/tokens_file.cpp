@@ -1,4 +1,4 @@
-#include "tokens_file.h"
+#include "runtime/tokens_file.h"
 
 #include <cerrno>
 #include <cstring>
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 
-namespace ds4::app {
+namespace ds4::runtime {
 
 namespace {
 
@@ -72,4 +72,4 @@ void check_token_range(const std::vector<int32_t>& tokens, uint32_t n_vocab, con
   }
 }
 
-}  // namespace ds4::app
+}  // namespace ds4::runtime
