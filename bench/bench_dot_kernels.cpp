@@ -3,6 +3,12 @@
 // level this CPU runs, reported as weight bytes per second (what bounds
 // decode), next to a plain memory-read baseline.
 //
+// Tile benchmarks (prefill): the tile kernels (dot_tile.h) at the best level,
+// 64 rows x 4096 columns x N activations (N = 1, 8, 64), and 16 rows x 256
+// activations (a narrow tile, many tokens), reported as weight-activation
+// multiply-adds per second (items/s = cols * rows * N), next to the same tile
+// computed by looping that level's dot kernel.
+//
 // Matrix sizes:
 //   l2     ~512 KiB of weights, 2048 columns: cache-resident, kernel speed;
 //   expert 2048 rows x 4096 columns, a routed expert's gate/up matrix
@@ -25,6 +31,7 @@
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/dot.h"
+#include "quant/dot_tile.h"
 
 namespace ds4::quant {
 namespace {
@@ -75,6 +82,7 @@ struct Format {
   // Activation row of `cols` elements in the kernel's activation format.
   Buffer (*make_activation)(int64_t cols, FastRng& rng);
   float (*dot)(const DotKernels& k, int64_t n, const void* w, const void* x);
+  TileKernel TileKernels::*tile;
 };
 
 Buffer q8_0_activation(int64_t cols, FastRng& rng) {
@@ -121,7 +129,8 @@ const Format kFormats[] = {
      q8_0_activation,
      [](const DotKernels& k, int64_t n, const void* w, const void* x) {
        return k.q8_0_q8_0(n, static_cast<const BlockQ8_0*>(w), static_cast<const BlockQ8_0*>(x));
-     }},
+     },
+     &TileKernels::q8_0_q8_0},
     {"q2_K", kQK_K, sizeof(BlockQ2_K),
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) {
@@ -132,7 +141,8 @@ const Format kFormats[] = {
      q8_K_activation,
      [](const DotKernels& k, int64_t n, const void* w, const void* x) {
        return k.q2_K_q8_K(n, static_cast<const BlockQ2_K*>(w), static_cast<const BlockQ8_K*>(x));
-     }},
+     },
+     &TileKernels::q2_K_q8_K},
     {"q4_K", kQK_K, sizeof(BlockQ4_K),
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) {
@@ -143,7 +153,8 @@ const Format kFormats[] = {
      q8_K_activation,
      [](const DotKernels& k, int64_t n, const void* w, const void* x) {
        return k.q4_K_q8_K(n, static_cast<const BlockQ4_K*>(w), static_cast<const BlockQ8_K*>(x));
-     }},
+     },
+     &TileKernels::q4_K_q8_K},
     {"iq2_xxs", kQK_K, sizeof(BlockIQ2_XXS),
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockIQ2_XXS), kScale);
@@ -151,7 +162,8 @@ const Format kFormats[] = {
      q8_K_activation,
      [](const DotKernels& k, int64_t n, const void* w, const void* x) {
        return k.iq2_xxs_q8_K(n, static_cast<const BlockIQ2_XXS*>(w), static_cast<const BlockQ8_K*>(x));
-     }},
+     },
+     &TileKernels::iq2_xxs_q8_K},
     {"mxfp4", kQKMxfp4, sizeof(BlockMXFP4),
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) p[i * sizeof(BlockMXFP4)] = static_cast<unsigned char>(120 + i % 8);
@@ -159,7 +171,8 @@ const Format kFormats[] = {
      q8_0_activation,
      [](const DotKernels& k, int64_t n, const void* w, const void* x) {
        return k.mxfp4_q8_0(n, static_cast<const BlockMXFP4*>(w), static_cast<const BlockQ8_0*>(x));
-     }},
+     },
+     &TileKernels::mxfp4_q8_0},
     {"f16", 1, 2,
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) {
@@ -171,7 +184,8 @@ const Format kFormats[] = {
      f32_activation,
      [](const DotKernels& k, int64_t n, const void* w, const void* x) {
        return k.f16_f32(n, static_cast<const uint16_t*>(w), static_cast<const float*>(x));
-     }},
+     },
+     &TileKernels::f16_f32},
     {"bf16", 1, 2,
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) {
@@ -183,7 +197,8 @@ const Format kFormats[] = {
      f32_activation,
      [](const DotKernels& k, int64_t n, const void* w, const void* x) {
        return k.bf16_f32(n, static_cast<const uint16_t*>(w), static_cast<const float*>(x));
-     }},
+     },
+     &TileKernels::bf16_f32},
     {"f32", 1, 4,
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) {
@@ -196,7 +211,8 @@ const Format kFormats[] = {
      f32_activation,
      [](const DotKernels& k, int64_t n, const void* w, const void* x) {
        return k.f32_f32(n, static_cast<const float*>(w), static_cast<const float*>(x));
-     }},
+     },
+     &TileKernels::f32_f32},
 };
 
 struct Size {
@@ -257,6 +273,72 @@ void matvec(benchmark::State& state, const Format& f, const Size& s, const DotKe
   state.counters["cols"] = static_cast<double>(m.cols);
 }
 
+// ---- Tiles (prefill) ----
+
+constexpr int64_t kTileCols = 4096;
+
+struct TileShape {
+  int64_t rows;
+  int64_t acts;
+};
+const TileShape kTileShapes[] = {{64, 1}, {64, 8}, {64, 64}, {16, 256}};
+
+struct TileInputs {
+  Buffer weights;
+  std::vector<Buffer> acts;
+  std::vector<const void*> act_ptrs;
+  size_t row_bytes = 0;
+};
+
+// Rows x 4096 columns and N activations of one format, kept for the
+// benchmarks of that (format, shape) that run back to back.
+const TileInputs& tile_inputs_for(const Format& f, TileShape shape) {
+  static std::string key;
+  static TileInputs in;
+  const std::string want = std::string(f.name) + "/" + std::to_string(shape.rows) + "x" + std::to_string(shape.acts);
+  if (key == want) return in;
+  in = TileInputs{};
+  in.row_bytes = static_cast<size_t>(kTileCols / f.block_elems) * f.block_bytes;
+  const size_t blocks = static_cast<size_t>(shape.rows) * static_cast<size_t>(kTileCols / f.block_elems);
+  FastRng rng;
+  in.weights = allocate(blocks * f.block_bytes);
+  rng.fill(in.weights.get(), blocks * f.block_bytes);
+  f.fix_weights(in.weights.get(), blocks);
+  for (int64_t t = 0; t < shape.acts; ++t) {
+    in.acts.push_back(f.make_activation(kTileCols, rng));
+    in.act_ptrs.push_back(in.acts.back().get());
+  }
+  key = want;
+  return in;
+}
+
+// One tile call per iteration: the tile kernel, or (loop = true) the same
+// results from the level's dot kernel, rows outer as dot_tile.cpp's fallback.
+void tile(benchmark::State& state, const Format& f, TileShape shape, const DotKernels& k, bool loop) {
+  const TileInputs& in = tile_inputs_for(f, shape);
+  const int64_t rows = shape.rows, n_acts = shape.acts;
+  const TileKernel kernel = tile_kernels_for(k.isa).*f.tile;
+  std::vector<float> out(static_cast<size_t>(rows * n_acts));
+  for (auto _ : state) {
+    if (loop) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const unsigned char* row = in.weights.get() + static_cast<size_t>(r) * in.row_bytes;
+        for (int64_t t = 0; t < n_acts; ++t) {
+          out[static_cast<size_t>(t * rows + r)] = f.dot(k, kTileCols, row, in.act_ptrs[static_cast<size_t>(t)]);
+        }
+      }
+    } else {
+      kernel(kTileCols, in.weights.get(), in.row_bytes, rows, in.act_ptrs.data(), n_acts, out.data(), rows);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  // Items: weight-activation multiply-adds; shown as G/s by the counter below.
+  const double macs = static_cast<double>(kTileCols * rows * n_acts);
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(macs));
+  state.counters["GMAC/s"] = benchmark::Counter(macs * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // Baseline: summing a 1 GiB buffer with 16-byte loads (SSE2, the baseline
 // ISA), the single-thread read bandwidth the dram-size kernels are bounded by.
 void memory_read(benchmark::State& state) {
@@ -286,6 +368,18 @@ void register_benchmarks() {
         const std::string name = std::string("dot/") + f.name + "/" + s.name + "/" + k->isa;
         benchmark::RegisterBenchmark(name.c_str(), [&f, &s, k](benchmark::State& st) { matvec(st, f, s, *k); })
             ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  const DotKernels& best = dot_kernels();
+  for (const Format& f : kFormats) {
+    for (const TileShape shape : kTileShapes) {
+      for (const bool loop : {false, true}) {
+        const std::string name = std::string(loop ? "tile_loop/" : "tile/") + f.name + "/" +
+                                 std::to_string(shape.rows) + "x4096x" + std::to_string(shape.acts) + "/" + best.isa;
+        benchmark::RegisterBenchmark(name.c_str(), [&f, shape, &best, loop](benchmark::State& st) {
+          tile(st, f, shape, best, loop);
+        })->Unit(benchmark::kMicrosecond);
       }
     }
   }

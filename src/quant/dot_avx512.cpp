@@ -13,8 +13,12 @@
 // would round the f32 activations to bf16 (8-bit mantissa), far beyond
 // accumulated rounding.
 //
-// Hardware gathers are avoided: on the AMD cores this targets they cost more
-// than the rest of a kernel (IQ2_XXS decodes its grid from registers instead).
+// IQ2_XXS reads its grid with hardware gathers (4 vpgatherqq per block): on
+// the Intel Xeon (Emerald Rapids) it was measured on, that beat decoding the
+// grid from registers (iq2_xxs_exact_partials, kept as the exact path for
+// blocks whose activations hold -128) by about 40%. Gathers are slower on AMD Zen 4; not
+// measured there. Elsewhere small per-block values are loaded through a
+// buffer rather than gathered.
 //
 // This file is built with the VNNI/BF16 flags too, so the plain "avx512"
 // kernels must not let the compiler auto-vectorize into those instructions:
@@ -161,6 +165,16 @@ inline __m512i block_u8x16(const void* blocks) {
   return _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(v)));
 }
 
+// The f32 at the start of each of 16 consecutive blocks, in transpose_sum's lane order.
+template <size_t kStride>
+inline __m512 block_f32x16(const void* blocks) {
+  const auto* p = static_cast<const unsigned char*>(blocks);
+  alignas(64) float v[16];
+#pragma GCC unroll 16
+  for (int lane = 0; lane < 16; ++lane) std::memcpy(&v[lane], p + kStride * transposed_block(lane), 4);
+  return _mm512_load_ps(v);
+}
+
 // Adds 16 per-block terms (in transpose_sum's lane order) to sum one block
 // at a time, in block order, as the scalar reference does.
 inline float add_in_block_order(float sum, __m512 terms) {
@@ -168,6 +182,15 @@ inline float add_in_block_order(float sum, __m512 terms) {
   _mm512_store_ps(t, terms);
 #pragma GCC unroll 16
   for (int k = 0; k < 16; ++k) sum += t[transposed_block(k)];
+  return sum;
+}
+
+// Subtracts 16 per-block terms from sum in block order (the Q4_K min term).
+inline float sub_in_block_order(float sum, __m512 terms) {
+  alignas(64) float t[16];
+  _mm512_store_ps(t, terms);
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; ++k) sum -= t[transposed_block(k)];
   return sum;
 }
 
@@ -256,36 +279,62 @@ alignas(64) constexpr int8_t kQ2ScaleSpread[4][64] = {
 #undef DS4_Q2_LANE
 };
 
+// Code-times-scale partials of one block: 16 int32 lanes whose total is the
+// block's isum.
+template <bool kVnni>
+inline __m512i q2_K_code_partials(const BlockQ2_K& wb, const BlockQ8_K& xb, __m128i sc) {
+  const __m512i low2 = _mm512_set1_epi8(3);
+  const __m512i scales = _mm512_broadcast_i32x4(_mm_and_si128(sc, _mm_set1_epi8(0x0f)));
+  __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 16
+  for (int h = 0; h < 2; ++h) {
+    // Planes 0,1 (and 2,3 after >> 4) of this half's 32 code bytes, each
+    // plane's 32 outputs in two 128-bit lanes: four 16-groups per register.
+    const __m256i q2 = load256(wb.qs + 32 * h);
+    const __m512i planes = _mm512_inserti64x4(_mm512_castsi256_si512(q2), _mm256_srli_epi16(q2, 2), 1);
+    const __m512i codes01 = _mm512_and_si512(planes, low2);
+    const __m512i codes23 = _mm512_and_si512(_mm512_srli_epi16(planes, 4), low2);
+    const int8_t* xq = xb.qs + 128 * h;
+    acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(codes01, load512(xq)),
+                           _mm512_shuffle_epi8(scales, load512(kQ2ScaleSpread[2 * h])));
+    acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(codes23, load512(xq + 64)),
+                           _mm512_shuffle_epi8(scales, load512(kQ2ScaleSpread[2 * h + 1])));
+  }
+  return acc;
+}
+
 template <bool kVnni>
 float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
-  const __m128i low4 = _mm_set1_epi8(0x0f);
-  const __m512i low2 = _mm512_set1_epi8(3);
   float sumf = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    const BlockQ2_K& wb = w[i];
-    const BlockQ8_K& xb = x[i];
-    const __m128i sc = load128(wb.scales);
-    const __m256i min_sum = q2_K_min_products(sc, xb);
-    const __m512i scales = _mm512_broadcast_i32x4(_mm_and_si128(sc, low4));
-
-    __m512i acc = _mm512_setzero_si512();
-#pragma GCC unroll 16
-    for (int h = 0; h < 2; ++h) {
-      // Planes 0,1 (and 2,3 after >> 4) of this half's 32 code bytes, each
-      // plane's 32 outputs in two 128-bit lanes: four 16-groups per register.
-      const __m256i q2 = load256(wb.qs + 32 * h);
-      const __m512i planes = _mm512_inserti64x4(_mm512_castsi256_si512(q2), _mm256_srli_epi16(q2, 2), 1);
-      const __m512i codes01 = _mm512_and_si512(planes, low2);
-      const __m512i codes23 = _mm512_and_si512(_mm512_srli_epi16(planes, 4), low2);
-      const int8_t* xq = xb.qs + 128 * h;
-      acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(codes01, load512(xq)),
-                             _mm512_shuffle_epi8(scales, load512(kQ2ScaleSpread[2 * h])));
-      acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(codes23, load512(xq + 64)),
-                             _mm512_shuffle_epi8(scales, load512(kQ2ScaleSpread[2 * h + 1])));
-    }
-    const int32_t isum = _mm512_reduce_add_epi32(acc);
-    sumf += q2_K_block_value(wb, xb, isum, hsum_i32(min_sum));
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    // Integer sums of 16 blocks at once (codes x scales, bsums x mins), then
+    // the scalar's per-block float term, added in block order.
+    __m512i min_pairs[8];
+    const __m512i isum = block_sums16([&](int k) {
+      __m256i part[2];
+      __m256i mins[2];
+#pragma GCC unroll 2
+      for (int b = 0; b < 2; ++b) {
+        const __m128i sc = load128(w[i + k + b].scales);
+        mins[b] = q2_K_min_products(sc, x[i + k + b]);
+        part[b] = fold512(q2_K_code_partials<kVnni>(w[i + k + b], x[i + k + b], sc));
+      }
+      min_pairs[k / 2] = _mm512_inserti64x4(_mm512_castsi256_si512(mins[0]), mins[1], 1);
+      return _mm512_inserti64x4(_mm512_castsi256_si512(part[0]), part[1], 1);
+    });
+    const __m512i summs = block_sums16([&](int k) { return min_pairs[k / 2]; });
+    const __m512 xd = block_f32x16<sizeof(BlockQ8_K)>(x + i);
+    const __m512 dall = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(BlockQ2_K)>(&w[i].d)));
+    const __m512 dmin = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(BlockQ2_K)>(&w[i].dmin)));
+    sumf = add_in_block_order(sumf, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
+                                                  _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs))));
+  }
+  for (; i < nb; ++i) {
+    const __m128i sc = load128(w[i].scales);
+    const int32_t isum = _mm512_reduce_add_epi32(q2_K_code_partials<kVnni>(w[i], x[i], sc));
+    sumf += q2_K_block_value(w[i], x[i], isum, hsum_i32(q2_K_min_products(sc, x[i])));
   }
   return sumf;
 }
@@ -317,40 +366,71 @@ inline __m512i group_by_position(__m512i v, __m512i dwords, __m512i bytes) {
   return _mm512_shuffle_epi8(_mm512_permutexvar_epi32(dwords, v), bytes);
 }
 
+// Eight int32 lanes whose total is the block's min sum: bsum[j] * min[j/2].
+inline __m256i q4_K_min_products(const Q4KScales& s, const BlockQ8_K& x) {
+  const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
+  const __m256i mins_dup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+  return _mm256_madd_epi16(mins_dup, load256(x.bsums));
+}
+
+// Adds one block's eight position sums, scaled, to the position lanes.
+template <bool kVnni>
+inline __m256 q4_K_block_lanes(__m256 sums, const BlockQ4_K& wb, const BlockQ8_K& xb, const Q4KScales& s,
+                               __m512i pos_dwords, __m512i pos_bytes) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m128i scale8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.scale));
+  const __m512i scale_words = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scale8));
+  __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 16
+  for (int c = 0; c < 4; ++c) {
+    // Sub-blocks 2c (low nibbles) and 2c+1 (high nibbles) side by side,
+    // matching the 64 contiguous activations.
+    const __m256i q4 = load256(wb.qs + 32 * c);
+    const __m512i codes =
+        _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q4), _mm256_srli_epi16(q4, 4), 1), low4);
+    const __m512i wv = group_by_position(codes, pos_dwords, pos_bytes);
+    const __m512i xv = group_by_position(load512(xb.qs + 64 * c), pos_dwords, pos_bytes);
+    acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(wv, xv),
+                           _mm512_permutexvar_epi16(load512(kQ4ScaleWords[c]), scale_words));
+  }
+  const __m256 lane_isum = _mm256_cvtepi32_ps(fold512(acc));
+  const float d = f16_value(wb.d) * xb.d;
+  return _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), lane_isum));
+}
+
 template <bool kVnni>
 float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
   const __m512i pos_dwords = load512(kQ4PositionDwords);
   const __m512i pos_bytes = load512(kQ4PositionBytes);
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
   __m256 sums = _mm256_setzero_ps();
   float sumf = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    const BlockQ4_K& wb = w[i];
-    const BlockQ8_K& xb = x[i];
-    const Q4KScales s = unpack_q4_K_scales(wb.scales);
-    const __m128i scale8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.scale));
-    const __m512i scale_words = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scale8));
-    const int32_t summin = q4_K_min_sum(s, xb);
-
-    __m512i acc = _mm512_setzero_si512();
-#pragma GCC unroll 16
-    for (int c = 0; c < 4; ++c) {
-      // Sub-blocks 2c (low nibbles) and 2c+1 (high nibbles) side by side,
-      // matching the 64 contiguous activations.
-      const __m256i q4 = load256(wb.qs + 32 * c);
-      const __m512i codes = _mm512_and_si512(
-          _mm512_inserti64x4(_mm512_castsi256_si512(q4), _mm256_srli_epi16(q4, 4), 1), low4);
-      const __m512i wv = group_by_position(codes, pos_dwords, pos_bytes);
-      const __m512i xv = group_by_position(load512(xb.qs + 64 * c), pos_dwords, pos_bytes);
-      acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(wv, xv),
-                             _mm512_permutexvar_epi16(load512(kQ4ScaleWords[c]), scale_words));
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    // The min terms of 16 blocks at once, subtracted in block order; the
+    // position lanes are a separate accumulator, updated block by block.
+    __m512i min_pairs[8];
+    for (int k = 0; k < 16; k += 2) {
+      __m256i mins[2];
+#pragma GCC unroll 2
+      for (int b = 0; b < 2; ++b) {
+        const Q4KScales s = unpack_q4_K_scales(w[i + k + b].scales);
+        sums = q4_K_block_lanes<kVnni>(sums, w[i + k + b], x[i + k + b], s, pos_dwords, pos_bytes);
+        mins[b] = q4_K_min_products(s, x[i + k + b]);
+      }
+      min_pairs[k / 2] = _mm512_inserti64x4(_mm512_castsi256_si512(mins[0]), mins[1], 1);
     }
-    const __m256 lane_isum = _mm256_cvtepi32_ps(fold512(acc));
-    const float d = f16_value(wb.d) * xb.d;
-    sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), lane_isum));
-    const float dmin = f16_value(wb.dmin) * xb.d;
-    sumf -= dmin * static_cast<float>(summin);
+    // block_sums16 may call its argument in any order: it only reads here.
+    const __m512i summin = block_sums16([&](int k) { return min_pairs[k / 2]; });
+    const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(block_u16x16<sizeof(BlockQ4_K)>(&w[i].dmin)),
+                                      block_f32x16<sizeof(BlockQ8_K)>(x + i));
+    sumf = sub_in_block_order(sumf, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summin)));
+  }
+  for (; i < nb; ++i) {
+    const Q4KScales s = unpack_q4_K_scales(w[i].scales);
+    sums = q4_K_block_lanes<kVnni>(sums, w[i], x[i], s, pos_dwords, pos_bytes);
+    const float dmin = f16_value(w[i].dmin) * x[i].d;
+    sumf -= dmin * static_cast<float>(hsum_i32(q4_K_min_products(s, x[i])));
   }
   return add_lanes_in_order(sumf, sums);
 }
@@ -460,38 +540,138 @@ inline __m512i iq2_xxs_pair(__m512i acc, __m512i grid, const int8_t* xq, uint64_
   return dot_words<kVnni>(acc, _mm512_maddubs_epi16(_mm512_abs_epi8(xv), gs), scale_words);
 }
 
+// Integer partials of one block (their total is the block's isum), exact for
+// every code including -128: the compact grid decoded in registers, |x| times
+// the grid with the combined sign.
+template <bool kVnni>
+__m512i iq2_xxs_exact_partials(const BlockIQ2_XXS& w, const BlockQ8_K& x) {
+  const Iq2CompactGrid grid = load_iq2_compact_grid();
+  const __m512i q = load512(w.qs);
+  const __m256i signs = _mm512_castsi512_si256(_mm512_permutexvar_epi32(load512(kOddDwords), iq2_xxs_sign_bits(q)));
+  const __m128i signs_lo = _mm256_castsi256_si128(signs);
+  const __m128i signs_hi = _mm256_extracti128_si256(signs, 1);
+  // Sub-block scale 2*(W1 >> 28) + 1, in the low word of each odd dword.
+  const __m512i ls = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
+  const __m512i codes = iq2_xxs_group_codes(q, grid, load512(kGridIndexBytes));
+  const int8_t* xq = x.qs;
+  __m512i acc = _mm512_setzero_si512();
+  acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<0>(codes), xq, static_cast<uint64_t>(_mm_cvtsi128_si64(signs_lo)),
+                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[0]), ls));
+  acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<1>(codes), xq + 64,
+                            static_cast<uint64_t>(_mm_extract_epi64(signs_lo, 1)),
+                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[1]), ls));
+  acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<2>(codes), xq + 128,
+                            static_cast<uint64_t>(_mm_cvtsi128_si64(signs_hi)),
+                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[2]), ls));
+  acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<3>(codes), xq + 192,
+                            static_cast<uint64_t>(_mm_extract_epi64(signs_hi, 1)),
+                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[3]), ls));
+  return acc;
+}
+
+// The fast path. Grid entries come from kIq2xxsGrid by hardware gathers (8
+// groups per gather, in element order); the weight signs are applied to x
+// (mask_sub), so maddubs multiplies the unsigned grid bytes by signed codes.
+// Negating x is exact except for x = -128, which Q8_K quantization never
+// produces; a block whose activations hold -128 is redone by
+// iq2_xxs_exact_partials.
+
+// Per 128-bit lane (sub-blocks 2c, 2c+1): the eight grid indices as u16 words.
+alignas(64) constexpr int8_t kGridIndexWords[64] = {
+    0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1, 0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1,
+    0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1, 0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1};
+// permutexvar_epi16 indices moving index word 8c+i to word 4i (qword i); the
+// other words are masked to zero.
+alignas(64) constexpr int16_t kGridIndexQwords[4][32] = {
+#define DS4_IQ2_Q(c)                                                                                          \
+  {8 * (c), 0, 0, 0, 8 * (c) + 1, 0, 0, 0, 8 * (c) + 2, 0, 0, 0, 8 * (c) + 3, 0, 0, 0, 8 * (c) + 4, 0, 0, 0, \
+   8 * (c) + 5, 0, 0, 0, 8 * (c) + 6, 0, 0, 0, 8 * (c) + 7, 0, 0, 0}
+    DS4_IQ2_Q(0), DS4_IQ2_Q(1), DS4_IQ2_Q(2), DS4_IQ2_Q(3),
+#undef DS4_IQ2_Q
+};
+constexpr __mmask32 kQwordLowWords = 0x11111111u;
+
+// Sign of element e (sub-block s = e / 32, group g, position j) of a 64-element
+// chunk, read from a lane [P0, S0, P1, S1] (S = sign dword, P = dword whose bit
+// 7g is the parity of S's field g): byte and bit of that flag within the lane.
+struct Iq2SignPattern {
+  int8_t byte[64];
+  uint8_t bit[64];
+};
+constexpr Iq2SignPattern make_iq2_sign_pattern() {
+  Iq2SignPattern p{};
+  for (int e = 0; e < 64; ++e) {
+    const int s = e / 32, g = (e % 32) / 8, j = e % 8;
+    const int flag = j < 7 ? 7 * g + j : 7 * g;
+    p.byte[e] = static_cast<int8_t>((j < 7 ? 4 : 0) + 8 * s + flag / 8);
+    p.bit[e] = static_cast<uint8_t>(1u << (flag % 8));
+  }
+  return p;
+}
+alignas(64) constexpr Iq2SignPattern kIq2SignPattern = make_iq2_sign_pattern();
+
+// permutexvar_epi32 indices copying 128-bit lane c to all four lanes.
+alignas(64) constexpr int32_t kLaneDwords[4][16] = {
+#define DS4_LANE(c) {4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3, 4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3, \
+                     4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3, 4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3}
+    DS4_LANE(0), DS4_LANE(1), DS4_LANE(2), DS4_LANE(3),
+#undef DS4_LANE
+};
+
+// Every dword: bit 7g holds the parity of bits 7g .. 7g+6.
+inline __m512i field7_parity(__m512i v) {
+  const __m512i t1 = _mm512_xor_si512(v, _mm512_srli_epi32(v, 1));
+  const __m512i t2 = _mm512_xor_si512(t1, _mm512_srli_epi32(t1, 2));
+  constexpr int kXor3 = 0x96;
+  return _mm512_ternarylogic_epi32(t2, _mm512_srli_epi32(t1, 4), _mm512_srli_epi32(v, 6), kXor3);
+}
+
+// Integer partials of one block (their total is the block's isum).
+template <bool kVnni>
+inline __m512i iq2_xxs_block_partials(const BlockIQ2_XXS& w, const BlockQ8_K& x) {
+  const __m512i q = load512(w.qs);
+  // Lane c: [parity of S(2c), S(2c), parity of S(2c+1), S(2c+1)].
+  const __m512i flags = _mm512_mask_blend_epi32(0x5555, q, _mm512_srli_epi64(field7_parity(q), 32));
+  const __m512i ls = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
+  const __m512i idx = _mm512_shuffle_epi8(q, load512(kGridIndexWords));
+  const auto* grid = reinterpret_cast<const long long*>(kIq2xxsGrid.data());
+  __m512i x_min = _mm512_set1_epi8(127);
+  __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i lane = _mm512_permutexvar_epi32(load512(kLaneDwords[c]), flags);
+    const __mmask64 negate = _mm512_test_epi8_mask(_mm512_shuffle_epi8(lane, load512(kIq2SignPattern.byte)),
+                                                   load512(kIq2SignPattern.bit));
+    const __m512i g = _mm512_i64gather_epi64(
+        _mm512_maskz_permutexvar_epi16(kQwordLowWords, load512(kGridIndexQwords[c]), idx), grid, 8);
+    const __m512i xv = load512(x.qs + 64 * c);
+    x_min = _mm512_min_epi8(x_min, xv);
+    const __m512i xs = _mm512_mask_sub_epi8(xv, negate, _mm512_setzero_si512(), xv);
+    acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(g, xs), _mm512_permutexvar_epi16(load512(kIq2ScaleWords[c]), ls));
+  }
+  if (_mm512_cmpeq_epi8_mask(x_min, _mm512_set1_epi8(-128)) != 0) return iq2_xxs_exact_partials<kVnni>(w, x);
+  return acc;
+}
+
 template <bool kVnni>
 float dot_iq2_xxs_q8_K(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
-  const __m512i odd_dwords = load512(kOddDwords);
-  const __m512i grid_index_pattern = load512(kGridIndexBytes);
-  const Iq2CompactGrid grid = load_iq2_compact_grid();
   float sumf = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m512i q = load512(w[i].qs);
-    const __m256i signs = _mm512_castsi512_si256(_mm512_permutexvar_epi32(odd_dwords, iq2_xxs_sign_bits(q)));
-    const __m128i signs_lo = _mm256_castsi256_si128(signs);
-    const __m128i signs_hi = _mm256_extracti128_si256(signs, 1);
-    // Sub-block scale 2*(W1 >> 28) + 1, in the low word of each odd dword.
-    const __m512i ls = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
-    const __m512i codes = iq2_xxs_group_codes(q, grid, grid_index_pattern);
-    const int8_t* xq = x[i].qs;
-
-    __m512i acc = _mm512_setzero_si512();
-    acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<0>(codes), xq,
-                              static_cast<uint64_t>(_mm_cvtsi128_si64(signs_lo)),
-                              _mm512_permutexvar_epi16(load512(kIq2ScaleWords[0]), ls));
-    acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<1>(codes), xq + 64,
-                              static_cast<uint64_t>(_mm_extract_epi64(signs_lo, 1)),
-                              _mm512_permutexvar_epi16(load512(kIq2ScaleWords[1]), ls));
-    acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<2>(codes), xq + 128,
-                              static_cast<uint64_t>(_mm_cvtsi128_si64(signs_hi)),
-                              _mm512_permutexvar_epi16(load512(kIq2ScaleWords[2]), ls));
-    acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<3>(codes), xq + 192,
-                              static_cast<uint64_t>(_mm_extract_epi64(signs_hi, 1)),
-                              _mm512_permutexvar_epi16(load512(kIq2ScaleWords[3]), ls));
-    const float d = f16_value(w[i].d) * x[i].d;
-    sumf += d * static_cast<float>(_mm512_reduce_add_epi32(acc));
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    const __m512i isum = block_sums16([&](int k) {
+      const __m256i lo = fold512(iq2_xxs_block_partials<kVnni>(w[i + k], x[i + k]));
+      const __m256i hi = fold512(iq2_xxs_block_partials<kVnni>(w[i + k + 1], x[i + k + 1]));
+      return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    });
+    // Per block, as the scalar reference: (d_w * d_x) * float(isum).
+    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(block_u16x16<sizeof(BlockIQ2_XXS)>(w + i)),
+                                   block_f32x16<sizeof(BlockQ8_K)>(x + i));
+    sumf = add_in_block_order(sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+  }
+  for (; i < nb; ++i) {
+    const int32_t isum = _mm512_reduce_add_epi32(iq2_xxs_block_partials<kVnni>(w[i], x[i]));
+    sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(isum);
   }
   return 0.125f * sumf;
 }

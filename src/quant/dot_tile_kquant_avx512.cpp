@@ -1,6 +1,51 @@
 // Tile kernels (dot_tile.h) for Q2_K, Q4_K and IQ2_XXS at the avx512 levels.
+//
+// Layout: activations in int32 lanes, weights broadcast. The activations are
+// repacked once per call so that one register holds the same element pair
+// (words) or quad (bytes) of 16 activations; each weight block of a row is
+// decoded once per call into integer weights with the sub-block scales folded
+// in (IQ2_XXS: ls * sign * grid, Q4_K: scale * code, both int16; Q2_K: scale
+// * code, int8); then one vpdpwssd / vpdpbusd with the weight pair or quad
+// broadcast adds that pair (quad) for all lanes. Rows go 8 at a time, so each
+// activation register serves 8 rows. With 8 or fewer activations each block
+// is split in 2 or 4 parts that take separate lanes (and are added at the
+// block's end), so the 16 lanes stay busy.
+//
+// Every lane ends each block with exactly the integer sums the scalar
+// reference forms, and the float combination per block is the scalar one,
+// lane by lane, so each output equals the one-row kernels (themselves
+// bit-identical to scalar) bit for bit.
+//
+// Q2_K uses vpdpbusd, which needs one unsigned operand: the activations are
+// stored as x + 128 and 128 * sum(weights) is taken off per block.
+// Q4_K keeps the scalar's eight position lanes (element index mod 8): its
+// word pairs are elements (16m + l, 16m + 8 + l), both at position l.
+//
+// Few activations (< kMinActs*) go through the one-row kernels instead.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_loop.h"
+#include "quant/iq2_xxs_tables.h"
+#include "quant/k_scales.h"
 
 namespace ds4::quant {
 
@@ -9,33 +54,725 @@ extern const DotKernels kDotAvx512Vnni;
 
 namespace tile_avx512 {
 namespace {
+
 template <bool kVnni>
 const DotKernels& level() { return kVnni ? kDotAvx512Vnni : kDotAvx512; }
+
+constexpr int kLanes = 16;    // int32 lanes per register: 16 / S activations x S block parts
+constexpr int kRowTile = 8;   // rows sharing each activation register
+// Fewest activations for which a tile beats looping the one-row kernel
+// (measured, 64 rows x 4096, avx512vnni): decoding a block costs about as much
+// as one one-row block dot, and groups of 4 or 8 activations split each block
+// in 4 or 2 parts to fill the 16 lanes.
+constexpr int64_t kMinActsIq2Xxs = 3;
+constexpr int64_t kMinActsQ2K = 4;
+constexpr int64_t kMinActsQ4K = 6;
+
+// ---- Scratch ----
+
+// 64-byte aligned, grown on demand, one per thread (the matmul runs tiles on
+// a thread pool).
+class Scratch {
+ public:
+  __m512i* get(size_t count) {
+    if (count > count_) {
+      bytes_.assign((count + 1) * sizeof(__m512i), 0);
+      count_ = count;
+    }
+    const auto base = reinterpret_cast<uintptr_t>(bytes_.data());
+    return reinterpret_cast<__m512i*>((base + 63) & ~uintptr_t{63});
+  }
+
+ private:
+  std::vector<unsigned char> bytes_;
+  size_t count_ = 0;
+};
+
+thread_local Scratch t_acts;
+thread_local Scratch t_weights;
+thread_local Scratch t_state;
+
+inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+
+inline float f16_value(uint16_t h) { return _cvtsh_ss(h); }
+
+// acc + sum of adjacent int16 products per int32 lane.
+template <bool kVnni>
+inline __m512i dot_words(__m512i acc, __m512i a, __m512i b) {
+  if constexpr (kVnni) {
+    return _mm512_dpwssd_epi32(acc, a, b);
+  } else {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+  }
+}
+
+// acc + sum of four u8 (a) x s8 (b) products per int32 lane; no pair of
+// products may exceed int16 (true here: (x + 128) * 45 * 2 < 32768).
+template <bool kVnni>
+inline __m512i dot_bytes(__m512i acc, __m512i a, __m512i b) {
+  if constexpr (kVnni) {
+    return _mm512_dpbusd_epi32(acc, a, b);
+  } else {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), _mm512_set1_epi16(1)));
+  }
+}
+
+// 16 x 16 transpose of dwords: row r of src (stride src_stride dwords) becomes
+// register r of dst (16 lanes = the 16 rows).
+inline void transpose16(const uint32_t* src, int64_t src_stride, __m512i* dst) {
+  __m512i r[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = load512(src + i * src_stride);
+  __m512i t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  // r[4i + j]: rows 4i..4i+3, dword column j of each 128-bit lane k.
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512i a0 = _mm512_shuffle_i32x4(r[j], r[4 + j], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i a1 = _mm512_shuffle_i32x4(r[j], r[4 + j], _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512i b0 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i b1 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], _MM_SHUFFLE(3, 1, 3, 1));
+    // Column 4k + j of every row: lanes ordered rows 0-3, 4-7, 8-11, 12-15.
+    dst[j] = _mm512_shuffle_i32x4(a0, b0, _MM_SHUFFLE(2, 0, 2, 0));
+    dst[8 + j] = _mm512_shuffle_i32x4(a0, b0, _MM_SHUFFLE(3, 1, 3, 1));
+    dst[4 + j] = _mm512_shuffle_i32x4(a1, b1, _MM_SHUFFLE(2, 0, 2, 0));
+    dst[12 + j] = _mm512_shuffle_i32x4(a1, b1, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+}
+
+// ---- Activations ----
+//
+// A group holds 16 / S activations; lane a * S + h of every register belongs
+// to activation a and to part h of the block's element units (S = 1, 2 or 4
+// parts, so that few activations still fill the lanes; the parts' integer
+// sums are added at the end of the block). Per block: U / S registers of
+// element units (step q, part h: unit h * U / S + q), then for the K-quants
+// 8 / S registers of bsum pairs split the same way, then one register of the
+// f32 scales (d of activation a in all its lanes). Missing activations of a
+// short group are zero.
+
+struct ActLayout {
+  int units;   // element units per block: 128 word pairs or 64 byte quads
+  bool bsums;  // 8 bsum-pair units follow
+  int split;   // S
+  int steps() const { return units / split; }
+  int bsum_steps() const { return bsums ? 8 / split : 0; }
+  int per_block() const { return steps() + bsum_steps() + 1; }
+};
+
+// In-lane byte order putting elements (l, 8 + l) of each 16 side by side.
+alignas(64) constexpr int8_t kPairBytes[64] = {
+    0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,
+    0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
+
+// One activation block as dwords: word pairs (x[16m + l], x[16m + 8 + l]) at
+// dword 8m + l, or byte quads x[4q .. 4q+3] + 128 at dword q; then the bsums
+// as 8 word pairs.
+inline void act_block_dwords(const BlockQ8_K& x, bool words, uint32_t* out) {
+  for (int c = 0; c < 4; ++c) {
+    const __m512i xv = load512(x.qs + 64 * c);
+    if (words) {
+      const __m512i paired = _mm512_shuffle_epi8(xv, load512(kPairBytes));
+      _mm512_storeu_si512(out + 32 * c, _mm512_cvtepi8_epi16(_mm512_castsi512_si256(paired)));
+      _mm512_storeu_si512(out + 32 * c + 16, _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(paired, 1)));
+    } else {
+      _mm512_storeu_si512(out + 16 * c, _mm512_xor_si512(xv, _mm512_set1_epi8(static_cast<char>(0x80))));
+    }
+  }
+  std::memcpy(out + (words ? 128 : 64), x.bsums, sizeof(x.bsums));
+}
+
+void pack_acts(const void* const* acts, int64_t n_acts, int64_t nb, const ActLayout& layout, __m512i* dst) {
+  const int split = layout.split;
+  const int64_t per_group = kLanes / split;
+  const int64_t groups = (n_acts + per_group - 1) / per_group;
+  const int steps = layout.steps();
+  const int row_dwords = steps + 16;  // element units, then the bsum units padded to 16
+  std::vector<uint32_t> stage(static_cast<size_t>(kLanes * row_dwords));
+  alignas(64) uint32_t act_dwords[128 + 8];
+  const bool words = layout.units == 128;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t i = 0; i < nb; ++i) {
+      __m512i* out = dst + (g * nb + i) * layout.per_block();
+      alignas(64) float d[kLanes] = {};
+      for (int64_t a = 0; a < per_group; ++a) {
+        if (g * per_group + a >= n_acts) {
+          // A short group's missing activations: zero codes (and scale).
+          std::memset(stage.data() + a * split * row_dwords, 0, sizeof(uint32_t) * split * row_dwords);
+          continue;
+        }
+        const BlockQ8_K& x = static_cast<const BlockQ8_K*>(acts[g * per_group + a])[i];
+        if (split == 1) {
+          // Element units then bsum units, straight into the lane's row.
+          act_block_dwords(x, words, stage.data() + a * row_dwords);
+          d[a] = x.d;
+          continue;
+        }
+        act_block_dwords(x, words, act_dwords);
+        for (int h = 0; h < split; ++h) {
+          uint32_t* row = stage.data() + (a * split + h) * row_dwords;
+          std::memcpy(row, act_dwords + h * steps, sizeof(uint32_t) * steps);
+          if (layout.bsums) std::memcpy(row + steps, act_dwords + layout.units + h * (8 / split), 4 * (8 / split));
+          d[a * split + h] = x.d;
+        }
+      }
+      for (int u = 0; u < steps; u += 16) transpose16(stage.data() + u, row_dwords, out + u);
+      if (layout.bsums) {
+        __m512i b[16];
+        transpose16(stage.data() + steps, row_dwords, b);
+        for (int q = 0; q < layout.bsum_steps(); ++q) out[steps + q] = b[q];
+      }
+      out[layout.per_block() - 1] = _mm512_castps_si512(_mm512_load_ps(d));
+    }
+  }
+}
+
+// Reorders a decoded block's kCount units for S parts (unit h * kCount / S + q
+// to index q * S + h), so the S units one broadcast puts in lanes h = 0..S-1
+// of step q are adjacent. Done in registers: the units were just stored.
+alignas(64) constexpr int32_t kPick2[2][16] = {{0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23},
+                                               {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31}};
+alignas(64) constexpr int32_t kPick4[4][16] = {{0, 16, 1, 17, 2, 18, 3, 19, 0, 0, 0, 0, 0, 0, 0, 0},
+                                               {4, 20, 5, 21, 6, 22, 7, 23, 0, 0, 0, 0, 0, 0, 0, 0},
+                                               {8, 24, 9, 25, 10, 26, 11, 27, 0, 0, 0, 0, 0, 0, 0, 0},
+                                               {12, 28, 13, 29, 14, 30, 15, 31, 0, 0, 0, 0, 0, 0, 0, 0}};
+alignas(64) constexpr int64_t kInterleaveQwords[8] = {0, 8, 1, 9, 2, 10, 3, 11};
+
+template <int S, int kCount>
+inline void split_units(uint32_t* units) {
+  if constexpr (S > 1) {
+    constexpr int kPerPart = kCount / S / 16;  // registers per part
+    __m512i r[kCount / 16];
+#pragma GCC unroll 8
+    for (int k = 0; k < kCount / 16; ++k) r[k] = load512(units + 16 * k);
+#pragma GCC unroll 8
+    for (int k = 0; k < kPerPart; ++k) {
+      if constexpr (S == 2) {
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; ++half) {
+          _mm512_storeu_si512(units + 2 * (16 * k + 8 * half),
+                              _mm512_permutex2var_epi32(r[k], load512(kPick2[half]), r[kPerPart + k]));
+        }
+      } else {
+#pragma GCC unroll 4
+        for (int sub = 0; sub < 4; ++sub) {
+          const __m512i p01 = _mm512_permutex2var_epi32(r[k], load512(kPick4[sub]), r[kPerPart + k]);
+          const __m512i p23 = _mm512_permutex2var_epi32(r[2 * kPerPart + k], load512(kPick4[sub]), r[3 * kPerPart + k]);
+          _mm512_storeu_si512(units + 4 * (16 * k + 4 * sub),
+                              _mm512_permutex2var_epi64(p01, load512(kInterleaveQwords), p23));
+        }
+      }
+    }
+  }
+}
+
+// Where unit u of kCount ends up after split_units<S, kCount>.
+template <int S, int kCount>
+constexpr int split_index(int u) {
+  return (u % (kCount / S)) * S + u / (kCount / S);
+}
+
+// ---- IQ2_XXS weights ----
+//
+// Decoded block: 64 dwords of int8 quads sign * grid in element order, the
+// 8 sub-block multipliers ls = 2 * scale + 1 (split order), the int32
+// 128 * sum over sub-blocks of ls * sum(sign * grid), then d as f32. The
+// tile adds each sub-block's 32 products with vpdpbusd (x + 128 against the
+// signed grid bytes) and multiplies the sub-block sum by ls.
+
+constexpr int kIq2Dwords = 64 + 8 + 2;
+
+alignas(64) constexpr int8_t kGridIndexWords[64] = {
+    0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1, 0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1,
+    0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1, 0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1};
+alignas(64) constexpr int16_t kGridIndexQwords[4][32] = {
+#define DS4_IQ2_Q(c)                                                                                          \
+  {8 * (c), 0, 0, 0, 8 * (c) + 1, 0, 0, 0, 8 * (c) + 2, 0, 0, 0, 8 * (c) + 3, 0, 0, 0, 8 * (c) + 4, 0, 0, 0, \
+   8 * (c) + 5, 0, 0, 0, 8 * (c) + 6, 0, 0, 0, 8 * (c) + 7, 0, 0, 0}
+    DS4_IQ2_Q(0), DS4_IQ2_Q(1), DS4_IQ2_Q(2), DS4_IQ2_Q(3),
+#undef DS4_IQ2_Q
+};
+
+// Signs as in the one-row kernel (dot_avx512.cpp): lane [P0, S0, P1, S1] of
+// sub-blocks 2c, 2c+1 (S = sign dword, P = dword whose bit 7g is the parity
+// of S's field g), spread to the 64 elements by pshufb and tested bit by bit.
+struct Iq2SignPattern {
+  int8_t byte[64];
+  uint8_t bit[64];
+};
+constexpr Iq2SignPattern make_iq2_sign_pattern() {
+  Iq2SignPattern p{};
+  for (int e = 0; e < 64; ++e) {
+    const int s = e / 32, g = (e % 32) / 8, j = e % 8;
+    const int flag = j < 7 ? 7 * g + j : 7 * g;
+    p.byte[e] = static_cast<int8_t>((j < 7 ? 4 : 0) + 8 * s + flag / 8);
+    p.bit[e] = static_cast<uint8_t>(1u << (flag % 8));
+  }
+  return p;
+}
+alignas(64) constexpr Iq2SignPattern kIq2SignPattern = make_iq2_sign_pattern();
+alignas(64) constexpr int32_t kLaneDwords[4][16] = {
+#define DS4_LANE(c) {4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3, 4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3, \
+                     4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3, 4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3}
+    DS4_LANE(0), DS4_LANE(1), DS4_LANE(2), DS4_LANE(3),
+#undef DS4_LANE
+};
+
+inline __m512i field7_parity(__m512i v) {
+  const __m512i t1 = _mm512_xor_si512(v, _mm512_srli_epi32(v, 1));
+  const __m512i t2 = _mm512_xor_si512(t1, _mm512_srli_epi32(t1, 2));
+  constexpr int kXor3 = 0x96;
+  return _mm512_ternarylogic_epi32(t2, _mm512_srli_epi32(t1, 4), _mm512_srli_epi32(v, 6), kXor3);
+}
+
+template <int S>
+void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
+  const __m512i q = load512(w.qs);
+  const __m512i flags = _mm512_mask_blend_epi32(0x5555, q, _mm512_srli_epi64(field7_parity(q), 32));
+  const __m512i idx = _mm512_shuffle_epi8(q, load512(kGridIndexWords));
+  alignas(64) uint32_t aux[16];
+  _mm512_store_si512(aux, q);
+  const auto* grid = reinterpret_cast<const long long*>(kIq2xxsGrid.data());
+  // Sum over groups of ls * (sum of the group's 8 values + 1024), via psadbw of value + 128.
+  __m512i weighted = _mm512_setzero_si512();
+  int64_t ls_total = 0;
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i g = _mm512_i64gather_epi64(
+        _mm512_maskz_permutexvar_epi16(0x11111111u, load512(kGridIndexQwords[c]), idx), grid, 8);
+    const __m512i lane = _mm512_permutexvar_epi32(load512(kLaneDwords[c]), flags);
+    const __mmask64 neg = _mm512_test_epi8_mask(_mm512_shuffle_epi8(lane, load512(kIq2SignPattern.byte)),
+                                                load512(kIq2SignPattern.bit));
+    const __m512i gs = _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
+    _mm512_storeu_si512(out + 16 * c, gs);
+    const int64_t ls0 = 2 * (aux[4 * c + 1] >> 28) + 1;
+    const int64_t ls1 = 2 * (aux[4 * c + 3] >> 28) + 1;
+    out[64 + split_index<S, 8>(2 * c)] = static_cast<uint32_t>(ls0);
+    out[64 + split_index<S, 8>(2 * c + 1)] = static_cast<uint32_t>(ls1);
+    ls_total += ls0 + ls1;
+    const __m512i sums = _mm512_sad_epu8(_mm512_xor_si512(gs, _mm512_set1_epi8(static_cast<char>(0x80))),
+                                         _mm512_setzero_si512());
+    const __m512i ls = _mm512_mask_blend_epi64(0xf0, _mm512_set1_epi64(ls0), _mm512_set1_epi64(ls1));
+    weighted = _mm512_add_epi64(weighted, _mm512_mul_epu32(sums, ls));
+  }
+  // Each sub-block has 4 groups: take off 4 * 1024 * ls per sub-block.
+  out[72] = static_cast<uint32_t>(128 * (_mm512_reduce_add_epi64(weighted) - 4096 * ls_total));
+  const float d = f16_value(w.d);
+  std::memcpy(out + 73, &d, 4);
+}
+
+// ---- Q4_K weights ----
+//
+// Decoded block: 128 dwords of int16 pairs scale * code (pair order above),
+// 8 dwords of min pairs (min_s, min_s) matching bsum pair s, then d, dmin.
+
+constexpr int kQ4Dwords = 128 + 8 + 2;
+
+template <int S>
+void decode_q4_K(const BlockQ4_K& w, uint32_t* out) {
+  for (int c = 0; c < 4; ++c) {
+    const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * c));
+    const __m512i codes = _mm512_and_si512(
+        _mm512_inserti64x4(_mm512_castsi256_si512(q4), _mm256_srli_epi16(q4, 4), 1), _mm512_set1_epi8(0x0f));
+    const __m512i paired = _mm512_shuffle_epi8(codes, load512(kPairBytes));
+    for (int s = 0; s < 2; ++s) {
+      const ScaleMin6 sm = unpack_q4_K_scale_min(2 * c + s, w.scales);
+      const __m256i half = s == 0 ? _mm512_castsi512_si256(paired) : _mm512_extracti64x4_epi64(paired, 1);
+      _mm512_storeu_si512(out + 32 * c + 16 * s,
+                          _mm512_mullo_epi16(_mm512_cvtepu8_epi16(half), _mm512_set1_epi16(sm.scale)));
+    }
+  }
+  for (int s = 0; s < 8; ++s) {
+    const uint32_t m = unpack_q4_K_scale_min(s, w.scales).min;
+    out[128 + split_index<S, 8>(s)] = m | (m << 16);
+  }
+  const float d = f16_value(w.d), dmin = f16_value(w.dmin);
+  std::memcpy(out + 136, &d, 4);
+  std::memcpy(out + 137, &dmin, 4);
+}
+
+// ---- Q2_K weights ----
+//
+// Decoded block: 64 dwords of int8 quads (scale & 15) * code in element
+// order, 8 dwords of min pairs (scale >> 4 of groups 2p, 2p+1), the int32
+// 128 * sum of the 256 weights, then d, dmin.
+
+constexpr int kQ2Dwords = 64 + 8 + 3;
+
+// pshufb patterns giving 128-bit lane L of register c the scale byte of
+// 16-group 4c + L in every byte.
+alignas(64) constexpr int8_t kQ2GroupSpread[4][64] = {
+#define DS4_Q2_LANE(g) g, g, g, g, g, g, g, g, g, g, g, g, g, g, g, g
+#define DS4_Q2_REG(c) \
+  { DS4_Q2_LANE(4 * (c)), DS4_Q2_LANE(4 * (c) + 1), DS4_Q2_LANE(4 * (c) + 2), DS4_Q2_LANE(4 * (c) + 3) }
+    DS4_Q2_REG(0),
+    DS4_Q2_REG(1),
+    DS4_Q2_REG(2),
+    DS4_Q2_REG(3),
+#undef DS4_Q2_REG
+#undef DS4_Q2_LANE
+};
+
+template <int S>
+void decode_q2_K(const BlockQ2_K& w, uint32_t* out) {
+  const __m512i low2 = _mm512_set1_epi8(3);
+  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales));
+  const __m512i scales = _mm512_broadcast_i32x4(_mm_and_si128(sc, _mm_set1_epi8(0x0f)));
+  __m512i total = _mm512_setzero_si512();
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m256i q2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * h));
+    const __m512i planes = _mm512_inserti64x4(_mm512_castsi256_si512(q2), _mm256_srli_epi16(q2, 2), 1);
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k) {
+      // Elements 128h + 64k .. +63: four 16-groups, one per 128-bit lane.
+      const __m512i codes = _mm512_and_si512(k == 0 ? planes : _mm512_srli_epi16(planes, 4), low2);
+      const __m512i scale = _mm512_shuffle_epi8(scales, load512(kQ2GroupSpread[2 * h + k]));
+      // scale * code for code 0..3: scale where bit 0, plus 2 * scale where bit 1.
+      const __mmask64 bit0 = _mm512_test_epi8_mask(codes, _mm512_set1_epi8(1));
+      const __mmask64 bit1 = _mm512_test_epi8_mask(codes, _mm512_set1_epi8(2));
+      const __m512i once = _mm512_maskz_mov_epi8(bit0, scale);
+      const __m512i wv = _mm512_mask_add_epi8(once, bit1, once, _mm512_add_epi8(scale, scale));
+      _mm512_storeu_si512(out + 16 * (2 * h + k), wv);
+      total = _mm512_add_epi64(total, _mm512_sad_epu8(wv, _mm512_setzero_si512()));
+    }
+  }
+  // Min pairs (scale >> 4 of groups 2p, 2p+1) as words.
+  const __m128i mins = _mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0f));
+  alignas(16) uint16_t min_words[16];
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(min_words), _mm_cvtepu8_epi16(mins));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(min_words + 8), _mm_cvtepu8_epi16(_mm_srli_si128(mins, 8)));
+  for (int p = 0; p < 8; ++p) {
+    uint32_t pair;
+    std::memcpy(&pair, min_words + 2 * p, 4);
+    out[64 + split_index<S, 8>(p)] = pair;
+  }
+  out[72] = static_cast<uint32_t>(128 * _mm512_reduce_add_epi64(total));
+  const float d = f16_value(w.d), dmin = f16_value(w.dmin);
+  std::memcpy(out + 73, &d, 4);
+  std::memcpy(out + 74, &dmin, 4);
+}
+
+// ---- Per-group compute ----
+
+// The S weight units of one step in lanes h = 0..S-1, repeated.
+template <int S>
+inline __m512i bcast(const uint32_t* p) {
+  if constexpr (S == 1) {
+    return _mm512_set1_epi32(static_cast<int>(*p));
+  } else if constexpr (S == 2) {
+    long long v;
+    std::memcpy(&v, p, 8);
+    return _mm512_set1_epi64(v);
+  } else {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+}
+
+inline __m512 bcast_f32(const uint32_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return _mm512_set1_ps(f);
+}
+
+// Lane a * S gets the sum of lanes a * S .. a * S + S - 1 (exact integers).
+template <int S>
+inline __m512i sum_parts(__m512i v) {
+  if constexpr (S >= 2) v = _mm512_add_epi32(v, _mm512_srli_epi64(v, 32));
+  if constexpr (S == 4) v = _mm512_add_epi32(v, _mm512_bsrli_epi128(v, 8));
+  return v;
+}
+
+// Lanes h = 0 of each activation set to v, the others 0 (a per-block bias
+// counted once per activation).
+template <int S>
+inline __m512i first_part(int32_t v) {
+  constexpr __mmask16 kMask = S == 1 ? 0xffff : S == 2 ? 0x5555 : 0x1111;
+  return _mm512_maskz_set1_epi32(kMask, v);
+}
+
+template <int S>
+inline void store_lanes(__m512 v, float* out, int64_t ldo, int64_t acts) {
+  alignas(64) float t[kLanes];
+  _mm512_store_ps(t, v);
+  for (int64_t a = 0; a < acts; ++a) out[a * ldo] = t[a * S];
+}
+
+template <bool kVnni, int S, int R>
+void iq2_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
+  constexpr int kSteps = 64 / S;
+  __m512 sum[R];
+  for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m512i* xb = xg + i * (kSteps + 1);
+    __m512i acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wdec[(r * nb + i) * kIq2Dwords + 72]));
+    // 8 quads (one sub-block per part) per sub-block step.
+    for (int j = 0; j < kSteps / 8; ++j) {
+      __m512i sub[R];
+      for (int r = 0; r < R; ++r) sub[r] = _mm512_setzero_si512();
+      for (int q = 8 * j; q < 8 * j + 8; ++q) {
+        const __m512i xv = xb[q];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r)
+          sub[r] = dot_bytes<kVnni>(sub[r], xv, bcast<S>(wdec + (r * nb + i) * kIq2Dwords + q * S));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        acc[r] = _mm512_add_epi32(acc[r],
+                                  _mm512_mullo_epi32(sub[r], bcast<S>(wdec + (r * nb + i) * kIq2Dwords + 64 + j * S)));
+    }
+    const __m512 xd = _mm512_castsi512_ps(xb[kSteps]);
+    for (int r = 0; r < R; ++r) {
+      const __m512 d = _mm512_mul_ps(bcast_f32(wdec + (r * nb + i) * kIq2Dwords + 73), xd);
+      sum[r] = _mm512_add_ps(sum[r], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum_parts<S>(acc[r]))));
+    }
+  }
+  for (int r = 0; r < R; ++r) store_lanes<S>(_mm512_mul_ps(_mm512_set1_ps(0.125f), sum[r]), out + r, ldo, acts);
+}
+
+template <bool kVnni, int S, int R>
+void q4_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts,
+                __m512* lane_state) {
+  constexpr int kSteps = 128 / S;
+  constexpr int kMinSteps = 8 / S;
+  __m512 sum[R];
+  for (int r = 0; r < R; ++r) {
+    sum[r] = _mm512_setzero_ps();
+    for (int l = 0; l < 8; ++l) lane_state[r * 8 + l] = _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m512i* xb = xg + i * (kSteps + kMinSteps + 1);
+    const __m512 xd = _mm512_castsi512_ps(xb[kSteps + kMinSteps]);
+    __m512 d[R];
+    for (int r = 0; r < R; ++r) d[r] = _mm512_mul_ps(bcast_f32(wdec + (r * nb + i) * kQ4Dwords + 136), xd);
+    // Step q covers unit h * kSteps + q of part h: position l = q mod 8 in every part.
+    for (int l = 0; l < 8; ++l) {
+      __m512i acc[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
+      for (int v = 0; v < kSteps / 8; ++v) {
+        const int q = 8 * v + l;
+        const __m512i xv = xb[q];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r)
+          acc[r] = dot_words<kVnni>(acc[r], xv, bcast<S>(wdec + (r * nb + i) * kQ4Dwords + q * S));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 isum = _mm512_cvtepi32_ps(sum_parts<S>(acc[r]));
+        lane_state[r * 8 + l] = _mm512_add_ps(lane_state[r * 8 + l], _mm512_mul_ps(d[r], isum));
+      }
+    }
+    __m512i macc[R];
+    for (int r = 0; r < R; ++r) macc[r] = _mm512_setzero_si512();
+    for (int q = 0; q < kMinSteps; ++q) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        macc[r] = dot_words<kVnni>(macc[r], xb[kSteps + q], bcast<S>(wdec + (r * nb + i) * kQ4Dwords + 128 + q * S));
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 dmin = _mm512_mul_ps(bcast_f32(wdec + (r * nb + i) * kQ4Dwords + 137), xd);
+      sum[r] = _mm512_sub_ps(sum[r], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(sum_parts<S>(macc[r]))));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int l = 0; l < 8; ++l) sum[r] = _mm512_add_ps(sum[r], lane_state[r * 8 + l]);
+    store_lanes<S>(sum[r], out + r, ldo, acts);
+  }
+}
+
+template <bool kVnni, int S, int R>
+void q2_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
+  constexpr int kSteps = 64 / S;
+  constexpr int kMinSteps = 8 / S;
+  __m512 sum[R];
+  for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m512i* xb = xg + i * (kSteps + kMinSteps + 1);
+    __m512i acc[R];
+    __m512i macc[R];
+    for (int r = 0; r < R; ++r) {
+      // The activations are stored + 128: take 128 * sum(weights) off once per activation.
+      acc[r] = first_part<S>(-static_cast<int32_t>(wdec[(r * nb + i) * kQ2Dwords + 72]));
+      macc[r] = _mm512_setzero_si512();
+    }
+    for (int q = 0; q < kSteps; ++q) {
+      const __m512i xv = xb[q];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        acc[r] = dot_bytes<kVnni>(acc[r], xv, bcast<S>(wdec + (r * nb + i) * kQ2Dwords + q * S));
+    }
+    for (int q = 0; q < kMinSteps; ++q) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        macc[r] = dot_words<kVnni>(macc[r], xb[kSteps + q], bcast<S>(wdec + (r * nb + i) * kQ2Dwords + 64 + q * S));
+    }
+    const __m512 xd = _mm512_castsi512_ps(xb[kSteps + kMinSteps]);
+    for (int r = 0; r < R; ++r) {
+      const __m512 dall = _mm512_mul_ps(xd, bcast_f32(wdec + (r * nb + i) * kQ2Dwords + 73));
+      const __m512 dmin = _mm512_mul_ps(xd, bcast_f32(wdec + (r * nb + i) * kQ2Dwords + 74));
+      sum[r] = _mm512_add_ps(sum[r], _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(sum_parts<S>(acc[r]))),
+                                                   _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(sum_parts<S>(macc[r])))));
+    }
+  }
+  for (int r = 0; r < R; ++r) store_lanes<S>(sum[r], out + r, ldo, acts);
+}
+
+// ---- Driver ----
+
+enum class Kind { kIq2Xxs, kQ4K, kQ2K };
+
+template <bool kVnni, Kind kKind, int S, int R>
+void group_rows(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts,
+                __m512* lane_state) {
+  if constexpr (kKind == Kind::kIq2Xxs) {
+    iq2_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
+  } else if constexpr (kKind == Kind::kQ4K) {
+    q4_K_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts, lane_state);
+  } else {
+    q2_K_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
+  }
+}
+
+template <bool kVnni, Kind kKind, int S>
+void run_group_rows(int rows, const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo,
+                    int64_t acts, __m512* lane_state) {
+  switch (rows) {
+    case 8: group_rows<kVnni, kKind, S, 8>(wdec, nb, xg, out, ldo, acts, lane_state); break;
+    case 7: group_rows<kVnni, kKind, S, 7>(wdec, nb, xg, out, ldo, acts, lane_state); break;
+    case 6: group_rows<kVnni, kKind, S, 6>(wdec, nb, xg, out, ldo, acts, lane_state); break;
+    case 5: group_rows<kVnni, kKind, S, 5>(wdec, nb, xg, out, ldo, acts, lane_state); break;
+    case 4: group_rows<kVnni, kKind, S, 4>(wdec, nb, xg, out, ldo, acts, lane_state); break;
+    case 3: group_rows<kVnni, kKind, S, 3>(wdec, nb, xg, out, ldo, acts, lane_state); break;
+    case 2: group_rows<kVnni, kKind, S, 2>(wdec, nb, xg, out, ldo, acts, lane_state); break;
+    default: group_rows<kVnni, kKind, S, 1>(wdec, nb, xg, out, ldo, acts, lane_state); break;
+  }
+}
+
+template <bool kVnni, Kind kKind, typename Block, int S>
+void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo) {
+  const int64_t nb = n / kQK_K;
+  constexpr ActLayout layout = kKind == Kind::kIq2Xxs ? ActLayout{64, false, S}
+                               : kKind == Kind::kQ4K ? ActLayout{128, true, S}
+                                                      : ActLayout{64, true, S};
+  constexpr int kDwords = kKind == Kind::kIq2Xxs ? kIq2Dwords : kKind == Kind::kQ4K ? kQ4Dwords : kQ2Dwords;
+  constexpr int64_t kPerGroup = kLanes / S;
+  const int64_t groups = (n_acts + kPerGroup - 1) / kPerGroup;
+  // Up to kRowsPerPass rows are decoded at once and meet every activation;
+  // the activations are packed kGroupsPerPass groups at a time, which stay in
+  // cache while every row tile of the pass reads them.
+  constexpr int64_t kRowsPerPass = 64;
+  constexpr int64_t kGroupsPerPass = 4;
+  const int64_t pass_rows_max = n_rows < kRowsPerPass ? n_rows : kRowsPerPass;
+  const int64_t pass_groups_max = groups < kGroupsPerPass ? groups : kGroupsPerPass;
+  auto* wdec = reinterpret_cast<uint32_t*>(t_weights.get(static_cast<size_t>(pass_rows_max * nb * kDwords + 15) / 16));
+  __m512i* xpack = t_acts.get(static_cast<size_t>(pass_groups_max * nb * layout.per_block()));
+  auto* lane_state = reinterpret_cast<__m512*>(t_state.get(kRowTile * 8));
+  for (int64_t p0 = 0; p0 < n_rows; p0 += kRowsPerPass) {
+    const int64_t pass_rows = n_rows - p0 < kRowsPerPass ? n_rows - p0 : kRowsPerPass;
+    for (int64_t r = 0; r < pass_rows; ++r) {
+      const auto* row = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(p0 + r) * row_bytes);
+      for (int64_t i = 0; i < nb; ++i) {
+        uint32_t* dst = wdec + (r * nb + i) * kDwords;
+        if constexpr (kKind == Kind::kIq2Xxs) {
+          decode_iq2_xxs<S>(row[i], dst);
+        } else if constexpr (kKind == Kind::kQ4K) {
+          decode_q4_K<S>(row[i], dst);
+        } else {
+          decode_q2_K<S>(row[i], dst);
+        }
+        split_units<S, layout.units>(dst);  // the min pairs are decoded in split order
+      }
+    }
+    for (int64_t g0 = 0; g0 < groups; g0 += kGroupsPerPass) {
+      const int64_t pass_groups = groups - g0 < kGroupsPerPass ? groups - g0 : kGroupsPerPass;
+      const int64_t first_act = g0 * kPerGroup;
+      const int64_t pass_acts =
+          n_acts - first_act < pass_groups * kPerGroup ? n_acts - first_act : pass_groups * kPerGroup;
+      pack_acts(acts + first_act, pass_acts, nb, layout, xpack);
+      for (int64_t r0 = 0; r0 < pass_rows; r0 += kRowTile) {
+        const int rows = static_cast<int>(pass_rows - r0 < kRowTile ? pass_rows - r0 : kRowTile);
+        for (int64_t g = 0; g < pass_groups; ++g) {
+          const int64_t group_acts = pass_acts - g * kPerGroup < kPerGroup ? pass_acts - g * kPerGroup : kPerGroup;
+          run_group_rows<kVnni, kKind, S>(rows, wdec + r0 * nb * kDwords, nb, xpack + g * nb * layout.per_block(),
+                                          out + (first_act + g * kPerGroup) * ldo + p0 + r0, ldo, group_acts,
+                                          lane_state);
+        }
+      }
+    }
+  }
+}
+
+// Splits each block into 4 parts for up to 4 activations, 2 for up to 8.
+template <bool kVnni, Kind kKind, typename Block>
+void tile(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+          float* out, int64_t ldo) {
+  if (n_acts <= 4) {
+    tile_split<kVnni, kKind, Block, 4>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  } else if (n_acts <= 8) {
+    tile_split<kVnni, kKind, Block, 2>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  } else {
+    tile_split<kVnni, kKind, Block, 1>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  }
+}
+
 }  // namespace
 
 template <bool kVnni>
 void q2_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
-  tile_detail::loop_dots<BlockQ2_K, BlockQ8_K>(level<kVnni>().q2_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  if (n_acts < kMinActsQ2K) {
+    tile_detail::loop_dots<BlockQ2_K, BlockQ8_K>(level<kVnni>().q2_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out,
+                                                 ldo);
+    return;
+  }
+  tile<kVnni, Kind::kQ2K, BlockQ2_K>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
-template void q2_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
+template void q2_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                               int64_t);
 template void q2_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
 
 template <bool kVnni>
 void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
-  tile_detail::loop_dots<BlockQ4_K, BlockQ8_K>(level<kVnni>().q4_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  if (n_acts < kMinActsQ4K) {
+    tile_detail::loop_dots<BlockQ4_K, BlockQ8_K>(level<kVnni>().q4_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out,
+                                                 ldo);
+    return;
+  }
+  tile<kVnni, Kind::kQ4K, BlockQ4_K>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
-template void q4_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
+template void q4_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                               int64_t);
 template void q4_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
 
 template <bool kVnni>
-void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
-                  float* out, int64_t ldo) {
-  tile_detail::loop_dots<BlockIQ2_XXS, BlockQ8_K>(level<kVnni>().iq2_xxs_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                  int64_t n_acts, float* out, int64_t ldo) {
+  if (n_acts < kMinActsIq2Xxs) {
+    tile_detail::loop_dots<BlockIQ2_XXS, BlockQ8_K>(level<kVnni>().iq2_xxs_q8_K, n, w, row_bytes, n_rows, acts, n_acts,
+                                                    out, ldo);
+    return;
+  }
+  tile<kVnni, Kind::kIq2Xxs, BlockIQ2_XXS>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
-template void iq2_xxs_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
-template void iq2_xxs_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
+template void iq2_xxs_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                                  int64_t);
+template void iq2_xxs_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                                 int64_t);
 
 }  // namespace tile_avx512
 }  // namespace ds4::quant

@@ -294,6 +294,10 @@ quant::TileKernel tile_kernel(const quant::TileKernels& k, GgmlType type) {
 // so a tile's weights (<= 16 rows of one matrix) stay in cache.
 constexpr int64_t kRowAlign = 16;
 constexpr int kTasksPerThread = 4;
+// Rows per tile-kernel call: the kernels lay a call's weight rows and
+// activations out once, so bigger calls amortise that (64 rows measured
+// ~1.4x faster than 16 at 64 tokens); thread chunks stay 16-row aligned.
+constexpr int64_t kTileKernelRows = 64;
 
 // Y[t * ldy + r] = row_r . acts[t] for t < n_tokens, r < n_rows.
 void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, int64_t ldy,
@@ -313,8 +317,9 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
   const int64_t chunk = (n_blocks + n_tasks - 1) / n_tasks * kRowAlign;
   auto task = [&](int t, int /*n*/) {
     const int64_t row_end = std::min(m.n_rows, (t + 1) * chunk);
-    for (int64_t tile_start = t * chunk; tile_start < row_end; tile_start += kRowAlign) {
-      const int64_t tile_end = std::min(row_end, tile_start + kRowAlign);
+    const int64_t tile_rows = tile ? kTileKernelRows : kRowAlign;
+    for (int64_t tile_start = t * chunk; tile_start < row_end; tile_start += tile_rows) {
+      const int64_t tile_end = std::min(row_end, tile_start + tile_rows);
       if (tile) {
         tile(m.n_cols, m.data + static_cast<uint64_t>(tile_start) * m.row_bytes, m.row_bytes, tile_end - tile_start,
              acts, n_tokens, Y + tile_start, ldy);
