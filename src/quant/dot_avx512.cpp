@@ -33,17 +33,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-// GCC 12 reports its own _mm512_undefined_* placeholders inside these
-// headers as uninitialized (GCC bug 105593); silence that for the header only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "core/x86_intrinsics.h"
 
 #include <cstdint>
 #include <cstring>

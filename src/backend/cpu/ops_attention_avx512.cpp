@@ -12,17 +12,7 @@
 // avx512vnni level too, but nothing here is integer or bf16 work for the
 // compiler to turn into those instructions, so the plain avx512 level runs it.
 
-// GCC 12 reports its own _mm512_undefined_* placeholders inside these
-// headers as uninitialized (GCC bug 105593); silence that for the header only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "core/x86_intrinsics.h"
 
 #include <cstddef>
 #include <cstdint>
