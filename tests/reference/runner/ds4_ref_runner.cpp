@@ -4,12 +4,15 @@
 //
 // Reference settings are fixed: flash attention off and an F32 KV cache, because
 // llama.cpp's defaults compute Q·K in f16, which is neither accurate to ~1e-6 nor
-// batch-invariant. Logging is llama.cpp's errors only; every failure then ends with
-// one line "ds4-ref-runner: <what>" on stderr and exit status 1.
+// batch-invariant. The one exception is `bench`, a speed measurement, which runs
+// llama.cpp at its fastest CPU settings (flash attention on, F16 KV). Logging is
+// llama.cpp's errors only; every failure then ends with one line
+// "ds4-ref-runner: <what>" on stderr and exit status 1.
 #include <strings.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -159,8 +162,13 @@ bool dump_tensor_cb(ggml_tensor* t, bool ask, void* user) {
 
 TensorDump* g_dump = nullptr;  // set by --dump-tensors
 
-// The reference context: one sequence, flash attention off, F32 K and V.
-ContextPtr make_context(llama_model* model, uint32_t n_ctx, uint32_t n_batch, uint32_t n_ubatch, int threads) {
+// Attention and KV cache of a context: the reference settings (parity with our engine)
+// or llama.cpp's fastest on CPU (what a speed comparison must measure against).
+enum class Settings { reference, fastest };
+
+// One sequence; reference: flash attention off, F32 K and V; fastest: flash attention on, F16 K and V.
+ContextPtr make_context(llama_model* model, uint32_t n_ctx, uint32_t n_batch, uint32_t n_ubatch, int threads,
+                        Settings settings = Settings::reference) {
   llama_context_params cp = llama_context_default_params();
   if (g_dump) {
     cp.cb_eval = dump_tensor_cb;
@@ -172,9 +180,10 @@ ContextPtr make_context(llama_model* model, uint32_t n_ctx, uint32_t n_batch, ui
   cp.n_seq_max = 1;
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
-  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-  cp.type_k = GGML_TYPE_F32;
-  cp.type_v = GGML_TYPE_F32;
+  const bool fastest = settings == Settings::fastest;
+  cp.flash_attn_type = fastest ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  cp.type_k = fastest ? GGML_TYPE_F16 : GGML_TYPE_F32;
+  cp.type_v = fastest ? GGML_TYPE_F16 : GGML_TYPE_F32;
   cp.no_perf = true;
   llama_context* ctx = llama_init_from_model(model, cp);
   if (ctx == nullptr) throw Failure("llama.cpp could not create a context");
@@ -266,6 +275,64 @@ void run_greedy(const std::string& model_path, const std::string& tokens_path, i
   std::cout << out.dump() << '\n';
 }
 
+void check_finite(const float* row, int32_t n, const std::string& what) {
+  for (int32_t i = 0; i < n; ++i)
+    if (!std::isfinite(row[i])) throw Failure(what + ": logit " + std::to_string(i) + " is not finite");
+}
+
+// Speed at llama.cpp's fastest CPU settings: the prompt in one llama_decode (ubatches of
+// `ubatch`), only the last position's logits; then `n_generate` greedy single-token
+// decodes. Timed with the wall clock: prefill = that one llama_decode; generation = each
+// step's llama_decode plus its argmax. Prints one JSON line.
+void run_bench(const std::string& model_path, const std::string& tokens_path, int n_generate, int threads,
+               int ubatch) {
+  std::vector<llama_token> prompt = read_tokens(tokens_path);
+  const auto t_load = std::chrono::steady_clock::now();
+  ModelPtr model = load_model(model_path, false);
+  const double load_s = seconds_since(t_load);
+  check_tokens(model.get(), prompt);
+  const auto n_prompt = static_cast<uint32_t>(prompt.size());
+  const auto n_gen = static_cast<uint32_t>(n_generate);
+  const uint32_t n_ubatch = std::min(static_cast<uint32_t>(ubatch), n_prompt);
+  ContextPtr ctx = make_context(model.get(), n_prompt + n_gen + 16, n_prompt, n_ubatch, threads, Settings::fastest);
+  const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+
+  BatchOwner b(static_cast<int32_t>(n_prompt));
+  for (uint32_t i = 0; i < n_prompt; ++i)
+    b.set(static_cast<int32_t>(i), prompt[i], static_cast<llama_pos>(i), i + 1 == n_prompt);
+  b.batch.n_tokens = static_cast<int32_t>(n_prompt);
+  const auto t_prefill = std::chrono::steady_clock::now();
+  decode(ctx.get(), b.batch);
+  const float* row = llama_get_logits_ith(ctx.get(), -1);
+  if (row == nullptr) throw Failure("llama.cpp returned no logits after the prompt");
+  llama_token next = argmax(row, n_vocab);
+  const double prefill_s = seconds_since(t_prefill);
+  check_finite(row, n_vocab, "prefill");
+
+  BatchOwner step(1);
+  double gen_s = 0;
+  for (uint32_t k = 0; k < n_gen; ++k) {
+    step.set(0, next, static_cast<llama_pos>(n_prompt + k), true);
+    step.batch.n_tokens = 1;
+    const auto t_step = std::chrono::steady_clock::now();
+    decode(ctx.get(), step.batch);
+    row = llama_get_logits_ith(ctx.get(), -1);
+    if (row == nullptr) throw Failure("llama.cpp returned no logits at generation step " + std::to_string(k));
+    next = argmax(row, n_vocab);
+    gen_s += seconds_since(t_step);
+  }
+  if (n_gen > 0) check_finite(row, n_vocab, "last generation step");
+
+  nlohmann::ordered_json out = {{"prefill_tokens", n_prompt},
+                                {"prefill_s", prefill_s},
+                                {"prefill_tps", n_prompt / prefill_s},
+                                {"gen_tokens", n_gen},
+                                {"gen_s", gen_s},
+                                {"gen_tps", n_gen > 0 ? n_gen / gen_s : 0.0},
+                                {"load_s", load_s}};
+  std::cout << out.dump() << '\n';
+}
+
 void run_tokenize(const std::string& model_path, const std::string& text_path) {
   std::vector<char> text = read_file(text_path);
   if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) throw Failure(text_path + " is too large");
@@ -332,7 +399,8 @@ void run_quantize(const std::string& type_name, const std::string& in_path, cons
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"llama.cpp reference runner (flash attention off, F32 KV cache)", "ds4-ref-runner"};
+  CLI::App app{"llama.cpp reference runner (flash attention off, F32 KV cache; bench: fastest settings)",
+               "ds4-ref-runner"};
   app.require_subcommand(1);
 
   std::string model, tokens, out, text_file, type_name, in, imatrix;
@@ -356,6 +424,17 @@ int main(int argc, char** argv) {
   greedy->add_option("--tokens", tokens, "JSON array of prompt token ids")->required();
   greedy->add_option("-n", n_generate, "tokens to generate")->required()->check(CLI::PositiveNumber);
   greedy->add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
+
+  auto* bench = app.add_subcommand("bench", "prefill and decode speed at llama.cpp's fastest CPU settings "
+                                               "(flash attention on, F16 KV), one JSON line");
+  bench->add_option("-m,--model", model, "GGUF model")->required();
+  bench->add_option("--tokens", tokens, "JSON array of prompt token ids, prefilled in one llama_decode")->required();
+  bench->add_option("--gen", n_generate, "tokens to decode one at a time, greedily")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  bench->add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
+  int bench_ubatch = 512;
+  bench->add_option("--ubatch", bench_ubatch, "physical batch size of the prefill")->check(CLI::PositiveNumber);
 
   auto* tokenize = app.add_subcommand("tokenize", "tokenize text (no BOS, special tokens parsed)");
   tokenize->add_option("-m,--model", model, "GGUF model")->required();
@@ -409,6 +488,7 @@ int main(int argc, char** argv) {
       }
       if (*logits) run_logits(model, tokens, out, threads, ubatch, timings);
       if (*greedy) run_greedy(model, tokens, n_generate, threads);
+      if (*bench) run_bench(model, tokens, n_generate, threads, bench_ubatch);
       if (*tokenize) run_tokenize(model, text_file);
       llama_backend_free();
     }

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Side by side: our engine (ds4-bench) against llama.cpp's deepseek4 (ds4-ref-runner
+# bench: flash attention on, F16 KV, its fastest CPU settings) on the same GGUF with
+# the same thread count. For each mix, a `bench`-preset model (Flash widths) is made
+# once and kept; then RUNS alternating runs (ours, llama, ours, llama, ...), each
+# prefilling P tokens in one go and decoding G tokens greedily; the memory-read
+# bandwidth (ds4-bench-bandwidth) is measured once per mix, halfway through the runs.
+# Ours runs with --warm-weights (its mapping touched before timing), as llama.cpp reads
+# and repacks its weights at load; neither side's load is timed.
+#
+# Reported per mix: median and every run of prefill and decode tokens/s for both, the
+# ratios ours/llama, the decode weight bandwidth of each (decode weight bytes/token,
+# as ds4-bench reports it, x decode tokens/s) and ours as % of the measured read
+# bandwidth. --out FILE also writes all of it as JSON. Not part of `make test`.
+#
+# Usage: bench/compare-llama.sh [options]
+#   --build DIR      build folder with bin/ds4-bench, bin/ds4-mkmodel, bin/ds4-ref-runner and
+#                    bench/ds4-bench-bandwidth (default: build)
+#   --mixes LIST     comma-separated ds4-mkmodel mixes (default: ds4-q2,ds4-q4)
+#   --layers L       layers of each model (default 2)
+#   --preset NAME    ds4-mkmodel preset (default bench; to smoke-test this script: small --layers 3)
+#   --prompt P       prompt tokens, ids (i*7919+13) mod 1000 (default 512)
+#   --gen G          decoded tokens (default 128)
+#   --runs R         runs of each engine, alternating (default 5)
+#   --threads N      threads for both engines and the bandwidth probe (default: physical cores)
+#   --models DIR     model cache folder (default: $DS4_BENCH_MODELS, else <repo>/.cache/bench-models)
+#   --bandwidth-bytes N  buffer of the read-bandwidth probe, k/m/g suffix allowed (default 4g)
+#   --out FILE       write the summary as JSON
+# A model file is reused when present (the bench ones are 5-9 GB and take a minute or
+# more to make); delete it to regenerate.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+die() { echo "compare-llama: $*" >&2; exit 1; }
+
+physical_cores() {
+  local n
+  n=$(lscpu -p=Core,Socket 2>/dev/null | grep -v '^#' | sort -u | wc -l) || n=0
+  [[ "$n" -ge 1 ]] && echo "$n" || nproc
+}
+
+build="$repo_root/build"
+mixes="ds4-q2,ds4-q4"
+layers=2
+preset=bench
+prompt=512
+gen=128
+runs=5
+threads=""
+models="${DS4_BENCH_MODELS:-$repo_root/.cache/bench-models}"
+out=""
+bandwidth_bytes=4g
+while [[ $# -gt 0 ]]; do
+  [[ "$1" == -h || "$1" == --help ]] && { sed -n '2,30s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }
+  [[ $# -ge 2 ]] || die "$1 needs a value"
+  case "$1" in
+    --build) build="$2" ;;
+    --mixes) mixes="$2" ;;
+    --layers) layers="$2" ;;
+    --preset) preset="$2" ;;
+    --prompt) prompt="$2" ;;
+    --gen) gen="$2" ;;
+    --runs) runs="$2" ;;
+    --threads) threads="$2" ;;
+    --models) models="$2" ;;
+    --out) out="$2" ;;
+    --bandwidth-bytes) bandwidth_bytes="$2" ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+  shift 2
+done
+threads="${threads:-$(physical_cores)}"
+for v in layers prompt gen runs threads; do
+  [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "--$v must be a positive integer, not '${!v}'"
+done
+
+ours="$build/bin/ds4-bench"
+llama="$build/bin/ds4-ref-runner"
+mkmodel="$build/bin/ds4-mkmodel"
+bandwidth="$build/bench/ds4-bench-bandwidth"
+for exe in "$ours" "$llama" "$mkmodel" "$bandwidth"; do
+  [[ -x "$exe" ]] || die "$exe not built (ninja -C $build ds4-bench ds4-ref-runner ds4-mkmodel ds4-bench-bandwidth; make reference)"
+done
+command -v python3 >/dev/null || die "python3 is needed for the summary"
+mkdir -p "$models"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/ds4-compare-llama.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+tokens="$work/tokens.json"
+awk -v n="$prompt" 'BEGIN { printf "["; for (i = 0; i < n; i++) printf "%s%d", (i ? "," : ""), (i * 7919 + 13) % 1000; print "]" }' \
+  >"$tokens"
+
+# One line per measurement: mix <TAB> kind <TAB> JSON.
+results="$work/results.tsv"
+: >"$results"
+fail() { echo "compare-llama: $1 failed:" >&2; tail -n 20 "$2" >&2; exit 1; }
+
+run_ours() {  # mix model run
+  local csv="$work/ours.csv"
+  rm -f "$csv"
+  "$ours" -m "$2" --tokens-file "$tokens" --ctx-start "$prompt" --ctx-max "$prompt" --gen-tokens "$gen" \
+    -t "$threads" --warm-weights --csv "$csv" >"$work/ours.out" 2>"$work/ours.err" || fail "ds4-bench (run $3)" "$work/ours.err"
+  python3 - "$csv" "$work/ours.err" "$1" "$3" >>"$results" <<'EOF'
+import csv, json, re, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+if not rows:
+    sys.exit(f"compare-llama: {sys.argv[1]} has no rows")
+row = rows[-1]
+m = re.search(r"decode weight bytes/token: *([0-9]+)", open(sys.argv[2]).read())
+r = {"run": int(sys.argv[4]), "prefill_tokens": int(row["prefill_tokens"]), "prefill_tps": float(row["prefill_tps"]),
+     "gen_tokens": int(row["gen_tokens"]), "gen_tps": float(row["gen_tps"]),
+     "kvcache_bytes": int(row["kvcache_bytes"]), "decode_weight_bytes": int(m.group(1)) if m else None}
+print(f"{sys.argv[3]}\tours\t{json.dumps(r)}")
+EOF
+}
+
+run_llama() {  # mix model run
+  "$llama" bench -m "$2" --tokens "$tokens" --gen "$gen" --threads "$threads" \
+    >"$work/llama.out" 2>"$work/llama.err" || fail "ds4-ref-runner bench (run $3)" "$work/llama.err"
+  python3 -c 'import json, sys; r = json.loads(open(sys.argv[1]).read()); r["run"] = int(sys.argv[3]); print(f"{sys.argv[2]}\tllama\t{json.dumps(r)}")' \
+    "$work/llama.out" "$1" "$3" >>"$results"
+}
+
+run_bandwidth() {  # mix
+  "$bandwidth" --threads "$threads" --bytes "$bandwidth_bytes" >"$work/bw.out" 2>"$work/bw.err" || fail "ds4-bench-bandwidth" "$work/bw.err"
+  printf '%s\tbandwidth\t%s\n' "$1" "$(cat "$work/bw.out")" >>"$results"
+}
+
+IFS=, read -r -a mix_list <<<"$mixes"
+for mix in "${mix_list[@]}"; do
+  model="$models/$preset-$layers-$mix.gguf"
+  if [[ ! -f "$model" ]]; then
+    echo "compare-llama: making $model (once; kept for later runs)" >&2
+    "$mkmodel" --preset "$preset" --layers "$layers" --mix "$mix" --seed 1 --out "$model.part" \
+      >"$work/mkmodel.log" 2>&1 || { rm -f "$model.part"; fail "ds4-mkmodel --mix $mix" "$work/mkmodel.log"; }
+    mv "$model.part" "$model"
+  fi
+  printf '%s\tmodel\t{"path": "%s", "bytes": %s}\n' "$mix" "$model" "$(stat -c %s "$model")" >>"$results"
+  cat "$model" >/dev/null  # into the page cache, so neither engine's first run reads the disk
+  echo "compare-llama: $mix: $runs alternating runs, $threads threads" >&2
+  load_start=$(cut -d' ' -f1 /proc/loadavg)  # other jobs on the machine skew everything; recorded with the figures
+  for ((r = 1; r <= runs; r++)); do
+    run_ours "$mix" "$model" "$r"
+    run_llama "$mix" "$model" "$r"
+    if [[ $r -eq $(((runs + 1) / 2)) ]]; then run_bandwidth "$mix"; fi
+  done
+  printf '%s\tload\t{"start": %s, "end": %s}\n' "$mix" "$load_start" "$(cut -d' ' -f1 /proc/loadavg)" >>"$results"
+done
+
+python3 - "$results" "$out" "$prompt" "$gen" "$runs" "$threads" "$layers" "$preset" <<'EOF'
+import json, statistics, sys
+results, out_path, prompt, gen, runs, threads, layers, preset = sys.argv[1:]
+mixes = {}
+for line in open(results):
+    mix, kind, text = line.rstrip("\n").split("\t", 2)
+    m = mixes.setdefault(mix, {"ours": [], "llama": []})
+    if kind in ("ours", "llama"):
+        m[kind].append(json.loads(text))
+    else:
+        m[kind] = json.loads(text)
+
+def fmt(v, digits=2):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+summary = {"prompt": int(prompt), "gen": int(gen), "runs": int(runs), "threads": int(threads),
+           "layers": int(layers), "preset": preset, "mixes": {}}
+for mix, m in mixes.items():
+    s = {"model": m["model"]["path"], "model_bytes": m["model"]["bytes"],
+         "load_average_start": m["load"]["start"], "load_average_end": m["load"]["end"]}
+    for eng in ("ours", "llama"):
+        for key in ("prefill_tps", "gen_tps"):
+            runs_v = [r[key] for r in m[eng]]
+            s[f"{eng}_{key}_runs"] = runs_v
+            s[f"{eng}_{key}"] = statistics.median(runs_v)
+    s["prefill_ratio"] = s["ours_prefill_tps"] / s["llama_prefill_tps"]
+    s["decode_ratio"] = s["ours_gen_tps"] / s["llama_gen_tps"]
+    wb = [r.get("decode_weight_bytes") for r in m["ours"] if r.get("decode_weight_bytes")]
+    s["decode_weight_bytes_per_token"] = wb[0] if wb else None
+    s["ours_decode_weight_gbps"] = wb[0] * s["ours_gen_tps"] / 1e9 if wb else None
+    s["llama_decode_weight_gbps"] = wb[0] * s["llama_gen_tps"] / 1e9 if wb else None
+    bw = m["bandwidth"]
+    s["read_bandwidth_median_gbps"] = bw["median_gbps"]
+    s["read_bandwidth_max_gbps"] = bw["max_gbps"]
+    pct = lambda v: None if v is None else 100 * v / bw["median_gbps"]
+    s["ours_decode_weight_pct_of_read"] = pct(s["ours_decode_weight_gbps"])
+    s["llama_decode_weight_pct_of_read"] = pct(s["llama_decode_weight_gbps"])
+    summary["mixes"][mix] = s
+
+    print(f"\n{mix}: {preset} preset, {layers} layers, {s['model_bytes'] / 1e9:.2f} GB; "
+          f"prefill {prompt} tokens, decode {gen}; {threads} threads; {runs} alternating runs; "
+          f"load average {m['load']['start']} -> {m['load']['end']}")
+    print(f"  {'':24} {'median':>10}   runs")
+    for label, key in (("prefill t/s  ours", "ours_prefill_tps"), ("prefill t/s  llama.cpp", "llama_prefill_tps"),
+                       ("decode t/s   ours", "ours_gen_tps"), ("decode t/s   llama.cpp", "llama_gen_tps")):
+        print(f"  {label:24} {s[key]:10.2f}   " + " ".join(fmt(v) for v in s[key + "_runs"]))
+    print(f"  {'prefill ours/llama.cpp':24} {s['prefill_ratio']:9.2f}x")
+    print(f"  {'decode ours/llama.cpp':24} {s['decode_ratio']:9.2f}x")
+    wbt = s["decode_weight_bytes_per_token"]
+    print(f"  {'decode weight bytes/tok':24} {'-' if wbt is None else f'{wbt / 1e6:.1f} MB':>10}   (from ds4-bench)")
+    for label, key in (("decode weight GB/s ours", "ours"), ("decode weight GB/s llama", "llama")):
+        v = s[f"{key}_decode_weight_gbps"]
+        p = s[f"{key}_decode_weight_pct_of_read"]
+        print(f"  {label:24} {fmt(v):>10}   {'' if p is None else f'{p:.0f} % of read bandwidth'}")
+    print(f"  {'read bandwidth GB/s':24} {bw['median_gbps']:10.2f}   (max {bw['max_gbps']:.2f}; "
+          f"{bw['threads']} threads, {bw['bytes'] / 2**30:.1f} GiB)")
+
+if out_path:
+    with open(out_path, "w") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+EOF
