@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "core/error.h"
+
 namespace ds4 {
 
 namespace {
@@ -57,7 +59,7 @@ T wait_while_equal(const std::atomic<T>& value, T old) {
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -67,28 +69,34 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::drain_tasks() {
+void ThreadPool::drain_tasks(uint32_t generation) {
+  uint64_t word = claim_.load(std::memory_order_acquire);
   for (;;) {
-    const int task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) return;
+    if (static_cast<uint32_t>(word >> 32) != generation) return;  // that run is over
+    const int n_tasks = static_cast<int>((word >> 16) & kFieldMask);
+    const int task = static_cast<int>(word & kFieldMask);
+    if (task >= n_tasks) return;
+    // A failed exchange reloads `word`: another thread took this task.
+    if (!claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     try {
-      (*fn_)(task, n_tasks_);
+      (*fn_)(task, n_tasks);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
     }
+    // The thread finishing the last task wakes the caller (which may sleep).
+    if (completed_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_tasks) completed_.notify_one();
+    word = claim_.load(std::memory_order_acquire);
   }
 }
 
-void ThreadPool::worker_loop(int /*worker_index*/) {
+void ThreadPool::worker_loop() {
   RunningPoolScope scope(this);
   uint32_t seen = 0;
   for (;;) {
     seen = wait_while_equal(generation_, seen);
     if (stop_.load(std::memory_order_relaxed)) return;
-    drain_tasks();
-    // The last worker out wakes the caller.
-    if (workers_busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) workers_busy_.notify_one();
+    drain_tasks(seen);
   }
 }
 
@@ -99,22 +107,24 @@ void ThreadPool::run(int n_tasks, const Task& fn) {
     for (int t = 0; t < n_tasks; ++t) fn(t, n_tasks);
     return;
   }
+  if (n_tasks > kMaxTasks) throw Error("thread pool: " + std::to_string(n_tasks) + " tasks in one run (at most 65535)");
 
   std::lock_guard<std::mutex> lock(run_mutex_);
   RunningPoolScope scope(this);
   fn_ = &fn;
-  n_tasks_ = n_tasks;
   error_ = nullptr;
-  next_task_.store(0, std::memory_order_relaxed);
-  workers_busy_.store(n_threads_ - 1, std::memory_order_relaxed);
-  // Release: workers that see the new generation also see fn_ and n_tasks_.
-  generation_.fetch_add(1, std::memory_order_release);
+  completed_.store(0, std::memory_order_relaxed);
+  const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
+  // Release: a thread that claims a task of this run also sees fn_.
+  claim_.store(static_cast<uint64_t>(generation) << 32 | static_cast<uint64_t>(n_tasks) << 16,
+               std::memory_order_release);
+  generation_.store(generation, std::memory_order_release);
   generation_.notify_all();
 
-  drain_tasks();
-  for (int busy = workers_busy_.load(std::memory_order_acquire); busy != 0;
-       busy = workers_busy_.load(std::memory_order_acquire)) {
-    wait_while_equal(workers_busy_, busy);
+  drain_tasks(generation);
+  for (int done = completed_.load(std::memory_order_acquire); done != n_tasks;
+       done = completed_.load(std::memory_order_acquire)) {
+    wait_while_equal(completed_, done);
   }
   fn_ = nullptr;
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));

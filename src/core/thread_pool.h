@@ -1,8 +1,8 @@
 // A persistent pool of worker threads for data-parallel loops: run(n_tasks, fn)
 // calls fn(task, n_tasks) exactly once for every task in [0, n_tasks), spread
 // over the pool's threads (the caller is one of them), and returns when all
-// are done. Workers live as long as the pool, so a call costs two barrier
-// crossings and no allocation.
+// are done. Workers live as long as the pool, so a call costs a wake-up and
+// a completion count, and no allocation.
 #pragma once
 
 #include <atomic>
@@ -29,7 +29,8 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Runs fn(task, n_tasks) once per task; tasks are claimed dynamically, so
-  // fn must not depend on which thread runs it. n_tasks <= 0 does nothing.
+  // fn must not depend on which thread runs it. n_tasks <= 0 does nothing;
+  // more than 65535 tasks is a ds4::Error.
   // The first exception a task throws is rethrown here after every task has
   // finished (the others still run).
   //
@@ -39,19 +40,26 @@ class ThreadPool {
   void run(int n_tasks, const Task& fn);
 
  private:
-  void worker_loop(int worker_index);
-  void drain_tasks();
+  // The claim word: run generation (32 bits) | task count (16) | next task
+  // (16). Claiming a task is a compare-and-swap on the whole word, so a
+  // worker that wakes late can only claim tasks of the run it saw, and only
+  // while that run still has unclaimed tasks. The caller waits for tasks to
+  // be *completed*, never for workers to turn up: a worker the OS has not
+  // scheduled yet costs nothing, the caller runs the remaining tasks itself.
+  static constexpr uint64_t kFieldMask = 0xffff;
+  static constexpr int kMaxTasks = 0xffff;
+  void worker_loop();
+  // Claims and runs tasks of run `generation` until none is left.
+  void drain_tasks(uint32_t generation);
 
   const int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // one run at a time from outside threads
 
-  // State of the current run, published by bumping generation_.
-  const Task* fn_ = nullptr;
-  int n_tasks_ = 0;
-  std::atomic<int> next_task_{0};
-  std::atomic<uint32_t> generation_{0};
-  std::atomic<int> workers_busy_{0};
+  const Task* fn_ = nullptr;           // the current run's function
+  std::atomic<uint64_t> claim_{0};     // see above
+  std::atomic<uint32_t> generation_{0};  // bumped per run; workers sleep on it
+  std::atomic<int> completed_{0};        // tasks of the current run finished
   std::atomic<bool> stop_{false};
   std::mutex error_mutex_;
   std::exception_ptr error_;
