@@ -72,7 +72,7 @@ std::vector<int32_t> Indexer::select(std::span<const float> q, std::span<const f
   auto score = [&](int task, int n_tasks) {
     for (size_t at = static_cast<size_t>(task) * kRun; at < n; at += static_cast<size_t>(n_tasks) * kRun) {
       const size_t m = std::min(kRun, n - at);
-      indexer_scores(q, w, head_dim_, rows.subspan(at, m), std::span<float>(scores).subspan(at, m));
+      indexer_scores(q, w, head_dim_, rows.subspan(at, m), std::span<float>(scores).subspan(at, m), numerics_);
     }
   };
   const int threads = pool ? pool->size() : 1;

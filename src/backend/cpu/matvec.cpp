@@ -303,10 +303,12 @@ constexpr int64_t kTileKernelRows = 64;
 void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, int64_t ldy,
               DotOrder order, ThreadPool* pool) {
   const quant::DotKernels& kernels = quant::dot_kernels();
-  // Several tokens in our own order: the tile kernels (bit-identical to the
-  // dot kernels, so a token's result does not depend on its batch).
-  const quant::TileKernel tile =
-      order == DotOrder::Native && n_tokens > 1 ? tile_kernel(quant::tile_kernels(), m.type) : nullptr;
+  // In our own order: the tile kernels, bit-identical to the dot kernels, so
+  // a token's result does not depend on its batch. They also serve a single
+  // token (decode): several rows in flight stream weights from memory faster
+  // than one row at a time, and they fall back to the one-row kernel where
+  // that is faster.
+  const quant::TileKernel tile = order == DotOrder::Native ? tile_kernel(quant::tile_kernels(), m.type) : nullptr;
   const int64_t n_blocks = (m.n_rows + kRowAlign - 1) / kRowAlign;
   // Several tasks per thread, claimed as threads free up: a thread slowed by
   // the rest of the machine then takes fewer of them instead of holding up
