@@ -28,6 +28,7 @@ struct Avx2 {
   static V load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V max(V a, V b) { return _mm256_max_ps(a, b); }
   // Fixed order: high half onto low half, then pairs, then the last two.
   static float hsum(V v) {
@@ -52,6 +53,7 @@ struct Avx512 {
   }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
   // Fixed order, written out rather than left to _mm512_reduce_add_ps: high
   // 256 bits onto low, high 128 onto low, then pairs, then the last two.
