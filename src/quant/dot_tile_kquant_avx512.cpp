@@ -36,6 +36,7 @@
 
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_loop.h"
+#include "quant/iq2_xxs_avx512.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/k_scales.h"
 
@@ -285,49 +286,6 @@ constexpr int split_index(int u) {
 
 constexpr int kIq2Dwords = 64 + 8 + 2;
 
-alignas(64) constexpr int8_t kGridIndexWords[64] = {
-    0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1, 0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1,
-    0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1, 0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1};
-alignas(64) constexpr int16_t kGridIndexQwords[4][32] = {
-#define DS4_IQ2_Q(c)                                                                                          \
-  {8 * (c), 0, 0, 0, 8 * (c) + 1, 0, 0, 0, 8 * (c) + 2, 0, 0, 0, 8 * (c) + 3, 0, 0, 0, 8 * (c) + 4, 0, 0, 0, \
-   8 * (c) + 5, 0, 0, 0, 8 * (c) + 6, 0, 0, 0, 8 * (c) + 7, 0, 0, 0}
-    DS4_IQ2_Q(0), DS4_IQ2_Q(1), DS4_IQ2_Q(2), DS4_IQ2_Q(3),
-#undef DS4_IQ2_Q
-};
-
-// Signs as in the one-row kernel (dot_avx512.cpp): lane [P0, S0, P1, S1] of
-// sub-blocks 2c, 2c+1 (S = sign dword, P = dword whose bit 7g is the parity
-// of S's field g), spread to the 64 elements by pshufb and tested bit by bit.
-struct Iq2SignPattern {
-  int8_t byte[64];
-  uint8_t bit[64];
-};
-constexpr Iq2SignPattern make_iq2_sign_pattern() {
-  Iq2SignPattern p{};
-  for (int e = 0; e < 64; ++e) {
-    const int s = e / 32, g = (e % 32) / 8, j = e % 8;
-    const int flag = j < 7 ? 7 * g + j : 7 * g;
-    p.byte[e] = static_cast<int8_t>((j < 7 ? 4 : 0) + 8 * s + flag / 8);
-    p.bit[e] = static_cast<uint8_t>(1u << (flag % 8));
-  }
-  return p;
-}
-alignas(64) constexpr Iq2SignPattern kIq2SignPattern = make_iq2_sign_pattern();
-alignas(64) constexpr int32_t kLaneDwords[4][16] = {
-#define DS4_LANE(c) {4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3, 4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3, \
-                     4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3, 4 * (c), 4 * (c) + 1, 4 * (c) + 2, 4 * (c) + 3}
-    DS4_LANE(0), DS4_LANE(1), DS4_LANE(2), DS4_LANE(3),
-#undef DS4_LANE
-};
-
-inline __m512i field7_parity(__m512i v) {
-  const __m512i t1 = _mm512_xor_si512(v, _mm512_srli_epi32(v, 1));
-  const __m512i t2 = _mm512_xor_si512(t1, _mm512_srli_epi32(t1, 2));
-  constexpr int kXor3 = 0x96;
-  return _mm512_ternarylogic_epi32(t2, _mm512_srli_epi32(t1, 4), _mm512_srli_epi32(v, 6), kXor3);
-}
-
 template <int S>
 void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
   const __m512i q = load512(w.qs);
@@ -342,7 +300,7 @@ void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
     const __m512i g = _mm512_i64gather_epi64(
-        _mm512_maskz_permutexvar_epi16(0x11111111u, load512(kGridIndexQwords[c]), idx), grid, 8);
+        _mm512_maskz_permutexvar_epi16(kQwordLowWords, load512(kGridIndexQwords[c]), idx), grid, 8);
     const __m512i lane = _mm512_permutexvar_epi32(load512(kLaneDwords[c]), flags);
     const __mmask64 neg = _mm512_test_epi8_mask(_mm512_shuffle_epi8(lane, load512(kIq2SignPattern.byte)),
                                                 load512(kIq2SignPattern.bit));

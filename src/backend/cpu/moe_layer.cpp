@@ -32,7 +32,6 @@ MoeLayer::MoeLayer(const model::LayerWeights& layer, const model::Deepseek4HPara
       index_(layer.index),
       hash_routed_(hp.is_hash_layer(layer.index)),
       n_embd_(static_cast<int>(hp.n_embd)),
-      n_ff_(static_cast<int>(hp.n_ff_exp)),
       n_ff_shared_(static_cast<int>(hp.n_ff_exp * hp.n_expert_shared)),
       n_expert_(static_cast<int>(hp.n_expert)),
       n_used_(static_cast<int>(hp.n_expert_used)),

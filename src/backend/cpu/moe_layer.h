@@ -74,7 +74,7 @@ class MoeLayer {
   Numerics numerics_;
   uint32_t index_ = 0;
   bool hash_routed_ = false;
-  int n_embd_ = 0, n_ff_ = 0, n_ff_shared_ = 0, n_expert_ = 0, n_used_ = 0, n_vocab_ = 0;
+  int n_embd_ = 0, n_ff_shared_ = 0, n_expert_ = 0, n_used_ = 0, n_vocab_ = 0;
   float eps_ = 1e-6f, scale_ = 1.0f, clamp_exp_ = 0.0f, clamp_shexp_ = 0.0f;
   std::vector<float> norm_;  // ffn_norm, n_embd
   std::vector<float> bias_;  // exp_probs_b, n_expert; empty on hash layers or when absent
