@@ -24,6 +24,7 @@
 
 #include "backend/cpu/forward.h"
 #include "backend/cpu/session.h"
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/thread_pool.h"
@@ -44,25 +45,6 @@ constexpr const char* kCsvHeader = "ctx_tokens,prefill_tokens,prefill_tps,gen_to
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 double per_second(int64_t n, double secs) { return secs > 0 ? static_cast<double>(n) / secs : 0.0; }
-
-// "12345 bytes (12.06 KiB)"; with_count = false: "12.06 KiB".
-std::string format_bytes(uint64_t bytes, bool with_count = true) {
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  size_t u = 0;
-  while (v >= 1024.0 && u + 1 < std::size(units)) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[96];
-  if (u == 0)
-    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
-  else if (!with_count)
-    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
-  else
-    std::snprintf(buf, sizeof buf, "%llu bytes (%.2f %s)", static_cast<unsigned long long>(bytes), v, units[u]);
-  return buf;
-}
 
 std::string json_ids(const std::vector<int32_t>& ids) {
   std::string out = "[";
@@ -154,12 +136,12 @@ int run(const Options& o) {
 
   const auto numerics = o.quality ? ds4::cpu::Numerics::Quality : ds4::cpu::Numerics::Default;
   const uint64_t file_bytes = model.file().file_size();
-  std::fprintf(stderr, "model: %s, %s\n", o.model.c_str(), format_bytes(file_bytes).c_str());
+  std::fprintf(stderr, "model: %s, %s\n", o.model.c_str(), ds4::format_bytes(file_bytes).c_str());
   std::fprintf(stderr, "threads %d, isa %s, numerics %s, prefill chunk %d\n", o.threads, ds4::quant::dot_kernels().isa,
                o.quality ? "quality" : "default", o.prefill_chunk);
   const uint64_t decode_bytes = ds4::model::decode_weight_bytes_per_token(model.weights(), hp);
   std::fprintf(stderr, "decode weight bytes/token: %llu (%s)\n", static_cast<unsigned long long>(decode_bytes),
-               format_bytes(decode_bytes, false).c_str());
+               ds4::format_size(decode_bytes).c_str());
   std::fprintf(stderr, "prompt: %lld tokens from %s; %zu frontiers %lld..%lld, -n %d, ctx-alloc %lld%s\n",
                static_cast<long long>(available), prompt.source.c_str(), walk.size(),
                static_cast<long long>(walk.front()), static_cast<long long>(walk.back()), o.gen_tokens,
@@ -212,8 +194,8 @@ int run(const Options& o) {
   }
   csv.close();
 
-  std::fprintf(stderr, "peak RSS: %s, model file %s\n", format_bytes(peak_rss_bytes()).c_str(),
-               format_bytes(file_bytes).c_str());
+  std::fprintf(stderr, "peak RSS: %s, model file %s\n", ds4::format_bytes(peak_rss_bytes()).c_str(),
+               ds4::format_bytes(file_bytes).c_str());
   return 0;
 }
 

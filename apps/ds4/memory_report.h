@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backend/cpu/numerics.h"
+#include "core/byte_size.h"
 
 namespace ds4::model {
 class Deepseek4Model;
@@ -24,11 +25,8 @@ struct RunSettings {
   cpu::Numerics numerics = cpu::Numerics::Default;
 };
 
-// "12345 bytes (12.1 KiB)".
-std::string format_bytes(uint64_t bytes);
-
-// "1.25 GiB", "812.40 MiB"; whole bytes below 1 KiB.
-std::string format_size(uint64_t bytes);
+using ds4::format_bytes;  // core/byte_size.h
+using ds4::format_size;
 
 // Multi-line block, every line ending in '\n'.
 std::string memory_report(const model::Deepseek4Model& model, const RunSettings& s);

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 
 namespace ds4 {
@@ -41,23 +42,6 @@ PageRange page_range(std::span<const uint8_t> range) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(range.data()) & ~(page - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(range.data()) + range.size() + page - 1) & ~(page - 1);
   return {reinterpret_cast<void*>(begin), static_cast<size_t>(end - begin)};
-}
-
-// "8.00 MiB", "75.32 GiB"; whole bytes below 1 KiB.
-std::string format_size(uint64_t bytes) {
-  static const char* const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  size_t u = 0;
-  while (v >= 1024.0 && u + 1 < std::size(units)) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[64];
-  if (u == 0)
-    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
-  else
-    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
-  return buf;
 }
 
 // Whether this thread may lock memory past RLIMIT_MEMLOCK (CAP_IPC_LOCK in

@@ -74,13 +74,12 @@ void Forward::eval(Session &session, std::span<const int32_t> tokens, float *all
   }
 }
 
-void Forward::hc_pre_batch(const float *H, int64_t n, const HcWeights &w, float *X) {
+void Forward::hc_mixes_batch(const float *H, int64_t n, const model::TensorView &fn, int n_mixes) {
   // Passes of up to 256 tokens bound the normalised copy of the states
   // (64 KiB a token at Flash widths).
   constexpr int64_t kPass = 256;
   const size_t hd = static_cast<size_t>(hc_dim_);
-  splits_.resize(static_cast<size_t>(n));
-  batch_mix_.resize(static_cast<size_t>(n) * kHcMixes);
+  batch_mix_.resize(std::max(batch_mix_.size(), static_cast<size_t>(n) * n_mixes));
   for (int64_t at = 0; at < n; at += kPass) {
     const int64_t m = std::min(kPass, n - at);
     batch_flat_.resize(static_cast<size_t>(m) * hd);
@@ -88,8 +87,14 @@ void Forward::hc_pre_batch(const float *H, int64_t n, const HcWeights &w, float 
       rms_norm_unweighted(std::span<const float>(H + (at + t) * hc_dim_, hd),
                           std::span<float>(batch_flat_.data() + t * hc_dim_, hd), rms_eps_, numerics_);
     flat_batch_.reset(batch_flat_.data(), m, hc_dim_, hc_dim_, numerics_);
-    matmul(w.fn, -1, flat_batch_, batch_mix_.data() + at * kHcMixes, kHcMixes, pool_);
+    matmul(fn, -1, flat_batch_, batch_mix_.data() + at * n_mixes, n_mixes, pool_);
   }
+}
+
+void Forward::hc_pre_batch(const float *H, int64_t n, const HcWeights &w, float *X) {
+  const size_t hd = static_cast<size_t>(hc_dim_);
+  splits_.resize(static_cast<size_t>(n));
+  hc_mixes_batch(H, n, w.fn, kHcMixes);
   for (int64_t t = 0; t < n; ++t) {
     HcSplit &split = splits_[static_cast<size_t>(t)];
     split = hc_split_sinkhorn(std::span<const float, kHcMixes>(batch_mix_.data() + t * kHcMixes, kHcMixes),
@@ -114,17 +119,7 @@ void Forward::hc_post_batch(const float *F, int64_t n, float *H) {
 void Forward::head_batch(const float *H, int64_t n, float *logits) {
   const size_t hd = static_cast<size_t>(hc_dim_), ne = static_cast<size_t>(n_embd_);
   batch_x_.resize(std::max(batch_x_.size(), static_cast<size_t>(n) * ne));
-  batch_mix_.resize(std::max(batch_mix_.size(), static_cast<size_t>(n) * kHcStreams));
-  constexpr int64_t kPass = 256;  // bounds the normalised copy of the states
-  for (int64_t at = 0; at < n; at += kPass) {
-    const int64_t m = std::min(kPass, n - at);
-    batch_flat_.resize(static_cast<size_t>(m) * hd);
-    for (int64_t t = 0; t < m; ++t)
-      rms_norm_unweighted(std::span<const float>(H + (at + t) * hc_dim_, hd),
-                          std::span<float>(batch_flat_.data() + t * hc_dim_, hd), rms_eps_, numerics_);
-    flat_batch_.reset(batch_flat_.data(), m, hc_dim_, hc_dim_, numerics_);
-    matmul(hc_head_.fn, -1, flat_batch_, batch_mix_.data() + at * kHcStreams, kHcStreams, pool_);
-  }
+  hc_mixes_batch(H, n, hc_head_.fn, kHcStreams);
   for (int64_t t = 0; t < n; ++t) {
     const auto weights = hc_head_weights(std::span<const float, kHcStreams>(batch_mix_.data() + t * kHcStreams, kHcStreams),
                                          hc_head_.scale[0],

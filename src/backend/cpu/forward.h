@@ -97,6 +97,8 @@ class Forward {
   // the fn projection batched; splits_[t] receives token t's pre/post/comb
   // and mixes_ its mixes. Each row equals hc_pre() of it bit for bit.
   void hc_pre_batch(const float *H, int64_t n, const HcWeights &w, float *X);
+  // batch_mix_ (n x n_mixes) = fn . unweighted-RMS-normed H rows (n x hc_dim).
+  void hc_mixes_batch(const float *H, int64_t n, const model::TensorView &fn, int n_mixes);
   // H[t] = HC post of F[t] into H[t] with splits_[t], for t < n.
   void hc_post_batch(const float *F, int64_t n, float *H);
   // logits (n x n_vocab) of the n flat states H (n x hc_dim).
