@@ -626,6 +626,7 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
   // cache while every row tile of the pass reads them.
   constexpr int64_t kRowsPerPass = 64;
   constexpr int64_t kGroupsPerPass = 4;
+  constexpr uint64_t kPrefetchRows = 6;
   const int64_t pass_rows_max = n_rows < kRowsPerPass ? n_rows : kRowsPerPass;
   const int64_t pass_groups_max = groups < kGroupsPerPass ? groups : kGroupsPerPass;
   auto* wdec = reinterpret_cast<uint32_t*>(t_weights.get(static_cast<size_t>(pass_rows_max * nb * kDwords + 15) / 16));
@@ -635,6 +636,10 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
     const int64_t pass_rows = n_rows - p0 < kRowsPerPass ? n_rows - p0 : kRowsPerPass;
     for (int64_t r = 0; r < pass_rows; ++r) {
       const auto* row = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(p0 + r) * row_bytes);
+      // The weights come from memory (each expert matrix is read once per
+      // pass): ask for the row kPrefetchRows ahead while this one is decoded.
+      const auto* ahead = reinterpret_cast<const char*>(row) + kPrefetchRows * row_bytes;
+      for (uint64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
       for (int64_t i = 0; i < nb; ++i) {
         uint32_t* dst = wdec + (r * nb + i) * kDwords;
         if constexpr (kKind == Kind::kIq2Xxs) {
