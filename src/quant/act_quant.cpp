@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "quant/dot.h"
 #include "quant/quant.h"
 #include "quant/rounding.h"
 
@@ -30,14 +31,26 @@ void round_even_codes(const float* x, float id, int8_t* q) {
 
 }  // namespace
 
-void quantize_row_q8_0_act(const float* x, BlockQ8_0* y, int64_t n) {
+void quantize_row_q8_0_act_scalar_block(const float* xb, BlockQ8_0* y) {
+  const float d = block_amax(xb) / 127.0f;
+  const float id = d ? 1.0f / d : 0.0f;
+  y->d = f32_to_f16(d);
+  round_even_codes(xb, id, y->qs);
+}
+
+void quantize_row_q8_0_act_scalar(const float* x, BlockQ8_0* y, int64_t n) {
   const int64_t nb = n / kQK8_0;
-  for (int64_t i = 0; i < nb; ++i) {
-    const float* xb = x + i * kQK8_0;
-    const float d = block_amax(xb) / 127.0f;
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = f32_to_f16(d);
-    round_even_codes(xb, id, y[i].qs);
+  for (int64_t i = 0; i < nb; ++i) quantize_row_q8_0_act_scalar_block(x + i * kQK8_0, y + i);
+}
+
+void quantize_row_q8_0_act(const float* x, BlockQ8_0* y, int64_t n) {
+  // The AVX-512 copy wherever the dot kernels run at an AVX-512 level (same
+  // bits; prefill quantizes every token's row for each Q8_0 weight).
+  static const bool avx512 = std::strncmp(dot_kernels().isa, "avx512", 6) == 0;
+  if (avx512) {
+    quantize_row_q8_0_act_avx512(x, y, n);
+  } else {
+    quantize_row_q8_0_act_scalar(x, y, n);
   }
 }
 

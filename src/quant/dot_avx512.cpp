@@ -365,35 +365,45 @@ inline __m256i q4_K_min_products(const Q4KScales& s, const BlockQ8_K& x) {
 }
 
 // Adds one block's eight position sums, scaled, to the position lanes.
+// xpos: the block's 256 activation codes already grouped by position (64
+// bytes per sub-block pair, as group_by_position leaves them), or null to
+// group them here.
 template <bool kVnni>
 inline __m256 q4_K_block_lanes(__m256 sums, const BlockQ4_K& wb, const BlockQ8_K& xb, const Q4KScales& s,
-                               __m512i pos_dwords, __m512i pos_bytes) {
+                               __m512i pos_dwords, __m512i pos_bytes, const int8_t* xpos = nullptr) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m128i scale8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.scale));
   const __m512i scale_words = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scale8));
-  __m512i acc = _mm512_setzero_si512();
+  // Two accumulators (exact integers, added at the end): the multiply-add
+  // chain of one block is then half as long.
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  // Both nibble planes from one broadcast load: low nibbles (sub-block 2c) in
+  // the lower half, high nibbles (2c+1) in the upper.
+  const __m512i plane_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
 #pragma GCC unroll 16
   for (int c = 0; c < 4; ++c) {
     // Sub-blocks 2c (low nibbles) and 2c+1 (high nibbles) side by side,
     // matching the 64 contiguous activations.
-    const __m256i q4 = load256(wb.qs + 32 * c);
-    const __m512i codes =
-        _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q4), _mm256_srli_epi16(q4, 4), 1), low4);
+    const __m512i q4 = _mm512_broadcast_i64x4(load256(wb.qs + 32 * c));
+    const __m512i codes = _mm512_and_si512(_mm512_srlv_epi64(q4, plane_shift), low4);
     const __m512i wv = group_by_position(codes, pos_dwords, pos_bytes);
-    const __m512i xv = group_by_position(load512(xb.qs + 64 * c), pos_dwords, pos_bytes);
-    acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(wv, xv),
-                           _mm512_permutexvar_epi16(load512(kQ4ScaleWords[c]), scale_words));
+    const __m512i xv =
+        xpos ? load512(xpos + 64 * c) : group_by_position(load512(xb.qs + 64 * c), pos_dwords, pos_bytes);
+    acc[c & 1] = dot_words<kVnni>(acc[c & 1], _mm512_maddubs_epi16(wv, xv),
+                                  _mm512_permutexvar_epi16(load512(kQ4ScaleWords[c]), scale_words));
   }
-  const __m256 lane_isum = _mm256_cvtepi32_ps(fold512(acc));
+  const __m256 lane_isum = _mm256_cvtepi32_ps(fold512(_mm512_add_epi32(acc[0], acc[1])));
   const float d = f16_value(wb.d) * xb.d;
   return _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), lane_isum));
 }
 
+// xpos (may be null): x's codes grouped by position, 256 bytes per block.
 template <bool kVnni>
-float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
+float dot_q4_K_q8_K_grouped(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x, const int8_t* xpos) {
   const int64_t nb = n / kQK_K;
   const __m512i pos_dwords = load512(kQ4PositionDwords);
   const __m512i pos_bytes = load512(kQ4PositionBytes);
+  auto xp = [&](int64_t i) { return xpos ? xpos + kQK_K * i : nullptr; };
   __m256 sums = _mm256_setzero_ps();
   float sumf = 0.0f;
   int64_t i = 0;
@@ -406,7 +416,7 @@ float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
 #pragma GCC unroll 2
       for (int b = 0; b < 2; ++b) {
         const Q4KScales s = unpack_q4_K_scales(w[i + k + b].scales);
-        sums = q4_K_block_lanes<kVnni>(sums, w[i + k + b], x[i + k + b], s, pos_dwords, pos_bytes);
+        sums = q4_K_block_lanes<kVnni>(sums, w[i + k + b], x[i + k + b], s, pos_dwords, pos_bytes, xp(i + k + b));
         mins[b] = q4_K_min_products(s, x[i + k + b]);
       }
       min_pairs[k / 2] = _mm512_inserti64x4(_mm512_castsi256_si512(mins[0]), mins[1], 1);
@@ -419,11 +429,16 @@ float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
   }
   for (; i < nb; ++i) {
     const Q4KScales s = unpack_q4_K_scales(w[i].scales);
-    sums = q4_K_block_lanes<kVnni>(sums, w[i], x[i], s, pos_dwords, pos_bytes);
+    sums = q4_K_block_lanes<kVnni>(sums, w[i], x[i], s, pos_dwords, pos_bytes, xp(i));
     const float dmin = f16_value(w[i].dmin) * x[i].d;
     sumf -= dmin * static_cast<float>(hsum_i32(q4_K_min_products(s, x[i])));
   }
   return add_lanes_in_order(sumf, sums);
+}
+
+template <bool kVnni>
+float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
+  return dot_q4_K_q8_K_grouped<kVnni>(n, w, x, nullptr);
 }
 
 // ---- IQ2_XXS x Q8_K ----
@@ -662,6 +677,35 @@ float dot_bf16_f32(int64_t n, const uint16_t* w, const float* x) { return dot_fl
 float dot_f32_f32(int64_t n, const float* w, const float* x) { return dot_float<F32Weights>(n, w, x); }
 
 }  // namespace
+
+// dot_q4_K_q8_K for every row against one activation, whose codes are
+// grouped by position once for all rows instead of once per row (decode
+// meets each activation with thousands of rows): the same integer sums and
+// float operations, so the same bits.
+template <bool kVnni>
+void q4_K_rows_one_act(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x,
+                       int8_t* xpos_scratch, float* out) {
+  const int64_t nb = n / kQK_K;
+  const __m512i pos_dwords = load512(kQ4PositionDwords);
+  const __m512i pos_bytes = load512(kQ4PositionBytes);
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int c = 0; c < 4; ++c) {
+      _mm512_storeu_si512(xpos_scratch + kQK_K * i + 64 * c,
+                          group_by_position(load512(x[i].qs + 64 * c), pos_dwords, pos_bytes));
+    }
+  }
+  // The rows stream from memory: ask for the row kPrefetchRows ahead while
+  // this one is dotted (the hardware prefetcher alone left the loads waiting).
+  constexpr uint64_t kPrefetchRows = 4;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* ahead = reinterpret_cast<const char*>(w) + (static_cast<uint64_t>(r) + kPrefetchRows) * row_bytes;
+    for (uint64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    out[r] = dot_q4_K_q8_K_grouped<kVnni>(n, reinterpret_cast<const BlockQ4_K*>(w + static_cast<uint64_t>(r) * row_bytes),
+                                          x, xpos_scratch);
+  }
+}
+template void q4_K_rows_one_act<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, int8_t*, float*);
+template void q4_K_rows_one_act<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, int8_t*, float*);
 
 extern const DotKernels kDotAvx512 = {
     "avx512",

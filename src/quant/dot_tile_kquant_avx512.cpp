@@ -44,6 +44,11 @@ namespace ds4::quant {
 
 extern const DotKernels kDotAvx512;
 extern const DotKernels kDotAvx512Vnni;
+// dot_avx512.cpp: its Q4_K one-row kernel over n_rows rows and one activation
+// (xpos_scratch: n bytes).
+template <bool kVnni>
+void q4_K_rows_one_act(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x,
+                       int8_t* xpos_scratch, float* out);
 
 namespace tile_avx512 {
 namespace {
@@ -657,7 +662,8 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
       const int64_t first_act = g0 * kPerGroup;
       const int64_t pass_acts =
           n_acts - first_act < pass_groups * kPerGroup ? n_acts - first_act : pass_groups * kPerGroup;
-      pack_acts(acts + first_act, pass_acts, nb, layout, xpack);
+      // With one activation pass, its packing serves every row pass.
+      if (p0 == 0 || groups > kGroupsPerPass) pack_acts(acts + first_act, pass_acts, nb, layout, xpack);
       for (int64_t r0 = 0; r0 < pass_rows; r0 += kRowTile) {
         const int rows = static_cast<int>(pass_rows - r0 < kRowTile ? pass_rows - r0 : kRowTile);
         for (int64_t g = 0; g < pass_groups; ++g) {
@@ -704,8 +710,12 @@ template <bool kVnni>
 void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
   if (n_acts < kMinActsQ4K) {
-    tile_detail::loop_dots<BlockQ4_K, BlockQ8_K>(level<kVnni>().q4_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out,
-                                                 ldo);
+    // Each activation grouped by position once for all rows (the one-row
+    // kernel's bits).
+    auto* xpos = reinterpret_cast<int8_t*>(t_acts.get(static_cast<size_t>(n / 64)));
+    for (int64_t t = 0; t < n_acts; ++t) {
+      q4_K_rows_one_act<kVnni>(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]), xpos, out + t * ldo);
+    }
     return;
   }
   tile<kVnni, Kind::kQ4K, BlockQ4_K>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);

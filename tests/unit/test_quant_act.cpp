@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "core/fp16.h"
+#include "quant/dot.h"
 #include "quant/quant.h"
 #include "test_quant_util.h"
 
@@ -154,6 +158,42 @@ TEST(QuantActQ8_K, BsumsAndZeroBlock) {
   std::vector<float> y(512);
   dequantize_row(GgmlType::Q8_K, b, y.data(), 512);
   for (int j = 0; j < 256; ++j) EXPECT_EQ(y[j], b[0].d * b[0].qs[j]);
+}
+
+
+// The AVX-512 copy of ds4's Q8_0 activation quantizer against the scalar one,
+// bit for bit: random blocks over many magnitudes, exact .5 ties, a zero
+// block, a block of one repeated value, and blocks holding NaN or inf (the
+// scalar's own path).
+TEST(QuantActQ8_0, Avx512EqualsScalarBitForBit) {
+  if (std::strncmp(dot_kernels().isa, "avx512", 6) != 0) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  constexpr int64_t kBlocks = 4096;
+  std::vector<float> x(static_cast<size_t>(kBlocks) * 32);
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(b % 60) - 40);
+    for (int j = 0; j < 32; ++j) x[static_cast<size_t>(b * 32 + j)] = normal(rng) * scale;
+  }
+  // Ties: amax 127 makes id exactly 1, so k + 0.5 must round to even.
+  for (int j = 0; j < 32; ++j) x[32 + j] = j == 0 ? 127.0f : static_cast<float>(j) - 16.5f;
+  for (int j = 0; j < 32; ++j) x[64 + j] = 0.0f;
+  for (int j = 0; j < 32; ++j) x[96 + j] = -3.25f;
+  x[128 + 7] = std::numeric_limits<float>::quiet_NaN();
+  x[160 + 31] = std::numeric_limits<float>::infinity();
+  x[192 + 0] = -std::numeric_limits<float>::infinity();
+  x[192 + 5] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<BlockQ8_0> scalar(kBlocks), simd(kBlocks);
+  quantize_row_q8_0_act_scalar(x.data(), scalar.data(), static_cast<int64_t>(x.size()));
+  quantize_row_q8_0_act_avx512(x.data(), simd.data(), static_cast<int64_t>(x.size()));
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    ASSERT_EQ(scalar[b].d, simd[b].d) << "block " << b;
+    ASSERT_EQ(0, std::memcmp(scalar[b].qs, simd[b].qs, 32)) << "block " << b;
+  }
+  // The dispatching entry point gives the same bits.
+  std::vector<BlockQ8_0> dispatched(kBlocks);
+  quantize_row_q8_0_act(x.data(), dispatched.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(0, std::memcmp(dispatched.data(), scalar.data(), sizeof(BlockQ8_0) * kBlocks));
 }
 
 }  // namespace

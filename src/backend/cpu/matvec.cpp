@@ -294,7 +294,7 @@ quant::TileKernel tile_kernel(const quant::TileKernels& k, GgmlType type) {
 // so a tile's weights (<= 16 rows of one matrix) stay in cache.
 constexpr int64_t kRowAlign = 16;
 constexpr int kTasksPerThread = 4;
-// Rows per tile-kernel call: the kernels lay a call's weight rows and
+// Rows per float tile-kernel call: the kernels lay a call's weight rows and
 // activations out once, so bigger calls amortise that (64 rows measured
 // ~1.4x faster than 16 at 64 tokens); thread chunks stay 16-row aligned.
 constexpr int64_t kTileKernelRows = 64;
@@ -309,6 +309,10 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
   // than one row at a time, and they fall back to the one-row kernel where
   // that is faster.
   const quant::TileKernel tile = order == DotOrder::Native ? tile_kernel(quant::tile_kernels(), m.type) : nullptr;
+  // Integer tiles block their rows internally and lay each activation out
+  // once per call, so they get the whole chunk; the float tiles stream every
+  // row of a call past each pass of activations, so their calls stay small.
+  const bool float_weights = m.type == GgmlType::F16 || m.type == GgmlType::BF16 || m.type == GgmlType::F32;
   const int64_t n_blocks = (m.n_rows + kRowAlign - 1) / kRowAlign;
   // Several tasks per thread, claimed as threads free up: a thread slowed by
   // the rest of the machine then takes fewer of them instead of holding up
@@ -319,7 +323,7 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
   const int64_t chunk = (n_blocks + n_tasks - 1) / n_tasks * kRowAlign;
   auto task = [&](int t, int /*n*/) {
     const int64_t row_end = std::min(m.n_rows, (t + 1) * chunk);
-    const int64_t tile_rows = tile ? kTileKernelRows : kRowAlign;
+    const int64_t tile_rows = !tile ? kRowAlign : float_weights ? kTileKernelRows : row_end - t * chunk;
     for (int64_t tile_start = t * chunk; tile_start < row_end; tile_start += tile_rows) {
       const int64_t tile_end = std::min(row_end, tile_start + tile_rows);
       if (tile) {
