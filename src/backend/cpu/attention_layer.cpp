@@ -25,6 +25,43 @@ std::vector<float> to_f32(const model::TensorView &t, uint64_t n) {
 
 }  // namespace
 
+namespace {
+
+// One pass's working buffers (row t = token t of the pass). Layers run one
+// after another, so every layer on a thread shares one set instead of each
+// keeping its own (~45 MB for a 128-token pass at Flash widths, ~1.9 GB over
+// 43 layers). The intermediates accessors (xn, q, kv, heads, ...) read them:
+// they hold the last pass run on this thread.
+struct AttentionPassScratch {
+  std::vector<float> xn, qa, qr, q, kv, heads, low, scores;
+  std::vector<float> comp_kv, comp_score, index_kv, index_score;  // compressor projections
+  std::vector<float> index_q, index_w;
+  ActivationBatch xn_batch, qr_batch, heads_batch, low_batch;
+  std::vector<const float *> rows, index_rows;
+  std::vector<const uint16_t *> index_rows_f16;
+  std::vector<const uint16_t *> rows_f16;  // Default: the attended rows as stored (f16), read in place
+  std::vector<int64_t> cells;              // rows' KV-cache cells (Quality float order)
+};
+
+AttentionPassScratch &ps() {
+  thread_local AttentionPassScratch scratch;
+  return scratch;
+}
+
+std::span<const float> pass_row(const std::vector<float> &v, int width, int64_t t) {
+  return std::span<const float>(v).subspan(static_cast<size_t>(t) * width, static_cast<size_t>(width));
+}
+
+}  // namespace
+
+std::span<const float> AttentionLayer::xn(int64_t t) const { return pass_row(ps().xn, n_embd_, t); }
+std::span<const float> AttentionLayer::qr(int64_t t) const { return pass_row(ps().qr, q_lora_, t); }
+std::span<const float> AttentionLayer::q(int64_t t) const { return pass_row(ps().q, n_head_ * head_dim_, t); }
+std::span<const float> AttentionLayer::kv(int64_t t) const { return pass_row(ps().kv, head_dim_, t); }
+std::span<const float> AttentionLayer::heads(int64_t t) const {
+  return pass_row(ps().heads, n_head_ * head_dim_, t);
+}
+
 AttentionLayer::AttentionLayer(const model::LayerWeights &layer, const model::Deepseek4HParams &hp, Numerics numerics)
     : w_(&layer),
       numerics_(numerics),
@@ -77,50 +114,51 @@ void AttentionLayer::forward_batch(const float *X, int64_t n, int64_t pos0, Laye
 
 void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, LayerKvState &state, float *OUT,
                                   ThreadPool *pool) {
+  AttentionPassScratch &s = ps();
   const size_t un = static_cast<size_t>(n);
   const size_t hq = static_cast<size_t>(n_head_) * head_dim_;
   batch_ = n;
-  xn_.resize(un * n_embd_);
-  qa_.resize(un * q_lora_);
-  qr_.resize(un * q_lora_);
-  q_.resize(un * hq);
-  kv_.resize(un * head_dim_);
-  heads_.resize(un * hq);
-  low_.resize(un * o_groups_ * o_lora_);
+  s.xn.resize(un * n_embd_);
+  s.qa.resize(un * q_lora_);
+  s.qr.resize(un * q_lora_);
+  s.q.resize(un * hq);
+  s.kv.resize(un * head_dim_);
+  s.heads.resize(un * hq);
+  s.low.resize(un * o_groups_ * o_lora_);
 
   for (int64_t t = 0; t < n; ++t)
     rms_norm(std::span<const float>(X + t * n_embd_, static_cast<size_t>(n_embd_)), attn_norm_,
-             std::span<float>(xn_).subspan(static_cast<size_t>(t) * n_embd_, static_cast<size_t>(n_embd_)), eps_,
+             std::span<float>(s.xn).subspan(static_cast<size_t>(t) * n_embd_, static_cast<size_t>(n_embd_)), eps_,
              numerics_);
   // q_a, kv and the compressors read the same xn: each form converted once.
-  xn_batch_.reset(xn_.data(), n, n_embd_, n_embd_, numerics_);
-  matmul(w_->attn_q_a, -1, xn_batch_, qa_.data(), q_lora_, pool);
-  matmul(w_->attn_kv, -1, xn_batch_, kv_.data(), head_dim_, pool);
+  s.xn_batch.reset(s.xn.data(), n, n_embd_, n_embd_, numerics_);
+  matmul(w_->attn_q_a, -1, s.xn_batch, s.qa.data(), q_lora_, pool);
+  matmul(w_->attn_kv, -1, s.xn_batch, s.kv.data(), head_dim_, pool);
   for (int64_t t = 0; t < n; ++t) {
     const auto off = static_cast<size_t>(t) * q_lora_;
-    rms_norm(std::span<const float>(qa_).subspan(off, static_cast<size_t>(q_lora_)), q_a_norm_,
-             std::span<float>(qr_).subspan(off, static_cast<size_t>(q_lora_)), eps_, numerics_);
+    rms_norm(std::span<const float>(s.qa).subspan(off, static_cast<size_t>(q_lora_)), q_a_norm_,
+             std::span<float>(s.qr).subspan(off, static_cast<size_t>(q_lora_)), eps_, numerics_);
   }
-  qr_batch_.reset(qr_.data(), n, q_lora_, q_lora_, numerics_);
-  matmul(w_->attn_q_b, -1, qr_batch_, q_.data(), static_cast<int64_t>(hq), pool);
+  s.qr_batch.reset(s.qr.data(), n, q_lora_, q_lora_, numerics_);
+  matmul(w_->attn_q_b, -1, s.qr_batch, s.q.data(), static_cast<int64_t>(hq), pool);
   if (Compressor *c = state.attn_compressor()) {
-    comp_kv_.resize(un * c->state_width());
-    comp_score_.resize(comp_kv_.size());
-    c->project(xn_batch_, comp_kv_.data(), comp_score_.data(), pool);
+    s.comp_kv.resize(un * c->state_width());
+    s.comp_score.resize(s.comp_kv.size());
+    c->project(s.xn_batch, s.comp_kv.data(), s.comp_score.data(), pool);
   }
   index_projected_ = false;
   if (Compressor *c = state.index_compressor()) {
-    index_kv_.resize(un * c->state_width());
-    index_score_.resize(index_kv_.size());
-    c->project(xn_batch_, index_kv_.data(), index_score_.data(), pool);
+    s.index_kv.resize(un * c->state_width());
+    s.index_score.resize(s.index_kv.size());
+    c->project(s.xn_batch, s.index_kv.data(), s.index_score.data(), pool);
     // The indexer scores rows only once there are more than top_k of them;
     // then its two projections run batched too.
     const int64_t rows_at_end = state.index_rows().rows() + (pos0 + n) / c->ratio() - pos0 / c->ratio();
     if (rows_at_end > indexer_->top_k()) {
       index_projected_ = true;
-      index_q_.resize(un * static_cast<size_t>(indexer_->n_head()) * indexer_->head_dim());
-      index_w_.resize(un * static_cast<size_t>(indexer_->n_head()));
-      indexer_->project(qr_batch_, xn_batch_, index_q_.data(), index_w_.data(), pool);
+      s.index_q.resize(un * static_cast<size_t>(indexer_->n_head()) * indexer_->head_dim());
+      s.index_w.resize(un * static_cast<size_t>(indexer_->n_head()));
+      indexer_->project(s.qr_batch, s.xn_batch, s.index_q.data(), s.index_w.data(), pool);
     }
   }
 
@@ -131,17 +169,18 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, Layer
   const int64_t group_in = static_cast<int64_t>(n_head_ / o_groups_) * head_dim_;
   const int64_t low_width = static_cast<int64_t>(o_groups_) * o_lora_;
   for (int g = 0; g < o_groups_; ++g) {
-    heads_batch_.reset(heads_.data() + g * group_in, n, group_in, static_cast<int64_t>(hq), numerics_);
-    matmul(out_a_grouped_, g, heads_batch_, low_.data() + static_cast<size_t>(g) * o_lora_, low_width, pool);
+    s.heads_batch.reset(s.heads.data() + g * group_in, n, group_in, static_cast<int64_t>(hq), numerics_);
+    matmul(out_a_grouped_, g, s.heads_batch, s.low.data() + static_cast<size_t>(g) * o_lora_, low_width, pool);
   }
-  low_batch_.reset(low_.data(), n, low_width, low_width, numerics_);
-  matmul(w_->attn_output_b, -1, low_batch_, OUT, n_embd_, pool);
+  s.low_batch.reset(s.low.data(), n, low_width, low_width, numerics_);
+  matmul(w_->attn_output_b, -1, s.low_batch, OUT, n_embd_, pool);
 }
 
 void AttentionLayer::token_core(int64_t t, int64_t pos, LayerKvState &state, ThreadPool *pool) {
+  AttentionPassScratch &s = ps();
   const size_t hq = static_cast<size_t>(n_head_) * head_dim_;
-  const std::span<float> q(q_.data() + static_cast<size_t>(t) * hq, hq);
-  const std::span<float> kv(kv_.data() + static_cast<size_t>(t) * head_dim_, static_cast<size_t>(head_dim_));
+  const std::span<float> q(s.q.data() + static_cast<size_t>(t) * hq, hq);
+  const std::span<float> kv(s.kv.data() + static_cast<size_t>(t) * head_dim_, static_cast<size_t>(head_dim_));
   const std::span<const float> xn = this->xn(t), qr = this->qr(t);
   for (int h = 0; h < n_head_; ++h) {
     std::span<float> qh = q.subspan(static_cast<size_t>(h) * head_dim_, static_cast<size_t>(head_dim_));
@@ -159,72 +198,73 @@ void AttentionLayer::token_core(int64_t t, int64_t pos, LayerKvState &state, Thr
   state.push_raw(kv, pos);
   if (Compressor *c = state.attn_compressor()) {
     const size_t off = static_cast<size_t>(t) * c->state_width();
-    if (auto row = c->push(comp_kv_.data() + off, comp_score_.data() + off, pos)) state.append_compressed(*row);
+    if (auto row = c->push(s.comp_kv.data() + off, s.comp_score.data() + off, pos)) state.append_compressed(*row);
   }
   allowed_.clear();
   if (Compressor *c = state.index_compressor()) {
     const size_t off = static_cast<size_t>(t) * c->state_width();
-    if (auto row = c->push(index_kv_.data() + off, index_score_.data() + off, pos)) state.append_index(*row);
+    if (auto row = c->push(s.index_kv.data() + off, s.index_score.data() + off, pos)) state.append_index(*row);
     // Every index row is scored every token: f16 rows are read in place
     // rather than converted into a scratch copy of the whole cache.
     const KvRows &rows = state.index_rows();
-    float *iq = index_projected_ ? index_q_.data() + static_cast<size_t>(t) * indexer_->n_head() * indexer_->head_dim()
+    float *iq = index_projected_ ? s.index_q.data() + static_cast<size_t>(t) * indexer_->n_head() * indexer_->head_dim()
                                  : nullptr;
-    float *iw = index_projected_ ? index_w_.data() + static_cast<size_t>(t) * indexer_->n_head() : nullptr;
+    float *iw = index_projected_ ? s.index_w.data() + static_cast<size_t>(t) * indexer_->n_head() : nullptr;
     if (rows.is_f16()) {
-      index_rows_f16_.clear();
-      for (int64_t i = 0; i < rows.rows(); ++i) index_rows_f16_.push_back(rows.f16_row(i));
-      allowed_ = iq ? indexer_->allowed_projected(iq, iw, pos, index_rows_f16_, pool)
-                    : indexer_->allowed(qr, xn, pos, index_rows_f16_, pool);
+      s.index_rows_f16.clear();
+      for (int64_t i = 0; i < rows.rows(); ++i) s.index_rows_f16.push_back(rows.f16_row(i));
+      allowed_ = iq ? indexer_->allowed_projected(iq, iw, pos, s.index_rows_f16, pool)
+                    : indexer_->allowed(qr, xn, pos, s.index_rows_f16, pool);
     } else {
-      index_rows_.clear();
-      for (int64_t i = 0; i < rows.rows(); ++i) index_rows_.push_back(rows.row(i, nullptr));
-      allowed_ = iq ? indexer_->allowed_projected(iq, iw, pos, index_rows_, pool)
-                    : indexer_->allowed(qr, xn, pos, index_rows_, pool);
+      s.index_rows.clear();
+      for (int64_t i = 0; i < rows.rows(); ++i) s.index_rows.push_back(rows.row(i, nullptr));
+      allowed_ = iq ? indexer_->allowed_projected(iq, iw, pos, s.index_rows, pool)
+                    : indexer_->allowed(qr, xn, pos, s.index_rows, pool);
     }
   } else {
     for (int64_t i = 0; i < state.n_compressed(); ++i) allowed_.push_back(static_cast<int32_t>(i));
   }
 
-  float *heads = heads_.data() + static_cast<size_t>(t) * hq;
+  float *heads = s.heads.data() + static_cast<size_t>(t) * hq;
   attend(state, q.data(), heads, pool);
   const RopeCache inv = rope_cache(rope_, pos, /*inverse=*/true);
   rope_heads(std::span<float>(heads, hq), n_head_, head_dim_, inv);
 }
 
 void AttentionLayer::attend(const LayerKvState &state, const float *q, float *heads, ThreadPool *pool) {
+  AttentionPassScratch &s = ps();
   // Window rows oldest first, then the allowed compressed rows in index order.
   // f16 rows (Default) are read in place by attention_with_sink_f16; f32 rows
   // (Quality) are used in place with their KV-cache cells.
   const size_t n_rows = static_cast<size_t>(state.raw_count()) + allowed_.size();
   const bool f16 = state.rows_are_f16();
-  rows_.clear();
-  rows_f16_.clear();
-  cells_.clear();
+  s.rows.clear();
+  s.rows_f16.clear();
+  s.cells.clear();
   if (f16) {
-    for (int i = 0; i < state.raw_count(); ++i) rows_f16_.push_back(state.raw_row_f16(i));
-    for (int32_t c : allowed_) rows_f16_.push_back(state.compressed_row_f16(c));
+    for (int i = 0; i < state.raw_count(); ++i) s.rows_f16.push_back(state.raw_row_f16(i));
+    for (int32_t c : allowed_) s.rows_f16.push_back(state.compressed_row_f16(c));
   } else {
     for (int i = 0; i < state.raw_count(); ++i) {
-      rows_.push_back(state.raw_row(i, nullptr));
-      cells_.push_back(state.raw_pos(i));
+      s.rows.push_back(state.raw_row(i, nullptr));
+      s.cells.push_back(state.raw_pos(i));
     }
     for (int32_t c : allowed_) {
-      rows_.push_back(state.compressed_row(c, nullptr));
-      cells_.push_back(kCompressedCellBase + c);
+      s.rows.push_back(state.compressed_row(c, nullptr));
+      s.cells.push_back(kCompressedCellBase + c);
     }
   }
-  scores_.resize(n_rows * static_cast<size_t>(n_head_));
+  s.scores.resize(n_rows * static_cast<size_t>(n_head_));
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
   auto head = [&](int h) {
     const size_t off = static_cast<size_t>(h) * head_dim_;
     const std::span<const float> qh(q + off, static_cast<size_t>(head_dim_));
-    const std::span<float> scores = std::span<float>(scores_).subspan(static_cast<size_t>(h) * n_rows, n_rows);
+    const std::span<float> scores = std::span<float>(s.scores).subspan(static_cast<size_t>(h) * n_rows, n_rows);
     const std::span<float> out(heads + off, static_cast<size_t>(head_dim_));
     if (f16)
-      attention_with_sink_f16(qh, rows_f16_, sinks_[static_cast<size_t>(h)], scale, scores, out);
+      attention_with_sink_f16(qh, s.rows_f16, sinks_[static_cast<size_t>(h)], scale, scores, out);
     else
-      attention_with_sink(qh, rows_, sinks_[static_cast<size_t>(h)], scale, scores, out, numerics_, cells_);
+      attention_with_sink(qh, s.rows, sinks_[static_cast<size_t>(h)], scale, scores, out, numerics_, s.cells);
   };
   if (pool) {
     pool->run(n_head_, [&](int task, int) { head(task); });

@@ -49,13 +49,15 @@ class AttentionLayer {
                      ThreadPool *pool = nullptr);
 
   // Intermediates of the last forward (tests, diagnostics): row t of the
-  // last batch, or its last token.
+  // last pass, or its last token. The pass buffers are per thread and shared
+  // by every layer (attention_layer.cpp), so these are valid on the thread
+  // that ran the forward, until any layer runs another pass there.
   int64_t last_batch_size() const { return batch_; }
-  std::span<const float> xn(int64_t t) const { return row(xn_, n_embd_, t); }
-  std::span<const float> qr(int64_t t) const { return row(qr_, q_lora_, t); }
-  std::span<const float> q(int64_t t) const { return row(q_, n_head_ * head_dim_, t); }  // normed, roped
-  std::span<const float> kv(int64_t t) const { return row(kv_, head_dim_, t); }  // roped, QAT'd, before storage
-  std::span<const float> heads(int64_t t) const { return row(heads_, n_head_ * head_dim_, t); }  // inverse-roped
+  std::span<const float> xn(int64_t t) const;
+  std::span<const float> qr(int64_t t) const;
+  std::span<const float> q(int64_t t) const;      // normed, roped
+  std::span<const float> kv(int64_t t) const;     // roped, QAT'd, before storage
+  std::span<const float> heads(int64_t t) const;  // inverse-roped
   std::span<const float> last_xn() const { return xn(batch_ - 1); }
   std::span<const float> last_qr() const { return qr(batch_ - 1); }
   std::span<const float> last_q() const { return q(batch_ - 1); }
@@ -73,9 +75,6 @@ class AttentionLayer {
   void forward_pass(const float *X, int64_t n, int64_t pos0, LayerKvState &state, float *OUT, ThreadPool *pool);
   void token_core(int64_t t, int64_t pos, LayerKvState &state, ThreadPool *pool);
   void attend(const LayerKvState &state, const float *q, float *heads, ThreadPool *pool);
-  static std::span<const float> row(const std::vector<float> &v, int width, int64_t t) {
-    return std::span<const float>(v).subspan(static_cast<size_t>(t) * width, static_cast<size_t>(width));
-  }
 
   const model::LayerWeights *w_;
   Numerics numerics_;
@@ -87,18 +86,10 @@ class AttentionLayer {
   std::optional<Indexer> indexer_;
   std::vector<float> attn_norm_, q_a_norm_, kv_norm_, sinks_;
 
-  // Per-batch buffers (row t = token t of the batch), kept across calls.
+  // The pass's working buffers are per thread (attention_layer.cpp).
   int64_t batch_ = 0;
-  std::vector<float> xn_, qa_, qr_, q_, kv_, heads_, low_, scores_;
-  std::vector<float> comp_kv_, comp_score_, index_kv_, index_score_;  // compressor projections
-  bool index_projected_ = false;      // index_q_ / index_w_ hold this batch's indexer projections
-  std::vector<float> index_q_, index_w_;
-  ActivationBatch xn_batch_, qr_batch_, heads_batch_, low_batch_;
+  bool index_projected_ = false;  // the pass's index_q / index_w hold this batch's indexer projections
   std::vector<int32_t> allowed_;
-  std::vector<const float *> rows_, index_rows_;
-  std::vector<const uint16_t *> index_rows_f16_;
-  std::vector<const uint16_t *> rows_f16_;  // Default: the attended rows as stored (f16), read in place
-  std::vector<int64_t> cells_;  // rows_' KV-cache cells (Quality float order)
 };
 
 }  // namespace ds4::cpu

@@ -26,6 +26,27 @@ void check_shape(uint32_t layer, const model::TensorView& t, uint64_t ne0, uint6
 
 }  // namespace
 
+namespace {
+
+// One pass's working buffers. Layers run one after another, so every layer on
+// a thread shares one set instead of each keeping its own (a 512-token pass
+// needs ~80 MB at Flash widths, most of it the per-(token, slot) expert
+// outputs: per layer that was ~3.4 GB over 43 layers). What a layer reports
+// after its pass (selected_ids/weights, scores) stays in the layer.
+struct MoePassScratch {
+  std::vector<float> xn, logits, gate, up, mid, down, shared, expert_down, pair_weight;
+  std::vector<int32_t> pair_slot;
+  std::vector<const void*> gate_acts, up_acts;
+  ActivationBatch xn_batch, mid_batch;
+};
+
+MoePassScratch& pass_scratch() {
+  thread_local MoePassScratch scratch;
+  return scratch;
+}
+
+}  // namespace
+
 MoeLayer::MoeLayer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp, Numerics numerics)
     : w_(&layer),
       numerics_(numerics),
@@ -72,24 +93,25 @@ MoeLayer::MoeLayer(const model::LayerWeights& layer, const model::Deepseek4HPara
 void MoeLayer::expert_ffn(const model::TensorView& gate, const model::TensorView& up, const model::TensorView& down,
                           int expert, const void* const* gate_acts, const void* const* up_acts, int64_t n_acts,
                           float limit, const float* weights_before_down, float* DOWN, int64_t ldd, ThreadPool* pool) {
+  MoePassScratch& s = pass_scratch();
   const int64_t ff = static_cast<int64_t>(gate.ne[1]);
   const size_t uff = static_cast<size_t>(ff);
   const size_t cells = static_cast<size_t>(n_acts) * uff;
-  if (gate_.size() < cells) {
-    gate_.resize(cells);
-    up_.resize(cells);
-    mid_.resize(cells);
+  if (s.gate.size() < cells) {
+    s.gate.resize(cells);
+    s.up.resize(cells);
+    s.mid.resize(cells);
   }
-  matmul(gate, expert, gate_acts, n_acts, gate_.data(), ff, numerics_, pool);
-  matmul(up, expert, up_acts, n_acts, up_.data(), ff, numerics_, pool);
+  matmul(gate, expert, gate_acts, n_acts, s.gate.data(), ff, numerics_, pool);
+  matmul(up, expert, up_acts, n_acts, s.up.data(), ff, numerics_, pool);
   for (int64_t a = 0; a < n_acts; ++a) {
     const size_t off = static_cast<size_t>(a) * uff;
-    swiglu_clamp(std::span<const float>(gate_.data() + off, uff), std::span<const float>(up_.data() + off, uff), limit,
-                 weights_before_down ? weights_before_down[a] : 1.0f, std::span<float>(mid_.data() + off, uff),
+    swiglu_clamp(std::span<const float>(s.gate.data() + off, uff), std::span<const float>(s.up.data() + off, uff), limit,
+                 weights_before_down ? weights_before_down[a] : 1.0f, std::span<float>(s.mid.data() + off, uff),
                  numerics_);
   }
-  mid_batch_.reset(mid_.data(), n_acts, ff, ff, numerics_);
-  matmul(down, expert, mid_batch_, DOWN, ldd, pool);
+  s.mid_batch.reset(s.mid.data(), n_acts, ff, ff, numerics_);
+  matmul(down, expert, s.mid_batch, DOWN, ldd, pool);
 }
 
 void MoeLayer::forward(std::span<const float> x, int32_t token_id, std::span<float> out, ThreadPool* pool) {
@@ -113,7 +135,7 @@ void MoeLayer::forward_batch(const float* X, const int32_t* token_ids, int64_t n
 
 void MoeLayer::route(int64_t t, int32_t token_id) {
   const size_t ne = static_cast<size_t>(n_expert_), nu = static_cast<size_t>(n_used_);
-  const std::span<const float> logits(logits_.data() + static_cast<size_t>(t) * ne, ne);
+  const std::span<const float> logits(pass_scratch().logits.data() + static_cast<size_t>(t) * ne, ne);
   const std::span<float> scores(scores_.data() + static_cast<size_t>(t) * ne, ne);
   const std::span<int32_t> ids(ids_.data() + static_cast<size_t>(t) * nu, nu);
   const std::span<float> weights(weights_.data() + static_cast<size_t>(t) * nu, nu);
@@ -132,22 +154,23 @@ void MoeLayer::route(int64_t t, int32_t token_id) {
 }
 
 void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool) {
+  MoePassScratch& s = pass_scratch();
   const model::LayerWeights& w = *w_;
   const size_t un = static_cast<size_t>(n), d = static_cast<size_t>(n_embd_), nu = static_cast<size_t>(n_used_);
-  xn_.resize(un * d);
-  logits_.resize(un * static_cast<size_t>(n_expert_));
-  scores_.resize(logits_.size());
+  s.xn.resize(un * d);
+  s.logits.resize(un * static_cast<size_t>(n_expert_));
+  scores_.resize(s.logits.size());
   ids_.resize(un * nu);
   weights_.resize(un * nu);
-  down_.resize(un * nu * d);
-  shared_.resize(un * d);
+  s.down.resize(un * nu * d);
+  s.shared.resize(un * d);
 
   for (int64_t t = 0; t < n; ++t)
-    rms_norm(std::span<const float>(X + t * n_embd_, d), norm_, std::span<float>(xn_.data() + t * n_embd_, d), eps_,
+    rms_norm(std::span<const float>(X + t * n_embd_, d), norm_, std::span<float>(s.xn.data() + t * n_embd_, d), eps_,
              numerics_);
   // Router, gate_exps and up_exps all read xn: each activation form once.
-  xn_batch_.reset(xn_.data(), n, n_embd_, n_embd_, numerics_);
-  matmul(w.ffn_gate_inp, -1, xn_batch_, logits_.data(), n_expert_, pool);
+  s.xn_batch.reset(s.xn.data(), n, n_embd_, n_embd_, numerics_);
+  matmul(w.ffn_gate_inp, -1, s.xn_batch, s.logits.data(), n_expert_, pool);
   for (int64_t t = 0; t < n; ++t) route(t, token_ids[t]);
   last_ = n - 1;
 
@@ -157,64 +180,63 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
   expert_start_[0] = 0;
   for (int e = 0; e < n_expert_; ++e)
     expert_start_[static_cast<size_t>(e) + 1] = expert_start_[static_cast<size_t>(e)] + expert_count_[static_cast<size_t>(e)];
-  pair_slot_.resize(un * nu);
+  s.pair_slot.resize(un * nu);
   {
     std::vector<int32_t>& fill = expert_count_;  // reused as the next free index per expert
     for (int e = 0; e < n_expert_; ++e) fill[static_cast<size_t>(e)] = expert_start_[static_cast<size_t>(e)];
-    for (size_t p = 0; p < un * nu; ++p) pair_slot_[static_cast<size_t>(fill[static_cast<size_t>(ids_[p])]++)] =
+    for (size_t p = 0; p < un * nu; ++p) s.pair_slot[static_cast<size_t>(fill[static_cast<size_t>(ids_[p])]++)] =
         static_cast<int32_t>(p);
   }
 
   // Each routed expert once over its tokens; its outputs land in the pairs'
-  // rows of down_ (pair p = token * n_used + slot).
+  // rows of the pass's down buffer (pair p = token * n_used + slot).
   const bool before = expert_weight_before_down(numerics_);
-  xn_batch_.prepare(w.ffn_gate_exps.type, pool);
-  xn_batch_.prepare(w.ffn_up_exps.type, pool);
-  const void* const* gate_rows = xn_batch_.rows(w.ffn_gate_exps.type);
-  const void* const* up_rows = xn_batch_.rows(w.ffn_up_exps.type);
-  std::vector<float> expert_down;
+  s.xn_batch.prepare(w.ffn_gate_exps.type, pool);
+  s.xn_batch.prepare(w.ffn_up_exps.type, pool);
+  const void* const* gate_rows = s.xn_batch.rows(w.ffn_gate_exps.type);
+  const void* const* up_rows = s.xn_batch.rows(w.ffn_up_exps.type);
   for (int e = 0; e < n_expert_; ++e) {
     const int32_t begin = expert_start_[static_cast<size_t>(e)], end = expert_start_[static_cast<size_t>(e) + 1];
     if (begin == end) continue;
     const int64_t c = end - begin;
-    gate_acts_.resize(static_cast<size_t>(c));
-    up_acts_.resize(static_cast<size_t>(c));
-    pair_weight_.resize(static_cast<size_t>(c));
+    s.gate_acts.resize(static_cast<size_t>(c));
+    s.up_acts.resize(static_cast<size_t>(c));
+    s.pair_weight.resize(static_cast<size_t>(c));
     for (int64_t i = 0; i < c; ++i) {
-      const size_t p = static_cast<size_t>(pair_slot_[static_cast<size_t>(begin + i)]);
-      gate_acts_[static_cast<size_t>(i)] = gate_rows[p / nu];
-      up_acts_[static_cast<size_t>(i)] = up_rows[p / nu];
-      pair_weight_[static_cast<size_t>(i)] = weights_[p];
+      const size_t p = static_cast<size_t>(s.pair_slot[static_cast<size_t>(begin + i)]);
+      s.gate_acts[static_cast<size_t>(i)] = gate_rows[p / nu];
+      s.up_acts[static_cast<size_t>(i)] = up_rows[p / nu];
+      s.pair_weight[static_cast<size_t>(i)] = weights_[p];
     }
     // One token: write straight into its pair's row; several: gather after.
     if (c == 1) {
-      const size_t p = static_cast<size_t>(pair_slot_[static_cast<size_t>(begin)]);
-      expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e, gate_acts_.data(), up_acts_.data(), 1, clamp_exp_,
-                 before ? pair_weight_.data() : nullptr, down_.data() + p * d, n_embd_, pool);
+      const size_t p = static_cast<size_t>(s.pair_slot[static_cast<size_t>(begin)]);
+      expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e, s.gate_acts.data(), s.up_acts.data(), 1, clamp_exp_,
+                 before ? s.pair_weight.data() : nullptr, s.down.data() + p * d, n_embd_, pool);
       continue;
     }
-    expert_down.resize(static_cast<size_t>(c) * d);
-    expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e, gate_acts_.data(), up_acts_.data(), c, clamp_exp_,
-               before ? pair_weight_.data() : nullptr, expert_down.data(), n_embd_, pool);
+    s.expert_down.resize(static_cast<size_t>(c) * d);
+    expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e, s.gate_acts.data(), s.up_acts.data(), c, clamp_exp_,
+               before ? s.pair_weight.data() : nullptr, s.expert_down.data(), n_embd_, pool);
     for (int64_t i = 0; i < c; ++i) {
-      const size_t p = static_cast<size_t>(pair_slot_[static_cast<size_t>(begin + i)]);
-      std::memcpy(down_.data() + p * d, expert_down.data() + static_cast<size_t>(i) * d, d * sizeof(float));
+      const size_t p = static_cast<size_t>(s.pair_slot[static_cast<size_t>(begin + i)]);
+      std::memcpy(s.down.data() + p * d, s.expert_down.data() + static_cast<size_t>(i) * d, d * sizeof(float));
     }
   }
 
   // Shared expert over every token, unweighted.
-  xn_batch_.prepare(w.ffn_gate_shexp.type, pool);
-  xn_batch_.prepare(w.ffn_up_shexp.type, pool);
-  expert_ffn(w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp, -1, xn_batch_.rows(w.ffn_gate_shexp.type),
-             xn_batch_.rows(w.ffn_up_shexp.type), n, clamp_shexp_, nullptr, shared_.data(), n_embd_, pool);
+  s.xn_batch.prepare(w.ffn_gate_shexp.type, pool);
+  s.xn_batch.prepare(w.ffn_up_shexp.type, pool);
+  expert_ffn(w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp, -1, s.xn_batch.rows(w.ffn_gate_shexp.type),
+             s.xn_batch.rows(w.ffn_up_shexp.type), n, clamp_shexp_, nullptr, s.shared.data(), n_embd_, pool);
 
   // Routed experts summed in slot order (ds4 and llama.cpp agree), then the
   // shared expert added.
   for (int64_t t = 0; t < n; ++t) {
     float* out = OUT + t * n_embd_;
-    const float* shared = shared_.data() + static_cast<size_t>(t) * d;
+    const float* shared = s.shared.data() + static_cast<size_t>(t) * d;
     const float* wt = weights_.data() + static_cast<size_t>(t) * nu;
-    const float* down = down_.data() + static_cast<size_t>(t) * nu * d;
+    const float* down = s.down.data() + static_cast<size_t>(t) * nu * d;
     for (size_t i = 0; i < d; ++i) {
       float acc = 0.0f;
       for (size_t s = 0; s < nu; ++s) acc += before ? down[s * d + i] : down[s * d + i] * wt[s];

@@ -79,14 +79,11 @@ class MoeLayer {
   std::vector<float> norm_;  // ffn_norm, n_embd
   std::vector<float> bias_;  // exp_probs_b, n_expert; empty on hash layers or when absent
 
-  // Per-call scratch; buffers keep their capacity between calls.
-  std::vector<float> xn_, logits_, scores_, weights_;  // per token of the pass
+  // The routing of the last pass (what the accessors report); the pass's
+  // working buffers are per thread, shared by every layer (moe_layer.cpp).
+  std::vector<float> scores_, weights_;  // per token of the pass
   std::vector<int32_t> ids_, tid_row_;
-  std::vector<float> gate_, up_, mid_, down_, shared_;
-  std::vector<int32_t> expert_count_, expert_start_, pair_slot_;  // tokens grouped by expert
-  std::vector<const void*> gate_acts_, up_acts_;
-  std::vector<float> pair_weight_;
-  ActivationBatch xn_batch_, mid_batch_;
+  std::vector<int32_t> expert_count_, expert_start_;  // tokens grouped by expert
   int64_t last_ = 0;  // the last token's row in ids_ / weights_ / scores_
 };
 
