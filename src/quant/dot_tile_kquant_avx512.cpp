@@ -30,15 +30,16 @@
 
 #include "core/x86_intrinsics.h"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_loop.h"
+#include "quant/dot_x86_common.h"
 #include "quant/iq2_xxs_avx512.h"
 #include "quant/iq2_xxs_tables.h"
-#include "quant/k_scales.h"
 
 namespace ds4::quant {
 
@@ -334,24 +335,41 @@ void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
 
 constexpr int kQ4Dwords = 128 + 8 + 2;
 
+// Where each of the 8 min pairs goes: dword k of the min part holds pair
+// kMinSource<S>[k] (the inverse of split_index<S, 8>).
+template <int S>
+constexpr std::array<int32_t, 8> min_sources() {
+  std::array<int32_t, 8> src{};
+  for (int s = 0; s < 8; ++s) src[static_cast<size_t>(split_index<S, 8>(s))] = s;
+  return src;
+}
+template <int S>
+alignas(32) constexpr std::array<int32_t, 8> kMinSource = min_sources<S>();
+
 template <int S>
 void decode_q4_K(const BlockQ4_K& w, uint32_t* out) {
+  // All eight 6-bit scales and mins at once (the one-row kernels' unpacking).
+  const Q4KScales sm = unpack_q4_K_scales(w.scales);
+  const __m512i scale_words =
+      _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.scale))));
+#pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
     const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * c));
     const __m512i codes = _mm512_and_si512(
         _mm512_inserti64x4(_mm512_castsi256_si512(q4), _mm256_srli_epi16(q4, 4), 1), _mm512_set1_epi8(0x0f));
     const __m512i paired = _mm512_shuffle_epi8(codes, load512(kPairBytes));
+#pragma GCC unroll 2
     for (int s = 0; s < 2; ++s) {
-      const ScaleMin6 sm = unpack_q4_K_scale_min(2 * c + s, w.scales);
+      const __m512i scale = _mm512_permutexvar_epi16(_mm512_set1_epi16(static_cast<int16_t>(2 * c + s)), scale_words);
       const __m256i half = s == 0 ? _mm512_castsi512_si256(paired) : _mm512_extracti64x4_epi64(paired, 1);
-      _mm512_storeu_si512(out + 32 * c + 16 * s,
-                          _mm512_mullo_epi16(_mm512_cvtepu8_epi16(half), _mm512_set1_epi16(sm.scale)));
+      _mm512_storeu_si512(out + 32 * c + 16 * s, _mm512_mullo_epi16(_mm512_cvtepu8_epi16(half), scale));
     }
   }
-  for (int s = 0; s < 8; ++s) {
-    const uint32_t m = unpack_q4_K_scale_min(s, w.scales).min;
-    out[128 + split_index<S, 8>(s)] = m | (m << 16);
-  }
+  // Min pairs (min_s, min_s), in split order.
+  const __m256i mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.min)));
+  const __m256i pairs = _mm256_or_si256(mins, _mm256_slli_epi32(mins, 16));
+  const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMinSource<S>.data()));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 128), _mm256_permutevar8x32_epi32(pairs, order));
   const float d = f16_value(w.d), dmin = f16_value(w.dmin);
   std::memcpy(out + 136, &d, 4);
   std::memcpy(out + 137, &dmin, 4);
