@@ -226,6 +226,31 @@ TEST(OpsAttentionDefault, F16RowsBitIdenticalToTheirF32Values) {
   }
 }
 
+// Two heads over the same f16 rows at once give each head's one-head result
+// bit for bit, at every level, every dim (tails included) and row count.
+TEST(OpsAttentionDefault, HeadPairEqualsTwoSingleHeads) {
+  std::mt19937 rng(6);
+  for (const AttentionRowKernels* k : levels()) {
+    for (std::size_t dim : kDims) {
+      for (std::size_t n_rows : kRowCounts) {
+        SCOPED_TRACE(std::string(k->isa) + " dim " + std::to_string(dim) + " rows " + std::to_string(n_rows));
+        const auto q0 = random_vec(dim, rng, 2.0f), q1 = random_vec(dim, rng, 2.0f);
+        const F16Rows rows = gaussian_rows(n_rows, dim, rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+        std::vector<float> out0(dim, 9.0f), out1(dim, 9.0f), s0(n_rows), s1(n_rows);
+        attention_with_sink_default(*k, q0, rows.bit_ptrs, 0.3f, scale, s0, out0);
+        attention_with_sink_default(*k, q1, rows.bit_ptrs, -0.7f, scale, s1, out1);
+        std::vector<float> pair0(dim, 7.0f), pair1(dim, 7.0f), p0(n_rows), p1(n_rows);
+        attention_with_sink_default_pair(*k, q0, q1, rows.bit_ptrs, 0.3f, -0.7f, scale, p0, p1, pair0, pair1);
+        EXPECT_TRUE(same_bits(out0, pair0));
+        EXPECT_TRUE(same_bits(out1, pair1));
+        EXPECT_TRUE(same_bits(s0, p0));
+        EXPECT_TRUE(same_bits(s1, p1));
+      }
+    }
+  }
+}
+
 TEST(OpsAttentionDefault, ScalarLevelIsDs4Loop) {
   // ds4 layer_attention_rows_one: one running float sum per dot (mul, add),
   // exp weights summed after the sink term, rows accumulated one by one.

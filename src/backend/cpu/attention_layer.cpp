@@ -266,10 +266,30 @@ void AttentionLayer::attend(const LayerKvState &state, const float *q, float *he
     else
       attention_with_sink(qh, s.rows, sinks_[static_cast<size_t>(h)], scale, scores, out, numerics_, s.cells);
   };
+  // f16 rows: heads in pairs, each row read once for both (the same results
+  // as one head at a time).
+  auto head_pair = [&](int pair) {
+    const int h = 2 * pair;
+    const size_t off = static_cast<size_t>(h) * head_dim_, hd = static_cast<size_t>(head_dim_);
+    const std::span<float> scores = std::span<float>(s.scores).subspan(static_cast<size_t>(h) * n_rows, 2 * n_rows);
+    attention_with_sink_f16_pair(std::span<const float>(q + off, hd), std::span<const float>(q + off + hd, hd),
+                                 s.rows_f16, sinks_[static_cast<size_t>(h)], sinks_[static_cast<size_t>(h) + 1], scale,
+                                 scores.first(n_rows), scores.last(n_rows), std::span<float>(heads + off, hd),
+                                 std::span<float>(heads + off + hd, hd));
+  };
+  const bool pairs = f16 && n_head_ % 2 == 0;
+  const int tasks = pairs ? n_head_ / 2 : n_head_;
+  auto task = [&](int t) {
+    if (pairs) {
+      head_pair(t);
+    } else {
+      head(t);
+    }
+  };
   if (pool) {
-    pool->run(n_head_, [&](int task, int) { head(task); });
+    pool->run(tasks, [&](int t, int) { task(t); });
   } else {
-    for (int h = 0; h < n_head_; ++h) head(h);
+    for (int t = 0; t < tasks; ++t) task(t);
   }
 }
 

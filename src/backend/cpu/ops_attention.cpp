@@ -63,8 +63,25 @@ void weighted_sum_scalar(const Row* const* rows, const float* w, size_t n_rows, 
   }
 }
 
-const AttentionRowKernels kAttentionRowsScalar = {"scalar", dots_scalar<float>, dots_scalar<uint16_t>,
-                                                  weighted_sum_scalar<float>, weighted_sum_scalar<uint16_t>};
+void dots2_scalar(const float* q0, const float* q1, const uint16_t* const* rows, size_t n_rows, size_t dim,
+                  float scale, float* scores0, float* scores1) {
+  dots_scalar<uint16_t>(q0, rows, n_rows, dim, scale, scores0);
+  dots_scalar<uint16_t>(q1, rows, n_rows, dim, scale, scores1);
+}
+
+void weighted_sum2_scalar(const uint16_t* const* rows, const float* w0, const float* w1, size_t n_rows, size_t dim,
+                          float* out0, float* out1) {
+  weighted_sum_scalar<uint16_t>(rows, w0, n_rows, dim, out0);
+  weighted_sum_scalar<uint16_t>(rows, w1, n_rows, dim, out1);
+}
+
+const AttentionRowKernels kAttentionRowsScalar = {"scalar",
+                                                  dots_scalar<float>,
+                                                  dots_scalar<uint16_t>,
+                                                  weighted_sum_scalar<float>,
+                                                  weighted_sum_scalar<uint16_t>,
+                                                  dots2_scalar,
+                                                  weighted_sum2_scalar};
 
 const AttentionRowKernels& kernels_of_level(const char* dot_isa) {
   if (std::strncmp(dot_isa, "avx512", 6) == 0) return kAttentionRowsAvx512;  // avx512, avx512vnni
@@ -75,12 +92,8 @@ const AttentionRowKernels& kernels_of_level(const char* dot_isa) {
 // ds4 layer_attention_rows_one: scores, their max with the sink, exp weights
 // summed in row order after the sink term, the weighted row sum, then one
 // multiply by 1/denominator.
-template <class Row>
-void attention_default(const float* q, const Row* const* rows, size_t n_rows, size_t dim, float sink, float scale,
-                       float* scores, float* out,
-                       void (*dots)(const float*, const Row* const*, size_t, size_t, float, float*),
-                       void (*weighted_sum)(const Row* const*, const float*, size_t, size_t, float*)) {
-  dots(q, rows, n_rows, dim, scale, scores);
+// Scores -> exp weights (in place); returns their denominator.
+float exp_weights(float* scores, size_t n_rows, float sink) {
   float max = sink;
   for (size_t r = 0; r < n_rows; ++r) max = std::max(max, scores[r]);
   float denom = std::exp(sink - max);
@@ -88,9 +101,23 @@ void attention_default(const float* q, const Row* const* rows, size_t n_rows, si
     scores[r] = std::exp(scores[r] - max);
     denom += scores[r];
   }
-  weighted_sum(rows, scores, n_rows, dim, out);
+  return denom;
+}
+
+void scale_out(float* out, size_t dim, float denom) {
   const float inv = 1.0f / denom;
   for (size_t d = 0; d < dim; ++d) out[d] *= inv;
+}
+
+template <class Row>
+void attention_default(const float* q, const Row* const* rows, size_t n_rows, size_t dim, float sink, float scale,
+                       float* scores, float* out,
+                       void (*dots)(const float*, const Row* const*, size_t, size_t, float, float*),
+                       void (*weighted_sum)(const Row* const*, const float*, size_t, size_t, float*)) {
+  dots(q, rows, n_rows, dim, scale, scores);
+  const float denom = exp_weights(scores, n_rows, sink);
+  weighted_sum(rows, scores, n_rows, dim, out);
+  scale_out(out, dim, denom);
 }
 
 }  // namespace
@@ -123,6 +150,29 @@ void attention_with_sink_default(const AttentionRowKernels& k, std::span<const f
 void attention_with_sink_f16(std::span<const float> q, std::span<const uint16_t* const> rows, float sink,
                              float scale, std::span<float> scores, std::span<float> out) {
   attention_with_sink_default(attention_row_kernels(), q, rows, sink, scale, scores, out);
+}
+
+void attention_with_sink_default_pair(const AttentionRowKernels& k, std::span<const float> q0,
+                                      std::span<const float> q1, std::span<const uint16_t* const> rows, float sink0,
+                                      float sink1, float scale, std::span<float> scores0, std::span<float> scores1,
+                                      std::span<float> out0, std::span<float> out1) {
+  const size_t n_rows = rows.size(), dim = q0.size();
+  assert(q1.size() == dim && out0.size() == dim && out1.size() == dim);
+  assert(scores0.size() >= n_rows && scores1.size() >= n_rows);
+  k.dots2_f16(q0.data(), q1.data(), rows.data(), n_rows, dim, scale, scores0.data(), scores1.data());
+  const float denom0 = exp_weights(scores0.data(), n_rows, sink0);
+  const float denom1 = exp_weights(scores1.data(), n_rows, sink1);
+  k.weighted_sum2_f16(rows.data(), scores0.data(), scores1.data(), n_rows, dim, out0.data(), out1.data());
+  scale_out(out0.data(), dim, denom0);
+  scale_out(out1.data(), dim, denom1);
+}
+
+void attention_with_sink_f16_pair(std::span<const float> q0, std::span<const float> q1,
+                                  std::span<const uint16_t* const> rows, float sink0, float sink1, float scale,
+                                  std::span<float> scores0, std::span<float> scores1, std::span<float> out0,
+                                  std::span<float> out1) {
+  attention_with_sink_default_pair(attention_row_kernels(), q0, q1, rows, sink0, sink1, scale, scores0, scores1, out0,
+                                   out1);
 }
 
 void softmax_with_sink(std::span<float> scores, float sink) {

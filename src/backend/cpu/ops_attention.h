@@ -37,6 +37,12 @@ void attention_with_sink(std::span<const float> q, std::span<const float* const>
 // over the exactly converted f32 rows.
 void attention_with_sink_f16(std::span<const float> q, std::span<const uint16_t* const> rows, float sink,
                              float scale, std::span<float> scores, std::span<float> out);
+// Two heads (q0, q1; their sinks, scores and outputs) over the same f16 rows
+// at once: exactly attention_with_sink_f16 for each, reading the rows once.
+void attention_with_sink_f16_pair(std::span<const float> q0, std::span<const float> q1,
+                                  std::span<const uint16_t* const> rows, float sink0, float sink1, float scale,
+                                  std::span<float> scores0, std::span<float> scores1, std::span<float> out0,
+                                  std::span<float> out1);
 
 // The two vector kernels of Default attention for one ISA level
 // (ops_attention.cpp, ops_attention_avx2.cpp, ops_attention_avx512.cpp), each
@@ -54,6 +60,12 @@ struct AttentionRowKernels {
                    float* scores);
   void (*weighted_sum_f32)(const float* const* rows, const float* w, size_t n_rows, size_t dim, float* out);
   void (*weighted_sum_f16)(const uint16_t* const* rows, const float* w, size_t n_rows, size_t dim, float* out);
+  // Two heads over the same f16 rows (each row read once for both); the
+  // results are the one-head kernels' for each head, bit for bit.
+  void (*dots2_f16)(const float* q0, const float* q1, const uint16_t* const* rows, size_t n_rows, size_t dim,
+                    float scale, float* scores0, float* scores1);
+  void (*weighted_sum2_f16)(const uint16_t* const* rows, const float* w0, const float* w1, size_t n_rows, size_t dim,
+                            float* out0, float* out1);
 };
 
 // The level the dot kernels run at (quant::dot_kernels(), so DS4_ISA picks
@@ -71,6 +83,10 @@ void attention_with_sink_default(const AttentionRowKernels& k, std::span<const f
 void attention_with_sink_default(const AttentionRowKernels& k, std::span<const float> q,
                                  std::span<const uint16_t* const> rows, float sink, float scale,
                                  std::span<float> scores, std::span<float> out);
+void attention_with_sink_default_pair(const AttentionRowKernels& k, std::span<const float> q0,
+                                      std::span<const float> q1, std::span<const uint16_t* const> rows, float sink0,
+                                      float sink1, float scale, std::span<float> scores0, std::span<float> scores1,
+                                      std::span<float> out0, std::span<float> out1);
 
 // Cell of compressed row 0 in attention_with_sink's Quality layout: past
 // every raw cell, a multiple of 16.

@@ -7,6 +7,7 @@ namespace ds4::cpu {
 
 extern const AttentionRowKernels kAttentionRowsAvx2 = {"avx2", dots<simd::Avx2, float>, dots<simd::Avx2, uint16_t>,
                                                         weighted_sum<simd::Avx2, float>,
-                                                        weighted_sum<simd::Avx2, uint16_t>};
+                                                        weighted_sum<simd::Avx2, uint16_t>,
+    dots2<simd::Avx2, uint16_t>, weighted_sum2<simd::Avx2, uint16_t>};
 
 }  // namespace ds4::cpu

@@ -9,6 +9,7 @@ namespace ds4::cpu {
 extern const AttentionRowKernels kAttentionRowsAvx512 = {"avx512", dots<simd::Avx512, float>,
                                                           dots<simd::Avx512, uint16_t>,
                                                           weighted_sum<simd::Avx512, float>,
-                                                          weighted_sum<simd::Avx512, uint16_t>};
+                                                          weighted_sum<simd::Avx512, uint16_t>,
+    dots2<simd::Avx512, uint16_t>, weighted_sum2<simd::Avx512, uint16_t>};
 
 }  // namespace ds4::cpu
