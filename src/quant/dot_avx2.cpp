@@ -189,60 +189,40 @@ float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
     const __m128i sums2 = _mm_hadd_epi32(sums, sums);
     const int32_t isum = _mm_cvtsi128_si32(sums2);
     const int32_t summs = _mm_extract_epi32(sums2, 1);
-    sumf += q2_K_block_value(wb, xb, isum, summs);
+    sumf += k_block_value(wb, xb, isum, summs);
   }
   return sumf;
 }
 
 // ---- Q4_K x Q8_K ----
 //
-// The scalar reference keeps eight float accumulators, one per element
-// position l = i mod 8 within each block, each fed that position's integer
-// sum. To reproduce them exactly, a vpermd + pshufb pair reorders every
-// 32-element sub-block so the four elements of one position are adjacent
-// bytes; then maddubs + madd(scale) yields scale * (position-l sum) in int32
-// lane l.
-
-alignas(32) constexpr int32_t kQ4PositionDwords[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-alignas(32) constexpr int8_t kQ4PositionBytes[32] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
-                                                     0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
-
-inline __m256i group_by_position(__m256i v, __m256i dwords, __m256i bytes) {
-  return _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(v, dwords), bytes);
-}
+// Per block: maddubs of the low (sub-block 2c) and high (2c+1) nibbles with
+// their 32 activations, madd by the sub-block's scale; one integer sum per
+// block, one float term (the scalar reference's order).
 
 float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
-  const __m256i pos_dwords = load256(kQ4PositionDwords);
-  const __m256i pos_bytes = load256(kQ4PositionBytes);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  __m256 sums = _mm256_setzero_ps();
   float sumf = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ4_K& wb = w[i];
     const BlockQ8_K& xb = x[i];
     const Q4KScales s = unpack_q4_K_scales(wb.scales);
     const int32_t summin = q4_K_min_sum(s, xb);
-
-    __m256i acc = _mm256_setzero_si256();
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 16
     for (int c = 0; c < 4; ++c) {
-      const __m256i q4 = group_by_position(load256(wb.qs + 32 * c), pos_dwords, pos_bytes);
+      const __m256i q4 = load256(wb.qs + 32 * c);
       const __m256i lo = _mm256_and_si256(q4, low4);
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-      const __m256i xa = group_by_position(load256(xb.qs + 64 * c), pos_dwords, pos_bytes);
-      const __m256i xc = group_by_position(load256(xb.qs + 64 * c + 32), pos_dwords, pos_bytes);
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xa),
-                                                    _mm256_set1_epi16(s.scale[2 * c])));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xc),
-                                                    _mm256_set1_epi16(s.scale[2 * c + 1])));
+      acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(xb.qs + 64 * c)),
+                                                          _mm256_set1_epi16(s.scale[2 * c])));
+      acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(xb.qs + 64 * c + 32)),
+                                                          _mm256_set1_epi16(s.scale[2 * c + 1])));
     }
-    const float d = f16_value(wb.d) * xb.d;
-    sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(acc)));
-    const float dmin = f16_value(wb.dmin) * xb.d;
-    sumf -= dmin * static_cast<float>(summin);
+    sumf += k_block_value(wb, xb, hsum_i32(_mm256_add_epi32(acc[0], acc[1])), summin);
   }
-  return add_lanes_in_order(sumf, sums);
+  return sumf;
 }
 
 // ---- IQ2_XXS x Q8_K ----

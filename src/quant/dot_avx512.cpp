@@ -176,15 +176,6 @@ inline float add_in_block_order(float sum, __m512 terms) {
   return sum;
 }
 
-// Subtracts 16 per-block terms from sum in block order (the Q4_K min term).
-inline float sub_in_block_order(float sum, __m512 terms) {
-  alignas(64) float t[16];
-  _mm512_store_ps(t, terms);
-#pragma GCC unroll 16
-  for (int k = 0; k < 16; ++k) sum -= t[transposed_block(k)];
-  return sum;
-}
-
 template <bool kVnni>
 float dot_q8_0_q8_0(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x) {
   const int64_t nb = n / kQK8_0;
@@ -325,24 +316,18 @@ float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
   for (; i < nb; ++i) {
     const __m128i sc = load128(w[i].scales);
     const int32_t isum = _mm512_reduce_add_epi32(q2_K_code_partials<kVnni>(w[i], x[i], sc));
-    sumf += q2_K_block_value(w[i], x[i], isum, hsum_i32(q2_K_min_products(sc, x[i])));
+    sumf += k_block_value(w[i], x[i], isum, hsum_i32(q2_K_min_products(sc, x[i])));
   }
   return sumf;
 }
 
 // ---- Q4_K x Q8_K ----
 //
-// The scalar reference keeps eight float accumulators, one per element
-// position l = i mod 8 within each block, each fed that position's integer
-// sum. To reproduce them exactly, a vpermd + pshufb pair reorders every
-// 32-element sub-block so the four elements of one position are adjacent
-// bytes; then maddubs + madd(scale) yields scale * (position-l sum) in int32
-// lane l.
+// One integer sum per block (the scalar reference's order): maddubs of each
+// sub-block's nibbles with its 32 activations, then a multiply-add by the
+// sub-block's scale word; 16 blocks' sums at once, their float terms added in
+// block order.
 
-alignas(64) constexpr int32_t kQ4PositionDwords[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
-alignas(64) constexpr int8_t kQ4PositionBytes[64] = {
-    0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
-    0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
 // permutexvar_epi16 indices: scale word 2c in words 0..15, 2c+1 in 16..31.
 alignas(64) constexpr int16_t kQ4ScaleWords[4][32] = {
 #define DS4_Q4_HALF(s) s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s
@@ -353,10 +338,6 @@ alignas(64) constexpr int16_t kQ4ScaleWords[4][32] = {
 #undef DS4_Q4_HALF
 };
 
-inline __m512i group_by_position(__m512i v, __m512i dwords, __m512i bytes) {
-  return _mm512_shuffle_epi8(_mm512_permutexvar_epi32(dwords, v), bytes);
-}
-
 // Eight int32 lanes whose total is the block's min sum: bsum[j] * min[j/2].
 inline __m256i q4_K_min_products(const Q4KScales& s, const BlockQ8_K& x) {
   const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
@@ -364,81 +345,60 @@ inline __m256i q4_K_min_products(const Q4KScales& s, const BlockQ8_K& x) {
   return _mm256_madd_epi16(mins_dup, load256(x.bsums));
 }
 
-// Adds one block's eight position sums, scaled, to the position lanes.
-// xpos: the block's 256 activation codes already grouped by position (64
-// bytes per sub-block pair, as group_by_position leaves them), or null to
-// group them here.
+// Code-times-scale partials of one block: 16 int32 lanes whose total is the
+// block's isum.
 template <bool kVnni>
-inline __m256 q4_K_block_lanes(__m256 sums, const BlockQ4_K& wb, const BlockQ8_K& xb, const Q4KScales& s,
-                               __m512i pos_dwords, __m512i pos_bytes, const int8_t* xpos = nullptr) {
+inline __m512i q4_K_code_partials(const BlockQ4_K& wb, const BlockQ8_K& xb, const Q4KScales& s) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
-  const __m128i scale8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.scale));
-  const __m512i scale_words = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scale8));
-  // Two accumulators (exact integers, added at the end): the multiply-add
-  // chain of one block is then half as long.
-  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  const __m512i scale_words =
+      _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.scale))));
   // Both nibble planes from one broadcast load: low nibbles (sub-block 2c) in
-  // the lower half, high nibbles (2c+1) in the upper.
+  // the lower half, high nibbles (2c+1) in the upper, matching the 64
+  // contiguous activations. Two accumulators halve the multiply-add chain.
   const __m512i plane_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-#pragma GCC unroll 16
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
-    // Sub-blocks 2c (low nibbles) and 2c+1 (high nibbles) side by side,
-    // matching the 64 contiguous activations.
     const __m512i q4 = _mm512_broadcast_i64x4(load256(wb.qs + 32 * c));
     const __m512i codes = _mm512_and_si512(_mm512_srlv_epi64(q4, plane_shift), low4);
-    const __m512i wv = group_by_position(codes, pos_dwords, pos_bytes);
-    const __m512i xv =
-        xpos ? load512(xpos + 64 * c) : group_by_position(load512(xb.qs + 64 * c), pos_dwords, pos_bytes);
-    acc[c & 1] = dot_words<kVnni>(acc[c & 1], _mm512_maddubs_epi16(wv, xv),
+    acc[c & 1] = dot_words<kVnni>(acc[c & 1], _mm512_maddubs_epi16(codes, load512(xb.qs + 64 * c)),
                                   _mm512_permutexvar_epi16(load512(kQ4ScaleWords[c]), scale_words));
   }
-  const __m256 lane_isum = _mm256_cvtepi32_ps(fold512(_mm512_add_epi32(acc[0], acc[1])));
-  const float d = f16_value(wb.d) * xb.d;
-  return _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), lane_isum));
-}
-
-// xpos (may be null): x's codes grouped by position, 256 bytes per block.
-template <bool kVnni>
-float dot_q4_K_q8_K_grouped(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x, const int8_t* xpos) {
-  const int64_t nb = n / kQK_K;
-  const __m512i pos_dwords = load512(kQ4PositionDwords);
-  const __m512i pos_bytes = load512(kQ4PositionBytes);
-  auto xp = [&](int64_t i) { return xpos ? xpos + kQK_K * i : nullptr; };
-  __m256 sums = _mm256_setzero_ps();
-  float sumf = 0.0f;
-  int64_t i = 0;
-  for (; i + 16 <= nb; i += 16) {
-    // The min terms of 16 blocks at once, subtracted in block order; the
-    // position lanes are a separate accumulator, updated block by block.
-    __m512i min_pairs[8];
-    for (int k = 0; k < 16; k += 2) {
-      __m256i mins[2];
-#pragma GCC unroll 2
-      for (int b = 0; b < 2; ++b) {
-        const Q4KScales s = unpack_q4_K_scales(w[i + k + b].scales);
-        sums = q4_K_block_lanes<kVnni>(sums, w[i + k + b], x[i + k + b], s, pos_dwords, pos_bytes, xp(i + k + b));
-        mins[b] = q4_K_min_products(s, x[i + k + b]);
-      }
-      min_pairs[k / 2] = _mm512_inserti64x4(_mm512_castsi256_si512(mins[0]), mins[1], 1);
-    }
-    // block_sums16 may call its argument in any order: it only reads here.
-    const __m512i summin = block_sums16([&](int k) { return min_pairs[k / 2]; });
-    const __m512 dmin = _mm512_mul_ps(_mm512_cvtph_ps(block_u16x16<sizeof(BlockQ4_K)>(&w[i].dmin)),
-                                      block_f32x16<sizeof(BlockQ8_K)>(x + i));
-    sumf = sub_in_block_order(sumf, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summin)));
-  }
-  for (; i < nb; ++i) {
-    const Q4KScales s = unpack_q4_K_scales(w[i].scales);
-    sums = q4_K_block_lanes<kVnni>(sums, w[i], x[i], s, pos_dwords, pos_bytes, xp(i));
-    const float dmin = f16_value(w[i].dmin) * x[i].d;
-    sumf -= dmin * static_cast<float>(hsum_i32(q4_K_min_products(s, x[i])));
-  }
-  return add_lanes_in_order(sumf, sums);
+  return _mm512_add_epi32(acc[0], acc[1]);
 }
 
 template <bool kVnni>
 float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
-  return dot_q4_K_q8_K_grouped<kVnni>(n, w, x, nullptr);
+  const int64_t nb = n / kQK_K;
+  float sumf = 0.0f;
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    __m512i min_pairs[8];
+    const __m512i isum = block_sums16([&](int k) {
+      __m256i part[2];
+      __m256i mins[2];
+#pragma GCC unroll 2
+      for (int b = 0; b < 2; ++b) {
+        const Q4KScales s = unpack_q4_K_scales(w[i + k + b].scales);
+        mins[b] = q4_K_min_products(s, x[i + k + b]);
+        part[b] = fold512(q4_K_code_partials<kVnni>(w[i + k + b], x[i + k + b], s));
+      }
+      min_pairs[k / 2] = _mm512_inserti64x4(_mm512_castsi256_si512(mins[0]), mins[1], 1);
+      return _mm512_inserti64x4(_mm512_castsi256_si512(part[0]), part[1], 1);
+    });
+    const __m512i summs = block_sums16([&](int k) { return min_pairs[k / 2]; });
+    const __m512 xd = block_f32x16<sizeof(BlockQ8_K)>(x + i);
+    const __m512 dall = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(BlockQ4_K)>(&w[i].d)));
+    const __m512 dmin = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(BlockQ4_K)>(&w[i].dmin)));
+    sumf = add_in_block_order(sumf, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
+                                                  _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs))));
+  }
+  for (; i < nb; ++i) {
+    const Q4KScales s = unpack_q4_K_scales(w[i].scales);
+    const int32_t isum = _mm512_reduce_add_epi32(q4_K_code_partials<kVnni>(w[i], x[i], s));
+    sumf += k_block_value(w[i], x[i], isum, hsum_i32(q4_K_min_products(s, x[i])));
+  }
+  return sumf;
 }
 
 // ---- IQ2_XXS x Q8_K ----
@@ -677,35 +637,6 @@ float dot_bf16_f32(int64_t n, const uint16_t* w, const float* x) { return dot_fl
 float dot_f32_f32(int64_t n, const float* w, const float* x) { return dot_float<F32Weights>(n, w, x); }
 
 }  // namespace
-
-// dot_q4_K_q8_K for every row against one activation, whose codes are
-// grouped by position once for all rows instead of once per row (decode
-// meets each activation with thousands of rows): the same integer sums and
-// float operations, so the same bits.
-template <bool kVnni>
-void q4_K_rows_one_act(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x,
-                       int8_t* xpos_scratch, float* out) {
-  const int64_t nb = n / kQK_K;
-  const __m512i pos_dwords = load512(kQ4PositionDwords);
-  const __m512i pos_bytes = load512(kQ4PositionBytes);
-  for (int64_t i = 0; i < nb; ++i) {
-    for (int c = 0; c < 4; ++c) {
-      _mm512_storeu_si512(xpos_scratch + kQK_K * i + 64 * c,
-                          group_by_position(load512(x[i].qs + 64 * c), pos_dwords, pos_bytes));
-    }
-  }
-  // The rows stream from memory: ask for the row kPrefetchRows ahead while
-  // this one is dotted (the hardware prefetcher alone left the loads waiting).
-  constexpr uint64_t kPrefetchRows = 4;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const auto* ahead = reinterpret_cast<const char*>(w) + (static_cast<uint64_t>(r) + kPrefetchRows) * row_bytes;
-    for (uint64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-    out[r] = dot_q4_K_q8_K_grouped<kVnni>(n, reinterpret_cast<const BlockQ4_K*>(w + static_cast<uint64_t>(r) * row_bytes),
-                                          x, xpos_scratch);
-  }
-}
-template void q4_K_rows_one_act<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, int8_t*, float*);
-template void q4_K_rows_one_act<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, int8_t*, float*);
 
 extern const DotKernels kDotAvx512 = {
     "avx512",

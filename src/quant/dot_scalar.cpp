@@ -1,7 +1,10 @@
 // Scalar reference dot kernels. Each forms the same integer partial sums as
 // ggml's generic C kernel (ggml-cpu/quants.c) and combines them in the same
 // float order, so on baseline x86-64 (no FMA contraction) the results equal
-// ggml's generic path bit for bit. SIMD levels are tested against these.
+// ggml's generic path bit for bit — except Q4_K, which takes one float term
+// per block (ggml's SIMD kernels' order) instead of the generic kernel's
+// eight position lanes, so its SIMD and tile kernels can use byte products.
+// SIMD levels are tested against these.
 
 #include "core/fp16.h"
 #include "quant/dot.h"
@@ -73,34 +76,26 @@ float dot_q2_K_q8_K_scalar(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
 
 float dot_q4_K_q8_K_scalar(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
-  // ggml's generic kernel keeps 8 float lanes (element index mod 8) across
-  // all blocks and adds them to the running min term only at the end.
-  float lanes[8] = {};
+  // One integer sum per block (scale times each 32-element sub-block's code
+  // sum) and one float term per block, as Q2_K: the order ggml's SIMD Q4_K
+  // kernels use, not its generic C kernel's eight position lanes.
   float sum = 0;
   for (int64_t i = 0; i < nb; ++i) {
-    int8_t codes[kQK_K];
-    const uint8_t* q4 = w[i].qs;
-    for (int chunk = 0; chunk < 4; ++chunk) {
-      for (int l = 0; l < 32; ++l) codes[64 * chunk + l] = static_cast<int8_t>(q4[l] & 0xF);
-      for (int l = 0; l < 32; ++l) codes[64 * chunk + 32 + l] = static_cast<int8_t>(q4[l] >> 4);
-      q4 += 32;
-    }
+    int isum = 0;
     int min_sum = 0;
-    int32_t lane_isum[8] = {};
     for (int sub = 0; sub < 8; ++sub) {
       const ScaleMin6 sm = unpack_q4_K_scale_min(sub, w[i].scales);
       min_sum += (x[i].bsums[2 * sub] + x[i].bsums[2 * sub + 1]) * sm.min;
-      for (int e = 0; e < 32; ++e) {
-        const int k = 32 * sub + e;
-        lane_isum[e % 8] += sm.scale * (x[i].qs[k] * codes[k]);
-      }
+      const uint8_t* q4 = w[i].qs + 32 * (sub / 2);
+      const int shift = 4 * (sub % 2);
+      int group = 0;
+      for (int e = 0; e < 32; ++e) group += x[i].qs[32 * sub + e] * ((q4[e] >> shift) & 0xF);
+      isum += sm.scale * group;
     }
-    const float d = f16_to_f32(w[i].d) * x[i].d;
-    for (int l = 0; l < 8; ++l) lanes[l] += d * static_cast<float>(lane_isum[l]);
-    const float dmin = f16_to_f32(w[i].dmin) * x[i].d;
-    sum -= dmin * static_cast<float>(min_sum);
+    const float dall = x[i].d * f16_to_f32(w[i].d);
+    const float dmin = x[i].d * f16_to_f32(w[i].dmin);
+    sum += dall * static_cast<float>(isum) - dmin * static_cast<float>(min_sum);
   }
-  for (int l = 0; l < 8; ++l) sum += lanes[l];
   return sum;
 }
 

@@ -1,25 +1,22 @@
 // Tile kernels (dot_tile.h) for Q2_K, Q4_K and IQ2_XXS at the avx512 levels.
 //
 // Layout: activations in int32 lanes, weights broadcast. The activations are
-// repacked once per call so that one register holds the same element pair
-// (words) or quad (bytes) of 16 activations; each weight block of a row is
-// decoded once per call into integer weights with the sub-block scales folded
-// in (IQ2_XXS: ls * sign * grid, Q4_K: scale * code, both int16; Q2_K: scale
-// * code, int8); then one vpdpwssd / vpdpbusd with the weight pair or quad
-// broadcast adds that pair (quad) for all lanes. Rows go 8 at a time, so each
-// activation register serves 8 rows. With 8 or fewer activations each block
-// is split in 2 or 4 parts that take separate lanes (and are added at the
-// block's end), so the 16 lanes stay busy.
+// repacked once per call so that one register holds the same byte quad of 16
+// activations (stored x + 128, for vpdpbusd's unsigned operand); each weight
+// block of a row is decoded once per call into int8 quads (IQ2_XXS: sign *
+// grid; Q2_K: scale * code; Q4_K: code) and one vpdpbusd with the weight quad
+// broadcast adds that quad for all lanes; 128 * sum(weights) is taken off per
+// block. IQ2_XXS and Q4_K multiply each 32-element sub-block's sum by its
+// scale (ls, or Q4_K's 6-bit scale); Q2_K has the scales folded into its
+// codes. Rows go 8 at a time, so each activation register serves 8 rows.
+// With 8 or fewer activations each block is split in 2 or 4 parts that take
+// separate lanes (and are added at the block's end), so the 16 lanes stay
+// busy.
 //
 // Every lane ends each block with exactly the integer sums the scalar
 // reference forms, and the float combination per block is the scalar one,
 // lane by lane, so each output equals the one-row kernels (themselves
 // bit-identical to scalar) bit for bit.
-//
-// Q2_K uses vpdpbusd, which needs one unsigned operand: the activations are
-// stored as x + 128 and 128 * sum(weights) is taken off per block.
-// Q4_K keeps the scalar's eight position lanes (element index mod 8): its
-// word pairs are elements (16m + l, 16m + 8 + l), both at position l.
 //
 // Few activations (< kMinActs*) go through the one-row kernels instead.
 #if defined(__clang__)
@@ -45,12 +42,6 @@ namespace ds4::quant {
 
 extern const DotKernels kDotAvx512;
 extern const DotKernels kDotAvx512Vnni;
-// dot_avx512.cpp: its Q4_K one-row kernel over n_rows rows and one activation
-// (xpos_scratch: n bytes).
-template <bool kVnni>
-void q4_K_rows_one_act(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x,
-                       int8_t* xpos_scratch, float* out);
-
 namespace tile_avx512 {
 namespace {
 
@@ -65,7 +56,7 @@ constexpr int kRowTile = 8;   // rows sharing each activation register
 // in 4 or 2 parts to fill the 16 lanes.
 constexpr int64_t kMinActsIq2Xxs = 3;
 constexpr int64_t kMinActsQ2K = 4;
-constexpr int64_t kMinActsQ4K = 6;
+constexpr int64_t kMinActsQ4K = 4;
 
 // ---- Scratch ----
 
@@ -89,7 +80,6 @@ class Scratch {
 
 thread_local Scratch t_acts;
 thread_local Scratch t_weights;
-thread_local Scratch t_state;
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
@@ -153,43 +143,30 @@ inline void transpose16(const uint32_t* src, int64_t src_stride, __m512i* dst) {
 // ---- Activations ----
 //
 // A group holds 16 / S activations; lane a * S + h of every register belongs
-// to activation a and to part h of the block's element units (S = 1, 2 or 4
+// to activation a and to part h of the block's 64 byte quads (S = 1, 2 or 4
 // parts, so that few activations still fill the lanes; the parts' integer
-// sums are added at the end of the block). Per block: U / S registers of
-// element units (step q, part h: unit h * U / S + q), then for the K-quants
+// sums are added at the end of the block). Per block: 64 / S registers of
+// quads (step q, part h: quad h * 64 / S + q), then for the K-quants
 // 8 / S registers of bsum pairs split the same way, then one register of the
 // f32 scales (d of activation a in all its lanes). Missing activations of a
 // short group are zero.
 
 struct ActLayout {
-  int units;   // element units per block: 128 word pairs or 64 byte quads
-  bool bsums;  // 8 bsum-pair units follow
+  bool bsums;  // 8 bsum-pair units follow the 64 byte quads
   int split;   // S
-  int steps() const { return units / split; }
+  int steps() const { return 64 / split; }
   int bsum_steps() const { return bsums ? 8 / split : 0; }
   int per_block() const { return steps() + bsum_steps() + 1; }
 };
 
-// In-lane byte order putting elements (l, 8 + l) of each 16 side by side.
-alignas(64) constexpr int8_t kPairBytes[64] = {
-    0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,
-    0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
-
-// One activation block as dwords: word pairs (x[16m + l], x[16m + 8 + l]) at
-// dword 8m + l, or byte quads x[4q .. 4q+3] + 128 at dword q; then the bsums
-// as 8 word pairs.
-inline void act_block_dwords(const BlockQ8_K& x, bool words, uint32_t* out) {
+// One activation block as dwords: byte quads x[4q .. 4q+3] + 128 at dword q,
+// then the bsums as 8 word pairs.
+inline void act_block_dwords(const BlockQ8_K& x, uint32_t* out) {
   for (int c = 0; c < 4; ++c) {
     const __m512i xv = load512(x.qs + 64 * c);
-    if (words) {
-      const __m512i paired = _mm512_shuffle_epi8(xv, load512(kPairBytes));
-      _mm512_storeu_si512(out + 32 * c, _mm512_cvtepi8_epi16(_mm512_castsi512_si256(paired)));
-      _mm512_storeu_si512(out + 32 * c + 16, _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(paired, 1)));
-    } else {
-      _mm512_storeu_si512(out + 16 * c, _mm512_xor_si512(xv, _mm512_set1_epi8(static_cast<char>(0x80))));
-    }
+    _mm512_storeu_si512(out + 16 * c, _mm512_xor_si512(xv, _mm512_set1_epi8(static_cast<char>(0x80))));
   }
-  std::memcpy(out + (words ? 128 : 64), x.bsums, sizeof(x.bsums));
+  std::memcpy(out + 64, x.bsums, sizeof(x.bsums));
 }
 
 void pack_acts(const void* const* acts, int64_t n_acts, int64_t nb, const ActLayout& layout, __m512i* dst) {
@@ -199,8 +176,7 @@ void pack_acts(const void* const* acts, int64_t n_acts, int64_t nb, const ActLay
   const int steps = layout.steps();
   const int row_dwords = steps + 16;  // element units, then the bsum units padded to 16
   std::vector<uint32_t> stage(static_cast<size_t>(kLanes * row_dwords));
-  alignas(64) uint32_t act_dwords[128 + 8];
-  const bool words = layout.units == 128;
+  alignas(64) uint32_t act_dwords[64 + 8];
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t i = 0; i < nb; ++i) {
       __m512i* out = dst + (g * nb + i) * layout.per_block();
@@ -214,15 +190,15 @@ void pack_acts(const void* const* acts, int64_t n_acts, int64_t nb, const ActLay
         const BlockQ8_K& x = static_cast<const BlockQ8_K*>(acts[g * per_group + a])[i];
         if (split == 1) {
           // Element units then bsum units, straight into the lane's row.
-          act_block_dwords(x, words, stage.data() + a * row_dwords);
+          act_block_dwords(x, stage.data() + a * row_dwords);
           d[a] = x.d;
           continue;
         }
-        act_block_dwords(x, words, act_dwords);
+        act_block_dwords(x, act_dwords);
         for (int h = 0; h < split; ++h) {
           uint32_t* row = stage.data() + (a * split + h) * row_dwords;
           std::memcpy(row, act_dwords + h * steps, sizeof(uint32_t) * steps);
-          if (layout.bsums) std::memcpy(row + steps, act_dwords + layout.units + h * (8 / split), 4 * (8 / split));
+          if (layout.bsums) std::memcpy(row + steps, act_dwords + 64 + h * (8 / split), 4 * (8 / split));
           d[a * split + h] = x.d;
         }
       }
@@ -328,13 +304,6 @@ void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
   std::memcpy(out + 73, &d, 4);
 }
 
-// ---- Q4_K weights ----
-//
-// Decoded block: 128 dwords of int16 pairs scale * code (pair order above),
-// 8 dwords of min pairs (min_s, min_s) matching bsum pair s, then d, dmin.
-
-constexpr int kQ4Dwords = 128 + 8 + 2;
-
 // Where each of the 8 min pairs goes: dword k of the min part holds pair
 // kMinSource<S>[k] (the inverse of split_index<S, 8>).
 template <int S>
@@ -346,33 +315,42 @@ constexpr std::array<int32_t, 8> min_sources() {
 template <int S>
 alignas(32) constexpr std::array<int32_t, 8> kMinSource = min_sources<S>();
 
+// ---- Q4_K weights ----
+//
+// Decoded block: 64 dwords of code quads in element order, the 8 sub-block
+// scales (split order), the int32 128 * sum over sub-blocks of scale *
+// sum(codes), then d, dmin, then 8 dwords of min pairs (min_s, min_s)
+// matching bsum pair s (split order). The first 73 dwords have IQ2_XXS's
+// layout, so both go through windowed_sums.
+
+constexpr int kQ4Dwords = 64 + 8 + 3 + 8;
+
 template <int S>
 void decode_q4_K(const BlockQ4_K& w, uint32_t* out) {
   // All eight 6-bit scales and mins at once (the one-row kernels' unpacking).
   const Q4KScales sm = unpack_q4_K_scales(w.scales);
-  const __m512i scale_words =
-      _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.scale))));
+  const __m512i plane_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  __m512i weighted = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
-    const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * c));
-    const __m512i codes = _mm512_and_si512(
-        _mm512_inserti64x4(_mm512_castsi256_si512(q4), _mm256_srli_epi16(q4, 4), 1), _mm512_set1_epi8(0x0f));
-    const __m512i paired = _mm512_shuffle_epi8(codes, load512(kPairBytes));
-#pragma GCC unroll 2
-    for (int s = 0; s < 2; ++s) {
-      const __m512i scale = _mm512_permutexvar_epi16(_mm512_set1_epi16(static_cast<int16_t>(2 * c + s)), scale_words);
-      const __m256i half = s == 0 ? _mm512_castsi512_si256(paired) : _mm512_extracti64x4_epi64(paired, 1);
-      _mm512_storeu_si512(out + 32 * c + 16 * s, _mm512_mullo_epi16(_mm512_cvtepu8_epi16(half), scale));
-    }
+    // Elements 64c .. 64c + 63: low nibbles (sub-block 2c), then high (2c + 1).
+    const __m512i q4 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * c)));
+    const __m512i codes = _mm512_and_si512(_mm512_srlv_epi64(q4, plane_shift), _mm512_set1_epi8(0x0f));
+    _mm512_storeu_si512(out + 16 * c, codes);
+    const __m512i scale = _mm512_mask_blend_epi64(0xf0, _mm512_set1_epi64(sm.scale[2 * c]),
+                                                  _mm512_set1_epi64(sm.scale[2 * c + 1]));
+    weighted = _mm512_add_epi64(weighted, _mm512_mul_epu32(_mm512_sad_epu8(codes, _mm512_setzero_si512()), scale));
   }
+  for (int j = 0; j < 8; ++j) out[64 + split_index<S, 8>(j)] = sm.scale[j];
+  out[72] = static_cast<uint32_t>(128 * _mm512_reduce_add_epi64(weighted));
+  const float d = f16_value(w.d), dmin = f16_value(w.dmin);
+  std::memcpy(out + 73, &d, 4);
+  std::memcpy(out + 74, &dmin, 4);
   // Min pairs (min_s, min_s), in split order.
   const __m256i mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.min)));
   const __m256i pairs = _mm256_or_si256(mins, _mm256_slli_epi32(mins, 16));
   const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMinSource<S>.data()));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 128), _mm256_permutevar8x32_epi32(pairs, order));
-  const float d = f16_value(w.d), dmin = f16_value(w.dmin);
-  std::memcpy(out + 136, &d, 4);
-  std::memcpy(out + 137, &dmin, 4);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 75), _mm256_permutevar8x32_epi32(pairs, order));
 }
 
 // ---- Q2_K weights ----
@@ -482,6 +460,28 @@ inline void store_lanes(__m512 v, float* out, int64_t ldo, int64_t acts) {
   for (int64_t a = 0; a < acts; ++a) out[a * ldo] = t[a * S];
 }
 
+// acc[r] += the block's sum over its 8 sub-blocks of scale * (the
+// sub-block's byte products), for weights laid out as IQ2_XXS's and Q4_K's
+// decoded blocks (64 quads, then 8 scales in split order): row r's block at
+// w + r * row_stride, the activation block at xb.
+template <bool kVnni, int S, int R>
+inline void windowed_sums(const uint32_t* w, int64_t row_stride, const __m512i* xb, __m512i* acc) {
+  constexpr int kSteps = 64 / S;
+  // 8 quads (one sub-block per part) per sub-block step.
+  for (int j = 0; j < kSteps / 8; ++j) {
+    __m512i sub[R];
+    for (int r = 0; r < R; ++r) sub[r] = _mm512_setzero_si512();
+    for (int q = 8 * j; q < 8 * j + 8; ++q) {
+      const __m512i xv = xb[q];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) sub[r] = dot_bytes<kVnni>(sub[r], xv, bcast<S>(w + r * row_stride + q * S));
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_add_epi32(acc[r], _mm512_mullo_epi32(sub[r], bcast<S>(w + r * row_stride + 64 + j * S)));
+  }
+}
+
 template <bool kVnni, int S, int R>
 void iq2_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
   constexpr int kSteps = 64 / S;
@@ -489,116 +489,85 @@ void iq2_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, 
   for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const __m512i* xb = xg + i * (kSteps + 1);
+    const uint32_t* wb = wdec + i * kIq2Dwords;
     __m512i acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wdec[(r * nb + i) * kIq2Dwords + 72]));
-    // 8 quads (one sub-block per part) per sub-block step.
-    for (int j = 0; j < kSteps / 8; ++j) {
-      __m512i sub[R];
-      for (int r = 0; r < R; ++r) sub[r] = _mm512_setzero_si512();
-      for (int q = 8 * j; q < 8 * j + 8; ++q) {
-        const __m512i xv = xb[q];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r)
-          sub[r] = dot_bytes<kVnni>(sub[r], xv, bcast<S>(wdec + (r * nb + i) * kIq2Dwords + q * S));
-      }
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        acc[r] = _mm512_add_epi32(acc[r],
-                                  _mm512_mullo_epi32(sub[r], bcast<S>(wdec + (r * nb + i) * kIq2Dwords + 64 + j * S)));
-    }
+    for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wb[r * nb * kIq2Dwords + 72]));
+    windowed_sums<kVnni, S, R>(wb, nb * kIq2Dwords, xb, acc);
     const __m512 xd = _mm512_castsi512_ps(xb[kSteps]);
     for (int r = 0; r < R; ++r) {
-      const __m512 d = _mm512_mul_ps(bcast_f32(wdec + (r * nb + i) * kIq2Dwords + 73), xd);
+      const __m512 d = _mm512_mul_ps(bcast_f32(wb + r * nb * kIq2Dwords + 73), xd);
       sum[r] = _mm512_add_ps(sum[r], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum_parts<S>(acc[r]))));
     }
   }
   for (int r = 0; r < R; ++r) store_lanes<S>(_mm512_mul_ps(_mm512_set1_ps(0.125f), sum[r]), out + r, ldo, acts);
 }
 
+// The min term of K-quant blocks: min pairs (8 / S steps at wmin) against the
+// activations' bsum pairs (at xmin), per row.
 template <bool kVnni, int S, int R>
-void q4_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts,
-                __m512* lane_state) {
-  constexpr int kSteps = 128 / S;
-  constexpr int kMinSteps = 8 / S;
-  __m512 sum[R];
-  for (int r = 0; r < R; ++r) {
-    sum[r] = _mm512_setzero_ps();
-    for (int l = 0; l < 8; ++l) lane_state[r * 8 + l] = _mm512_setzero_ps();
+inline void min_sums(const uint32_t* wmin, int64_t row_stride, const __m512i* xmin, __m512i* macc) {
+  for (int r = 0; r < R; ++r) macc[r] = _mm512_setzero_si512();
+  for (int q = 0; q < 8 / S; ++q) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) macc[r] = dot_words<kVnni>(macc[r], xmin[q], bcast<S>(wmin + r * row_stride + q * S));
   }
+}
+
+// sum + (xd * d) * isum - (xd * dmin) * msum, lane by lane (the scalar K-quant
+// block term).
+template <int S>
+inline __m512 k_block_term(__m512 sum, __m512 xd, const uint32_t* d, const uint32_t* dmin, __m512i acc, __m512i macc) {
+  const __m512 dall = _mm512_mul_ps(xd, bcast_f32(d));
+  const __m512 dm = _mm512_mul_ps(xd, bcast_f32(dmin));
+  return _mm512_add_ps(sum, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(sum_parts<S>(acc))),
+                                          _mm512_mul_ps(dm, _mm512_cvtepi32_ps(sum_parts<S>(macc)))));
+}
+
+template <bool kVnni, int S, int R>
+void q4_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
+  constexpr int kSteps = 64 / S;
+  constexpr int kMinSteps = 8 / S;
+  const int64_t row_stride = nb * kQ4Dwords;
+  __m512 sum[R];
+  for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const __m512i* xb = xg + i * (kSteps + kMinSteps + 1);
-    const __m512 xd = _mm512_castsi512_ps(xb[kSteps + kMinSteps]);
-    __m512 d[R];
-    for (int r = 0; r < R; ++r) d[r] = _mm512_mul_ps(bcast_f32(wdec + (r * nb + i) * kQ4Dwords + 136), xd);
-    // Step q covers unit h * kSteps + q of part h: position l = q mod 8 in every part.
-    for (int l = 0; l < 8; ++l) {
-      __m512i acc[R];
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
-      for (int v = 0; v < kSteps / 8; ++v) {
-        const int q = 8 * v + l;
-        const __m512i xv = xb[q];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r)
-          acc[r] = dot_words<kVnni>(acc[r], xv, bcast<S>(wdec + (r * nb + i) * kQ4Dwords + q * S));
-      }
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m512 isum = _mm512_cvtepi32_ps(sum_parts<S>(acc[r]));
-        lane_state[r * 8 + l] = _mm512_add_ps(lane_state[r * 8 + l], _mm512_mul_ps(d[r], isum));
-      }
-    }
+    const uint32_t* wb = wdec + i * kQ4Dwords;
+    __m512i acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wb[r * row_stride + 72]));
+    windowed_sums<kVnni, S, R>(wb, row_stride, xb, acc);
     __m512i macc[R];
-    for (int r = 0; r < R; ++r) macc[r] = _mm512_setzero_si512();
-    for (int q = 0; q < kMinSteps; ++q) {
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        macc[r] = dot_words<kVnni>(macc[r], xb[kSteps + q], bcast<S>(wdec + (r * nb + i) * kQ4Dwords + 128 + q * S));
-    }
-    for (int r = 0; r < R; ++r) {
-      const __m512 dmin = _mm512_mul_ps(bcast_f32(wdec + (r * nb + i) * kQ4Dwords + 137), xd);
-      sum[r] = _mm512_sub_ps(sum[r], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(sum_parts<S>(macc[r]))));
-    }
+    min_sums<kVnni, S, R>(wb + 75, row_stride, xb + kSteps, macc);
+    const __m512 xd = _mm512_castsi512_ps(xb[kSteps + kMinSteps]);
+    for (int r = 0; r < R; ++r)
+      sum[r] = k_block_term<S>(sum[r], xd, wb + r * row_stride + 73, wb + r * row_stride + 74, acc[r], macc[r]);
   }
-  for (int r = 0; r < R; ++r) {
-    for (int l = 0; l < 8; ++l) sum[r] = _mm512_add_ps(sum[r], lane_state[r * 8 + l]);
-    store_lanes<S>(sum[r], out + r, ldo, acts);
-  }
+  for (int r = 0; r < R; ++r) store_lanes<S>(sum[r], out + r, ldo, acts);
 }
 
 template <bool kVnni, int S, int R>
 void q2_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
   constexpr int kSteps = 64 / S;
   constexpr int kMinSteps = 8 / S;
+  const int64_t row_stride = nb * kQ2Dwords;
   __m512 sum[R];
   for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const __m512i* xb = xg + i * (kSteps + kMinSteps + 1);
+    const uint32_t* wb = wdec + i * kQ2Dwords;
     __m512i acc[R];
-    __m512i macc[R];
-    for (int r = 0; r < R; ++r) {
-      // The activations are stored + 128: take 128 * sum(weights) off once per activation.
-      acc[r] = first_part<S>(-static_cast<int32_t>(wdec[(r * nb + i) * kQ2Dwords + 72]));
-      macc[r] = _mm512_setzero_si512();
-    }
+    // The activations are stored + 128: take 128 * sum(weights) off once per activation.
+    for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wb[r * row_stride + 72]));
     for (int q = 0; q < kSteps; ++q) {
       const __m512i xv = xb[q];
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        acc[r] = dot_bytes<kVnni>(acc[r], xv, bcast<S>(wdec + (r * nb + i) * kQ2Dwords + q * S));
+      for (int r = 0; r < R; ++r) acc[r] = dot_bytes<kVnni>(acc[r], xv, bcast<S>(wb + r * row_stride + q * S));
     }
-    for (int q = 0; q < kMinSteps; ++q) {
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        macc[r] = dot_words<kVnni>(macc[r], xb[kSteps + q], bcast<S>(wdec + (r * nb + i) * kQ2Dwords + 64 + q * S));
-    }
+    __m512i macc[R];
+    min_sums<kVnni, S, R>(wb + 64, row_stride, xb + kSteps, macc);
     const __m512 xd = _mm512_castsi512_ps(xb[kSteps + kMinSteps]);
-    for (int r = 0; r < R; ++r) {
-      const __m512 dall = _mm512_mul_ps(xd, bcast_f32(wdec + (r * nb + i) * kQ2Dwords + 73));
-      const __m512 dmin = _mm512_mul_ps(xd, bcast_f32(wdec + (r * nb + i) * kQ2Dwords + 74));
-      sum[r] = _mm512_add_ps(sum[r], _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(sum_parts<S>(acc[r]))),
-                                                   _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(sum_parts<S>(macc[r])))));
-    }
+    for (int r = 0; r < R; ++r)
+      sum[r] = k_block_term<S>(sum[r], xd, wb + r * row_stride + 73, wb + r * row_stride + 74, acc[r], macc[r]);
   }
   for (int r = 0; r < R; ++r) store_lanes<S>(sum[r], out + r, ldo, acts);
 }
@@ -608,12 +577,11 @@ void q2_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out,
 enum class Kind { kIq2Xxs, kQ4K, kQ2K };
 
 template <bool kVnni, Kind kKind, int S, int R>
-void group_rows(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts,
-                __m512* lane_state) {
+void group_rows(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
   if constexpr (kKind == Kind::kIq2Xxs) {
     iq2_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
   } else if constexpr (kKind == Kind::kQ4K) {
-    q4_K_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts, lane_state);
+    q4_K_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
   } else {
     q2_K_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
   }
@@ -621,16 +589,16 @@ void group_rows(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out,
 
 template <bool kVnni, Kind kKind, int S>
 void run_group_rows(int rows, const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo,
-                    int64_t acts, __m512* lane_state) {
+                    int64_t acts) {
   switch (rows) {
-    case 8: group_rows<kVnni, kKind, S, 8>(wdec, nb, xg, out, ldo, acts, lane_state); break;
-    case 7: group_rows<kVnni, kKind, S, 7>(wdec, nb, xg, out, ldo, acts, lane_state); break;
-    case 6: group_rows<kVnni, kKind, S, 6>(wdec, nb, xg, out, ldo, acts, lane_state); break;
-    case 5: group_rows<kVnni, kKind, S, 5>(wdec, nb, xg, out, ldo, acts, lane_state); break;
-    case 4: group_rows<kVnni, kKind, S, 4>(wdec, nb, xg, out, ldo, acts, lane_state); break;
-    case 3: group_rows<kVnni, kKind, S, 3>(wdec, nb, xg, out, ldo, acts, lane_state); break;
-    case 2: group_rows<kVnni, kKind, S, 2>(wdec, nb, xg, out, ldo, acts, lane_state); break;
-    default: group_rows<kVnni, kKind, S, 1>(wdec, nb, xg, out, ldo, acts, lane_state); break;
+    case 8: group_rows<kVnni, kKind, S, 8>(wdec, nb, xg, out, ldo, acts); break;
+    case 7: group_rows<kVnni, kKind, S, 7>(wdec, nb, xg, out, ldo, acts); break;
+    case 6: group_rows<kVnni, kKind, S, 6>(wdec, nb, xg, out, ldo, acts); break;
+    case 5: group_rows<kVnni, kKind, S, 5>(wdec, nb, xg, out, ldo, acts); break;
+    case 4: group_rows<kVnni, kKind, S, 4>(wdec, nb, xg, out, ldo, acts); break;
+    case 3: group_rows<kVnni, kKind, S, 3>(wdec, nb, xg, out, ldo, acts); break;
+    case 2: group_rows<kVnni, kKind, S, 2>(wdec, nb, xg, out, ldo, acts); break;
+    default: group_rows<kVnni, kKind, S, 1>(wdec, nb, xg, out, ldo, acts); break;
   }
 }
 
@@ -638,9 +606,7 @@ template <bool kVnni, Kind kKind, typename Block, int S>
 void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                 int64_t n_acts, float* out, int64_t ldo) {
   const int64_t nb = n / kQK_K;
-  constexpr ActLayout layout = kKind == Kind::kIq2Xxs ? ActLayout{64, false, S}
-                               : kKind == Kind::kQ4K ? ActLayout{128, true, S}
-                                                      : ActLayout{64, true, S};
+  constexpr ActLayout layout{kKind != Kind::kIq2Xxs, S};
   constexpr int kDwords = kKind == Kind::kIq2Xxs ? kIq2Dwords : kKind == Kind::kQ4K ? kQ4Dwords : kQ2Dwords;
   constexpr int64_t kPerGroup = kLanes / S;
   const int64_t groups = (n_acts + kPerGroup - 1) / kPerGroup;
@@ -654,7 +620,6 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
   const int64_t pass_groups_max = groups < kGroupsPerPass ? groups : kGroupsPerPass;
   auto* wdec = reinterpret_cast<uint32_t*>(t_weights.get(static_cast<size_t>(pass_rows_max * nb * kDwords + 15) / 16));
   __m512i* xpack = t_acts.get(static_cast<size_t>(pass_groups_max * nb * layout.per_block()));
-  auto* lane_state = reinterpret_cast<__m512*>(t_state.get(kRowTile * 8));
   for (int64_t p0 = 0; p0 < n_rows; p0 += kRowsPerPass) {
     const int64_t pass_rows = n_rows - p0 < kRowsPerPass ? n_rows - p0 : kRowsPerPass;
     for (int64_t r = 0; r < pass_rows; ++r) {
@@ -672,7 +637,7 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
         } else {
           decode_q2_K<S>(row[i], dst);
         }
-        split_units<S, layout.units>(dst);  // the min pairs are decoded in split order
+        split_units<S, 64>(dst);  // the scales and min pairs are decoded in split order
       }
     }
     for (int64_t g0 = 0; g0 < groups; g0 += kGroupsPerPass) {
@@ -687,8 +652,7 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
         for (int64_t g = 0; g < pass_groups; ++g) {
           const int64_t group_acts = pass_acts - g * kPerGroup < kPerGroup ? pass_acts - g * kPerGroup : kPerGroup;
           run_group_rows<kVnni, kKind, S>(rows, wdec + r0 * nb * kDwords, nb, xpack + g * nb * layout.per_block(),
-                                          out + (first_act + g * kPerGroup) * ldo + p0 + r0, ldo, group_acts,
-                                          lane_state);
+                                          out + (first_act + g * kPerGroup) * ldo + p0 + r0, ldo, group_acts);
         }
       }
     }
@@ -728,12 +692,8 @@ template <bool kVnni>
 void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
   if (n_acts < kMinActsQ4K) {
-    // Each activation grouped by position once for all rows (the one-row
-    // kernel's bits).
-    auto* xpos = reinterpret_cast<int8_t*>(t_acts.get(static_cast<size_t>(n / 64)));
-    for (int64_t t = 0; t < n_acts; ++t) {
-      q4_K_rows_one_act<kVnni>(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]), xpos, out + t * ldo);
-    }
+    tile_detail::loop_dots<BlockQ4_K, BlockQ8_K>(level<kVnni>().q4_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out,
+                                                 ldo);
     return;
   }
   tile<kVnni, Kind::kQ4K, BlockQ4_K>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);

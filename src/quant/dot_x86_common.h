@@ -72,9 +72,10 @@ inline __m256i q2_K_min_products(__m128i packed, const BlockQ8_K& x) {
   return _mm256_madd_epi16(mins, load256(x.bsums));
 }
 
-// One block's term from its integer sums (codes x scales, bsums x mins), with the
-// scalar reference's rounding.
-inline float q2_K_block_value(const BlockQ2_K& w, const BlockQ8_K& x, int32_t isum, int32_t summs) {
+// One Q2_K or Q4_K block's term from its integer sums (codes x scales, bsums x
+// mins), with the scalar reference's rounding.
+template <typename Block>
+inline float k_block_value(const Block& w, const BlockQ8_K& x, int32_t isum, int32_t summs) {
   const float dall = x.d * f16_value(w.d);
   const float dmin = x.d * f16_value(w.dmin);
   return dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);

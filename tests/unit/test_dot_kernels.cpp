@@ -252,7 +252,7 @@ Truth truth_mxfp4(int64_t nb, const BlockMXFP4* w, const BlockQ8_0* x) {
 }
 
 // Per block the kernels round a few scale products and one accumulation
-// step; the running sum adds one rounding per block (8 lanes for Q4_K).
+// step; the running sum adds one rounding per block.
 ::testing::AssertionResult near_truth(float got, const Truth& t, int64_t blocks) {
   const double bound = static_cast<double>(blocks + 8) * std::ldexp(1.0, -22) * t.magnitude;
   const double err = std::fabs(static_cast<double>(got) - t.value);

@@ -220,7 +220,7 @@ TEST_F(ForwardSessionTest, BadInputLeavesTheSessionUnchanged) {
 // note; the bound only catches a broken Default path (a random-weight model
 // has flat logits, so QAT noise moves top-1 often).
 TEST(ForwardNumerics, DefaultStaysCloseToQuality) {
-  for (auto mix : {model::QuantMix::F32, model::QuantMix::Ds4Q2}) {
+  for (auto mix : {model::QuantMix::F32, model::QuantMix::Ds4Q2, model::QuantMix::Ds4Q4}) {
     test::SyntheticModel m(model::preset_tiny(), mix, 21);
     const int n = kSanitized ? 48 : 200;
     const auto tokens = random_tokens(m.hparams().n_vocab, n, 8);

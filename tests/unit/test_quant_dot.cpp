@@ -26,7 +26,7 @@ const int kBlockCounts[] = {1, 3, 7, 17};
 // Per element: the weight's scale part and min part (so tolerances can be
 // set against the magnitudes the kernel actually sums).
 struct Reference {
-  float exact_order = 0;  // recomputation in ggml's float order
+  float exact_order = 0;  // recomputation in the scalar reference's float order
   double magnitude = 0;   // sum |scale part * x| + |min part * x|
 };
 
@@ -91,9 +91,8 @@ Reference ref_q2_K(int nb, const BlockQ2_K* w, const BlockQ8_K* x) {
 }
 
 Reference ref_q4_K(int nb, const BlockQ4_K* w, const BlockQ8_K* x) {
+  // Default numerics' order: one integer sum and one float term per block.
   Reference r;
-  float lanes[8] = {};
-  float sum = 0;
   for (int i = 0; i < nb; ++i) {
     const uint8_t* s = w[i].scales;
     int sc[8], mn[8];
@@ -101,24 +100,20 @@ Reference ref_q4_K(int nb, const BlockQ4_K* w, const BlockQ8_K* x) {
       sc[j] = j < 4 ? (s[j] & 63) : ((s[j + 4] & 15) | ((s[j - 4] >> 6) << 4));
       mn[j] = j < 4 ? (s[j + 4] & 63) : ((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
     }
-    const float d = f16_to_f32(w[i].d) * x[i].d;
-    const float dmin = f16_to_f32(w[i].dmin) * x[i].d;
-    int lane_isum[8] = {};
-    int min_sum = 0;
+    const float dall = x[i].d * f16_to_f32(w[i].d);
+    const float dmin = x[i].d * f16_to_f32(w[i].dmin);
+    int isum = 0, min_sum = 0;
     for (int k = 0; k < 256; ++k) {
       const int sub = k / 32;
       const uint8_t byte = w[i].qs[32 * (sub / 2) + k % 32];
       const int code = sub % 2 ? byte >> 4 : byte & 15;
-      lane_isum[k % 8] += sc[sub] * code * x[i].qs[k];
+      isum += sc[sub] * code * x[i].qs[k];
       min_sum += mn[sub] * x[i].qs[k];
-      r.magnitude += std::fabs(static_cast<double>(d) * sc[sub] * code * x[i].qs[k]) +
+      r.magnitude += std::fabs(static_cast<double>(dall) * sc[sub] * code * x[i].qs[k]) +
                      std::fabs(static_cast<double>(dmin) * mn[sub] * x[i].qs[k]);
     }
-    for (int l = 0; l < 8; ++l) lanes[l] += d * static_cast<float>(lane_isum[l]);
-    sum -= dmin * static_cast<float>(min_sum);
+    r.exact_order += dall * static_cast<float>(isum) - dmin * static_cast<float>(min_sum);
   }
-  for (int l = 0; l < 8; ++l) sum += lanes[l];
-  r.exact_order = sum;
   return r;
 }
 
