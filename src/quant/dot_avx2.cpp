@@ -57,14 +57,6 @@ inline __m256i q8_0_block(const BlockQ8_0& w, const BlockQ8_0& x) {
   return _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
 }
 
-// {sum(b[0]), ..., sum(b[7])} of eight 8 x int32 vectors.
-inline __m256i hsum8_i32(const __m256i b[8]) {
-  const __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(b[0], b[1]), _mm256_hadd_epi32(b[2], b[3]));
-  const __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(b[4], b[5]), _mm256_hadd_epi32(b[6], b[7]));
-  // u0 = [b0..b3 low-lane sums | b0..b3 high-lane sums], u1 likewise for b4..b7.
-  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
-}
-
 // The u16 at the start of each of 8 consecutive blocks of kStride bytes
 // (scalar loads: gathers are slower on AMD cores).
 template <size_t kStride>
@@ -227,28 +219,8 @@ float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
 
 // ---- IQ2_XXS x Q8_K ----
 
-// The 32 sign bits of one 32-element sub-block from its second word: four
-// 7-bit indices, each extended by its parity bit (ggml's ksigns_iq2xs);
-// bit 8g+j negates element j of group g.
-inline uint32_t iq2_xxs_sign_bits(uint32_t w1) {
-  const uint32_t idx = _pdep_u32(w1, 0x7f7f7f7fu);
-  uint32_t p = idx ^ (idx >> 4);
-  p ^= p >> 2;
-  p ^= p >> 1;  // bit 0 of each byte = parity of that byte's 7 bits
-  return idx | ((p & 0x01010101u) << 7);
-}
-
-alignas(32) constexpr int8_t kSpreadSignBytes[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
-alignas(32) constexpr uint8_t kBitOfByte[32] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
-                                                1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-
 float dot_iq2_xxs_q8_K(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
-  const __m256i spread = load256(kSpreadSignBytes);
-  const __m256i bit_of_byte = load256(kBitOfByte);
-  const __m256i one = _mm256_set1_epi8(1);
-  const uint64_t* grid = kIq2xxsGrid.data();
   float sumf = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* q = reinterpret_cast<const uint8_t*>(w[i].qs);
@@ -256,20 +228,9 @@ float dot_iq2_xxs_q8_K(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
     __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 16
     for (int b = 0; b < 8; ++b) {
-      uint32_t w1;
-      std::memcpy(&w1, q + 8 * b + 4, 4);
-      const uint8_t* gi = q + 8 * b;
-      const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(grid[gi[3]]), static_cast<int64_t>(grid[gi[2]]),
-                                          static_cast<int64_t>(grid[gi[1]]), static_cast<int64_t>(grid[gi[0]]));
-      const __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(iq2_xxs_sign_bits(w1))), spread);
-      const __m256i flip = _mm256_cmpeq_epi8(_mm256_and_si256(bits, bit_of_byte), bit_of_byte);
       const __m256i xv = load256(xq + 32 * b);
-      // |x| (u8) times the grid value carrying sign(flip) * sign(x): exact for
-      // x = -128, where negating x itself would overflow.
-      const __m256i sign = _mm256_or_si256(_mm256_xor_si256(flip, xv), one);
-      const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(g, sign));
-      const int16_t ls = static_cast<int16_t>(2 * (w1 >> 28) + 1);
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_set1_epi16(ls)));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(iq2_xxs_signed_products(iq2_xxs_signed_grid(q + 8 * b), xv),
+                                                    _mm256_set1_epi16(iq2_xxs_multiplier(q + 8 * b))));
     }
     const float d = f16_value(w[i].d) * x[i].d;
     sumf += d * static_cast<float>(hsum_i32(acc));

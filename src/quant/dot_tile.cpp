@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "quant/dot_tile_loop.h"
+
 namespace ds4::quant {
 namespace {
 
@@ -10,10 +12,7 @@ namespace {
 template <typename Block, typename Act, auto DotKernels::*kernel>
 void loop_dots(const DotKernels& k, int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
                const void* const* acts, int64_t n_acts, float* out, int64_t ldo) {
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const auto* row = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(r) * row_bytes);
-    for (int64_t t = 0; t < n_acts; ++t) out[t * ldo + r] = (k.*kernel)(n, row, static_cast<const Act*>(acts[t]));
-  }
+  tile_detail::loop_dots<Block, Act>(k.*kernel, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 
 // One fallback table per dot level; `level` names the DotKernels it loops.
@@ -52,6 +51,10 @@ struct Fallback {
     loop_dots<float, float, &DotKernels::f32_f32>(level(), n, w, rb, nr, a, na, o, ldo);
   }
   static TileKernels table(const char* isa) { return {isa, q8_0, q2_K, q4_K, iq2_xxs, mxfp4, f16, bf16, f32}; }
+  // The avx2 level: its own tiles where written.
+  static TileKernels avx2_table() {
+    return {"avx2", tile_avx2::q8_0_q8_0, q2_K, q4_K, tile_avx2::iq2_xxs_q8_K, mxfp4, f16, bf16, f32};
+  }
 };
 
 const DotKernels& scalar_level() { return dot_kernels_scalar(); }
@@ -59,7 +62,7 @@ const DotKernels& avx2_level() { return dot_kernels_for("avx2"); }
 
 const TileKernels& tiles_for_level(const DotKernels& dots) {
   static const TileKernels scalar = Fallback<scalar_level>::table("scalar");
-  static const TileKernels avx2 = Fallback<avx2_level>::table("avx2");
+  static const TileKernels avx2 = Fallback<avx2_level>::avx2_table();
   static const TileKernels avx512 = {
       "avx512",
       tile_avx512::q8_0_q8_0<false>,

@@ -64,4 +64,13 @@ void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_row
                   int64_t n_acts, float* out, int64_t ldo);
 }  // namespace tile_avx512
 
+// Tile kernels for the avx2 level (dot_tile_avx2.cpp); its other types loop
+// the one-row kernels.
+namespace tile_avx2 {
+void q8_0_q8_0(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+               int64_t n_acts, float* out, int64_t ldo);
+void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                  int64_t n_acts, float* out, int64_t ldo);
+}  // namespace tile_avx2
+
 }  // namespace ds4::quant

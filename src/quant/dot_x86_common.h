@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "quant/blocks.h"
+#include "quant/iq2_xxs_tables.h"
 
 namespace ds4::quant {
 namespace {
@@ -37,6 +38,14 @@ inline int32_t hsum_i32(__m256i v) {
   s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
   return _mm_cvtsi128_si32(s);
+}
+
+// {sum(b[0]), ..., sum(b[7])} of eight 8 x int32 vectors.
+inline __m256i hsum8_i32(const __m256i b[8]) {
+  const __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(b[0], b[1]), _mm256_hadd_epi32(b[2], b[3]));
+  const __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(b[4], b[5]), _mm256_hadd_epi32(b[6], b[7]));
+  // u0 = [b0..b3 low-lane sums | b0..b3 high-lane sums], u1 likewise for b4..b7.
+  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
 // Adds the eight lanes of v to sum one at a time, lane 0 first, as the scalar
@@ -106,6 +115,53 @@ inline int32_t q4_K_min_sum(const Q4KScales& s, const BlockQ8_K& x) {
   const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
   const __m256i mins_dup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
   return hsum_i32(_mm256_madd_epi16(mins_dup, load256(x.bsums)));
+}
+
+
+// ---- IQ2_XXS (AVX2 registers) ----
+
+// The 32 sign bits of one 32-element sub-block from its second word: four
+// 7-bit indices, each extended by its parity bit (ggml's ksigns_iq2xs);
+// bit 8g+j negates element j of group g.
+inline uint32_t iq2_xxs_sign_bits32(uint32_t w1) {
+  const uint32_t idx = _pdep_u32(w1, 0x7f7f7f7fu);
+  uint32_t p = idx ^ (idx >> 4);
+  p ^= p >> 2;
+  p ^= p >> 1;  // bit 0 of each byte = parity of that byte's 7 bits
+  return idx | ((p & 0x01010101u) << 7);
+}
+
+alignas(32) constexpr int8_t kSpreadSignBytes[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+alignas(32) constexpr uint8_t kBitOfByte[32] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
+                                                1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+
+// The 32 values sign * grid (-43..43) of the sub-block whose 8 code bytes
+// start at q.
+inline __m256i iq2_xxs_signed_grid(const uint8_t* q) {
+  uint32_t w1;
+  std::memcpy(&w1, q + 4, 4);
+  const uint64_t* grid = kIq2xxsGrid.data();
+  const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(grid[q[3]]), static_cast<int64_t>(grid[q[2]]),
+                                      static_cast<int64_t>(grid[q[1]]), static_cast<int64_t>(grid[q[0]]));
+  const __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(iq2_xxs_sign_bits32(w1))),
+                                           load256(kSpreadSignBytes));
+  const __m256i bit_of_byte = load256(kBitOfByte);
+  const __m256i flip = _mm256_cmpeq_epi8(_mm256_and_si256(bits, bit_of_byte), bit_of_byte);
+  return _mm256_sub_epi8(_mm256_xor_si256(g, flip), flip);
+}
+
+// The sub-block's multiplier 2 * scale + 1.
+inline int16_t iq2_xxs_multiplier(const uint8_t* q) {
+  uint32_t w1;
+  std::memcpy(&w1, q + 4, 4);
+  return static_cast<int16_t>(2 * (w1 >> 28) + 1);
+}
+
+// Adjacent-pair sums of ws * x as 16 int16: |x| (u8) times ws carrying x's
+// sign, exact for x = -128 (|ws| <= 43, so no pair saturates).
+inline __m256i iq2_xxs_signed_products(__m256i ws, __m256i x) {
+  return _mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(ws, x));
 }
 
 }  // namespace

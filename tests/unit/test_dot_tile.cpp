@@ -305,7 +305,7 @@ TEST(DotTileDispatch, MatchesDotKernelsLevel) { EXPECT_STREQ(tile_kernels().isa,
 // Many activations (several passes) against more rows than one 64-row block
 // (the avx512 integer kernels then keep every prepared pass for the later
 // blocks): the case prefill runs, at the SIMD levels (the scalar level's
-// fallback loop is the same code as avx2's).
+// fallback loop is the one avx2 uses for the types it has no tile for).
 TEST(DotTileLarge, ManyRowsManyActivations) {
   for (const DotKernels* dots : dot_kernels_available()) {
     if (std::string(dots->isa) == "scalar") continue;
