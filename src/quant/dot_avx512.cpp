@@ -285,40 +285,55 @@ inline __m512i q2_K_code_partials(const BlockQ2_K& wb, const BlockQ8_K& xb, __m1
   return acc;
 }
 
-template <bool kVnni>
-float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
+// One block's integer parts: 16 int32 lanes whose total is the code sum and 8
+// whose total is the min sum.
+struct KBlockParts {
+  __m512i codes;
+  __m256i mins;
+};
+
+// A K-quant row (Q2_K, Q4_K) dotted with x: integer sums of 16 blocks at once
+// (parts(i) for block i), then the scalar's per-block float term
+// d * isum - dmin * msum, added in block order.
+template <typename Block, typename Parts>
+inline float k_quant_dot(int64_t n, const Block* w, const BlockQ8_K* x, Parts parts) {
   const int64_t nb = n / kQK_K;
   float sumf = 0.0f;
   int64_t i = 0;
   for (; i + 16 <= nb; i += 16) {
-    // Integer sums of 16 blocks at once (codes x scales, bsums x mins), then
-    // the scalar's per-block float term, added in block order.
     __m512i min_pairs[8];
     const __m512i isum = block_sums16([&](int k) {
       __m256i part[2];
       __m256i mins[2];
 #pragma GCC unroll 2
       for (int b = 0; b < 2; ++b) {
-        const __m128i sc = load128(w[i + k + b].scales);
-        mins[b] = q2_K_min_products(sc, x[i + k + b]);
-        part[b] = fold512(q2_K_code_partials<kVnni>(w[i + k + b], x[i + k + b], sc));
+        const KBlockParts p = parts(i + k + b);
+        mins[b] = p.mins;
+        part[b] = fold512(p.codes);
       }
       min_pairs[k / 2] = _mm512_inserti64x4(_mm512_castsi256_si512(mins[0]), mins[1], 1);
       return _mm512_inserti64x4(_mm512_castsi256_si512(part[0]), part[1], 1);
     });
     const __m512i summs = block_sums16([&](int k) { return min_pairs[k / 2]; });
     const __m512 xd = block_f32x16<sizeof(BlockQ8_K)>(x + i);
-    const __m512 dall = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(BlockQ2_K)>(&w[i].d)));
-    const __m512 dmin = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(BlockQ2_K)>(&w[i].dmin)));
+    const __m512 dall = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(Block)>(&w[i].d)));
+    const __m512 dmin = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(Block)>(&w[i].dmin)));
     sumf = add_in_block_order(sumf, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
                                                   _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs))));
   }
   for (; i < nb; ++i) {
-    const __m128i sc = load128(w[i].scales);
-    const int32_t isum = _mm512_reduce_add_epi32(q2_K_code_partials<kVnni>(w[i], x[i], sc));
-    sumf += k_block_value(w[i], x[i], isum, hsum_i32(q2_K_min_products(sc, x[i])));
+    const KBlockParts p = parts(i);
+    sumf += k_block_value(w[i], x[i], _mm512_reduce_add_epi32(p.codes), hsum_i32(p.mins));
   }
   return sumf;
+}
+
+template <bool kVnni>
+float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
+  return k_quant_dot(n, w, x, [&](int64_t i) {
+    const __m128i sc = load128(w[i].scales);
+    return KBlockParts{q2_K_code_partials<kVnni>(w[i], x[i], sc), q2_K_min_products(sc, x[i])};
+  });
 }
 
 // ---- Q4_K x Q8_K ----
@@ -369,36 +384,10 @@ inline __m512i q4_K_code_partials(const BlockQ4_K& wb, const BlockQ8_K& xb, cons
 
 template <bool kVnni>
 float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
-  const int64_t nb = n / kQK_K;
-  float sumf = 0.0f;
-  int64_t i = 0;
-  for (; i + 16 <= nb; i += 16) {
-    __m512i min_pairs[8];
-    const __m512i isum = block_sums16([&](int k) {
-      __m256i part[2];
-      __m256i mins[2];
-#pragma GCC unroll 2
-      for (int b = 0; b < 2; ++b) {
-        const Q4KScales s = unpack_q4_K_scales(w[i + k + b].scales);
-        mins[b] = q4_K_min_products(s, x[i + k + b]);
-        part[b] = fold512(q4_K_code_partials<kVnni>(w[i + k + b], x[i + k + b], s));
-      }
-      min_pairs[k / 2] = _mm512_inserti64x4(_mm512_castsi256_si512(mins[0]), mins[1], 1);
-      return _mm512_inserti64x4(_mm512_castsi256_si512(part[0]), part[1], 1);
-    });
-    const __m512i summs = block_sums16([&](int k) { return min_pairs[k / 2]; });
-    const __m512 xd = block_f32x16<sizeof(BlockQ8_K)>(x + i);
-    const __m512 dall = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(BlockQ4_K)>(&w[i].d)));
-    const __m512 dmin = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(BlockQ4_K)>(&w[i].dmin)));
-    sumf = add_in_block_order(sumf, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
-                                                  _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs))));
-  }
-  for (; i < nb; ++i) {
+  return k_quant_dot(n, w, x, [&](int64_t i) {
     const Q4KScales s = unpack_q4_K_scales(w[i].scales);
-    const int32_t isum = _mm512_reduce_add_epi32(q4_K_code_partials<kVnni>(w[i], x[i], s));
-    sumf += k_block_value(w[i], x[i], isum, hsum_i32(q4_K_min_products(s, x[i])));
-  }
-  return sumf;
+    return KBlockParts{q4_K_code_partials<kVnni>(w[i], x[i], s), q4_K_min_products(s, x[i])};
+  });
 }
 
 // ---- IQ2_XXS x Q8_K ----

@@ -109,9 +109,9 @@ struct Shape {
 };
 
 // Row counts {1, 3, 4, 5, 16, 17} and activation counts up to 40 (more than
-// two 16-lane groups); the large shape crosses the kernels' passes of 64 rows
-// and 64 activations.
-const Shape kSmallShape{{1, 3, 4, 5, 16, 17}, {1, 2, 3, 4, 5, 8, 13, 40}};
+// two 16-lane groups, short last groups of 2, 8 and 10); the large shape
+// crosses the kernels' passes of 64 rows and 64 activations.
+const Shape kSmallShape{{1, 3, 4, 5, 16, 17}, {1, 2, 3, 4, 5, 8, 10, 12, 13, 18, 40}};
 const Shape kLargeShape{{70}, {6, 70}};
 
 void check_type(const TypeCase& type, int64_t n, uint64_t seed, const Shape& shape = kSmallShape) {
