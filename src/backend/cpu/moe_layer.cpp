@@ -29,9 +29,9 @@ void check_shape(uint32_t layer, const model::TensorView& t, uint64_t ne0, uint6
 namespace {
 
 // One pass's working buffers. Layers run one after another, so every layer on
-// a thread shares one set instead of each keeping its own (a 512-token pass
-// needs ~80 MB at Flash widths, most of it the per-(token, slot) expert
-// outputs: per layer that was ~3.4 GB over 43 layers). What a layer reports
+// a thread shares one set instead of each keeping its own (a 2048-token pass
+// needs ~330 MB at Flash widths, most of it the per-(token, slot) expert
+// outputs; one set per layer would take 43 of them). What a layer reports
 // after its pass (selected_ids/weights, scores) stays in the layer.
 struct MoePassScratch {
   std::vector<float> xn, logits, gate, up, mid, down, shared, expert_down, pair_weight;
