@@ -268,17 +268,37 @@ constexpr int split_index(int u) {
 
 constexpr int kIq2Dwords = 64 + 8 + 2;
 
+// Sub-block s's multiplier (the odd dword 2s + 1 of the block's ls vector)
+// placed at dword split_index<S, 8>(s), for one 256-bit store.
+template <int S>
+constexpr std::array<int32_t, 16> ls_store_order() {
+  std::array<int32_t, 16> idx{};
+  for (int s = 0; s < 8; ++s) idx[static_cast<size_t>(split_index<S, 8>(s))] = 2 * s + 1;
+  return idx;
+}
+template <int S>
+alignas(64) constexpr std::array<int32_t, 16> kLsStoreOrder = ls_store_order<S>();
+// For chunk c (sub-blocks 2c, 2c+1; qword j = group j of the chunk): qword j's
+// low dword takes the multiplier of sub-block 2c + j / 4.
+alignas(64) constexpr int32_t kLsQwords[4][16] = {
+#define DS4_LSQ(c)                                                                                        \
+  {4 * (c) + 1, 0, 4 * (c) + 1, 0, 4 * (c) + 1, 0, 4 * (c) + 1, 0, 4 * (c) + 3, 0, 4 * (c) + 3, 0, \
+   4 * (c) + 3, 0, 4 * (c) + 3, 0}
+    DS4_LSQ(0), DS4_LSQ(1), DS4_LSQ(2), DS4_LSQ(3),
+#undef DS4_LSQ
+};
+
 template <int S>
 void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
   const __m512i q = load512(w.qs);
   const __m512i flags = _mm512_mask_blend_epi32(0x5555, q, _mm512_srli_epi64(field7_parity(q), 32));
   const __m512i idx = _mm512_shuffle_epi8(q, load512(kGridIndexWords));
-  alignas(64) uint32_t aux[16];
-  _mm512_store_si512(aux, q);
+  // Odd dwords (sign words): ls = 2 * (top 4 bits) + 1; the even ones are unused.
+  const __m512i ls = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
   const auto* grid = reinterpret_cast<const long long*>(kIq2xxsGrid.data());
-  // Sum over groups of ls * (sum of the group's 8 values + 1024), via psadbw of value + 128.
+  // Sum over groups of ls * (sum of the group's 8 values), via psadbw of
+  // value + 128 less 8 * 128 (signed, so the product is a signed multiply).
   __m512i weighted = _mm512_setzero_si512();
-  int64_t ls_total = 0;
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
     const __m512i g = _mm512_i64gather_epi64(
@@ -288,18 +308,14 @@ void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
                                                 load512(kIq2SignPattern.bit));
     const __m512i gs = _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
     _mm512_storeu_si512(out + 16 * c, gs);
-    const int64_t ls0 = 2 * (aux[4 * c + 1] >> 28) + 1;
-    const int64_t ls1 = 2 * (aux[4 * c + 3] >> 28) + 1;
-    out[64 + split_index<S, 8>(2 * c)] = static_cast<uint32_t>(ls0);
-    out[64 + split_index<S, 8>(2 * c + 1)] = static_cast<uint32_t>(ls1);
-    ls_total += ls0 + ls1;
-    const __m512i sums = _mm512_sad_epu8(_mm512_xor_si512(gs, _mm512_set1_epi8(static_cast<char>(0x80))),
-                                         _mm512_setzero_si512());
-    const __m512i ls = _mm512_mask_blend_epi64(0xf0, _mm512_set1_epi64(ls0), _mm512_set1_epi64(ls1));
-    weighted = _mm512_add_epi64(weighted, _mm512_mul_epu32(sums, ls));
+    const __m512i sums = _mm512_sub_epi64(
+        _mm512_sad_epu8(_mm512_xor_si512(gs, _mm512_set1_epi8(static_cast<char>(0x80))), _mm512_setzero_si512()),
+        _mm512_set1_epi64(8 * 128));
+    weighted = _mm512_add_epi64(weighted, _mm512_mul_epi32(sums, _mm512_permutexvar_epi32(load512(kLsQwords[c]), ls)));
   }
-  // Each sub-block has 4 groups: take off 4 * 1024 * ls per sub-block.
-  out[72] = static_cast<uint32_t>(128 * (_mm512_reduce_add_epi64(weighted) - 4096 * ls_total));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64),
+                      _mm512_castsi512_si256(_mm512_permutexvar_epi32(load512(kLsStoreOrder<S>.data()), ls)));
+  out[72] = static_cast<uint32_t>(128 * _mm512_reduce_add_epi64(weighted));
   const float d = f16_value(w.d);
   std::memcpy(out + 73, &d, 4);
 }
@@ -463,22 +479,24 @@ inline void store_lanes(__m512 v, float* out, int64_t ldo, int64_t acts) {
 // acc[r] += the block's sum over its 8 sub-blocks of scale * (the
 // sub-block's byte products), for weights laid out as IQ2_XXS's and Q4_K's
 // decoded blocks (64 quads, then 8 scales in split order): row r's block at
-// w + r * row_stride, the activation block at xb.
-template <bool kVnni, int S, int R>
-inline void windowed_sums(const uint32_t* w, int64_t row_stride, const __m512i* xb, __m512i* acc) {
+// w + r * kRowStride, the activation block at xb.
+template <bool kVnni, int S, int R, int kRowStride>
+inline void windowed_sums(const uint32_t* w, const __m512i* xb, __m512i* acc) {
   constexpr int kSteps = 64 / S;
   // 8 quads (one sub-block per part) per sub-block step.
+#pragma GCC unroll 8
   for (int j = 0; j < kSteps / 8; ++j) {
     __m512i sub[R];
     for (int r = 0; r < R; ++r) sub[r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
     for (int q = 8 * j; q < 8 * j + 8; ++q) {
       const __m512i xv = xb[q];
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) sub[r] = dot_bytes<kVnni>(sub[r], xv, bcast<S>(w + r * row_stride + q * S));
+      for (int r = 0; r < R; ++r) sub[r] = dot_bytes<kVnni>(sub[r], xv, bcast<S>(w + r * kRowStride + q * S));
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
-      acc[r] = _mm512_add_epi32(acc[r], _mm512_mullo_epi32(sub[r], bcast<S>(w + r * row_stride + 64 + j * S)));
+      acc[r] = _mm512_add_epi32(acc[r], _mm512_mullo_epi32(sub[r], bcast<S>(w + r * kRowStride + 64 + j * S)));
   }
 }
 
@@ -489,13 +507,13 @@ void iq2_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, 
   for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const __m512i* xb = xg + i * (kSteps + 1);
-    const uint32_t* wb = wdec + i * kIq2Dwords;
+    const uint32_t* wb = wdec + i * kRowTile * kIq2Dwords;
     __m512i acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wb[r * nb * kIq2Dwords + 72]));
-    windowed_sums<kVnni, S, R>(wb, nb * kIq2Dwords, xb, acc);
+    for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wb[r * kIq2Dwords + 72]));
+    windowed_sums<kVnni, S, R, kIq2Dwords>(wb, xb, acc);
     const __m512 xd = _mm512_castsi512_ps(xb[kSteps]);
     for (int r = 0; r < R; ++r) {
-      const __m512 d = _mm512_mul_ps(bcast_f32(wb + r * nb * kIq2Dwords + 73), xd);
+      const __m512 d = _mm512_mul_ps(bcast_f32(wb + r * kIq2Dwords + 73), xd);
       sum[r] = _mm512_add_ps(sum[r], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum_parts<S>(acc[r]))));
     }
   }
@@ -504,12 +522,12 @@ void iq2_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, 
 
 // The min term of K-quant blocks: min pairs (8 / S steps at wmin) against the
 // activations' bsum pairs (at xmin), per row.
-template <bool kVnni, int S, int R>
-inline void min_sums(const uint32_t* wmin, int64_t row_stride, const __m512i* xmin, __m512i* macc) {
+template <bool kVnni, int S, int R, int kRowStride>
+inline void min_sums(const uint32_t* wmin, const __m512i* xmin, __m512i* macc) {
   for (int r = 0; r < R; ++r) macc[r] = _mm512_setzero_si512();
   for (int q = 0; q < 8 / S; ++q) {
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) macc[r] = dot_words<kVnni>(macc[r], xmin[q], bcast<S>(wmin + r * row_stride + q * S));
+    for (int r = 0; r < R; ++r) macc[r] = dot_words<kVnni>(macc[r], xmin[q], bcast<S>(wmin + r * kRowStride + q * S));
   }
 }
 
@@ -527,17 +545,17 @@ template <bool kVnni, int S, int R>
 void q4_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
   constexpr int kSteps = 64 / S;
   constexpr int kMinSteps = 8 / S;
-  const int64_t row_stride = nb * kQ4Dwords;
+  constexpr int row_stride = kQ4Dwords;
   __m512 sum[R];
   for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const __m512i* xb = xg + i * (kSteps + kMinSteps + 1);
-    const uint32_t* wb = wdec + i * kQ4Dwords;
+    const uint32_t* wb = wdec + i * kRowTile * kQ4Dwords;
     __m512i acc[R];
     for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wb[r * row_stride + 72]));
-    windowed_sums<kVnni, S, R>(wb, row_stride, xb, acc);
+    windowed_sums<kVnni, S, R, row_stride>(wb, xb, acc);
     __m512i macc[R];
-    min_sums<kVnni, S, R>(wb + 75, row_stride, xb + kSteps, macc);
+    min_sums<kVnni, S, R, row_stride>(wb + 75, xb + kSteps, macc);
     const __m512 xd = _mm512_castsi512_ps(xb[kSteps + kMinSteps]);
     for (int r = 0; r < R; ++r)
       sum[r] = k_block_term<S>(sum[r], xd, wb + r * row_stride + 73, wb + r * row_stride + 74, acc[r], macc[r]);
@@ -549,22 +567,23 @@ template <bool kVnni, int S, int R>
 void q2_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
   constexpr int kSteps = 64 / S;
   constexpr int kMinSteps = 8 / S;
-  const int64_t row_stride = nb * kQ2Dwords;
+  constexpr int row_stride = kQ2Dwords;
   __m512 sum[R];
   for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const __m512i* xb = xg + i * (kSteps + kMinSteps + 1);
-    const uint32_t* wb = wdec + i * kQ2Dwords;
+    const uint32_t* wb = wdec + i * kRowTile * kQ2Dwords;
     __m512i acc[R];
     // The activations are stored + 128: take 128 * sum(weights) off once per activation.
     for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wb[r * row_stride + 72]));
+#pragma GCC unroll 64
     for (int q = 0; q < kSteps; ++q) {
       const __m512i xv = xb[q];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) acc[r] = dot_bytes<kVnni>(acc[r], xv, bcast<S>(wb + r * row_stride + q * S));
     }
     __m512i macc[R];
-    min_sums<kVnni, S, R>(wb + 64, row_stride, xb + kSteps, macc);
+    min_sums<kVnni, S, R, row_stride>(wb + 64, xb + kSteps, macc);
     const __m512 xd = _mm512_castsi512_ps(xb[kSteps + kMinSteps]);
     for (int r = 0; r < R; ++r)
       sum[r] = k_block_term<S>(sum[r], xd, wb + r * row_stride + 73, wb + r * row_stride + 74, acc[r], macc[r]);
@@ -618,7 +637,13 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
   constexpr uint64_t kPrefetchRows = 6;
   const int64_t pass_rows_max = n_rows < kRowsPerPass ? n_rows : kRowsPerPass;
   const int64_t pass_groups_max = groups < kGroupsPerPass ? groups : kGroupsPerPass;
-  auto* wdec = reinterpret_cast<uint32_t*>(t_weights.get(static_cast<size_t>(pass_rows_max * nb * kDwords + 15) / 16));
+  // Decoded blocks go row tile by row tile, and within a tile block by block
+  // with the tile's kRowTile rows side by side: a group reads each block's rows
+  // at fixed offsets from one pointer (with per-row streams GCC kept hundreds of
+  // strength-reduced addresses on the stack).
+  const int64_t pass_tiles_max = (pass_rows_max + kRowTile - 1) / kRowTile;
+  auto* wdec = reinterpret_cast<uint32_t*>(
+      t_weights.get(static_cast<size_t>(pass_tiles_max * kRowTile * nb * kDwords + 15) / 16));
   __m512i* xpack = t_acts.get(static_cast<size_t>(pass_groups_max * nb * layout.per_block()));
   for (int64_t p0 = 0; p0 < n_rows; p0 += kRowsPerPass) {
     const int64_t pass_rows = n_rows - p0 < kRowsPerPass ? n_rows - p0 : kRowsPerPass;
@@ -629,7 +654,7 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
       const auto* ahead = reinterpret_cast<const char*>(row) + kPrefetchRows * row_bytes;
       for (uint64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
       for (int64_t i = 0; i < nb; ++i) {
-        uint32_t* dst = wdec + (r * nb + i) * kDwords;
+        uint32_t* dst = wdec + ((r / kRowTile * nb + i) * kRowTile + r % kRowTile) * kDwords;
         if constexpr (kKind == Kind::kIq2Xxs) {
           decode_iq2_xxs<S>(row[i], dst);
         } else if constexpr (kKind == Kind::kQ4K) {
