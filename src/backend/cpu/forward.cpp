@@ -7,6 +7,7 @@
 #include "backend/cpu/ops_norm.h"
 #include "backend/cpu/tensor_f32.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "model/deepseek4_model.h"
 #include "quant/quant.h"
 
@@ -38,7 +39,6 @@ Forward::Forward(const model::Deepseek4Model &model, Numerics numerics, ThreadPo
   hc_head_ = {w.output_hc_fn, tensor_to_f32(w.output_hc_scale, 1), tensor_to_f32(w.output_hc_base, kHcStreams)};
   output_norm_ = tensor_to_f32(w.output_norm, hp.n_embd);
 
-  h_next_.resize(static_cast<size_t>(hc_dim_));
 }
 
 void Forward::set_prefill_chunk(int n) {
@@ -108,12 +108,25 @@ void Forward::hc_pre_batch(const float *H, int64_t n, const HcWeights &w, float 
 
 void Forward::hc_post_batch(const float *F, int64_t n, float *H) {
   const size_t hd = static_cast<size_t>(hc_dim_);
-  for (int64_t t = 0; t < n; ++t) {
-    const std::span<float> h(H + t * hc_dim_, hd);
-    hc_post(std::span<const float>(F + t * n_embd_, static_cast<size_t>(n_embd_)), h, splits_[static_cast<size_t>(t)],
-            h_next_, numerics_);
-    std::copy(h_next_.begin(), h_next_.end(), h.begin());
+  // Tokens are independent: split them over the pool (each thread its own
+  // next-state row), the same operations per token whatever the split.
+  auto post = [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> next;
+    next.resize(hd);
+    for (int64_t t = t0; t < t1; ++t) {
+      const std::span<float> h(H + t * hc_dim_, hd);
+      hc_post(std::span<const float>(F + t * n_embd_, static_cast<size_t>(n_embd_)), h,
+              splits_[static_cast<size_t>(t)], next, numerics_);
+      std::copy(next.begin(), next.end(), h.begin());
+    }
+  };
+  if (pool_ == nullptr || n < 2) {
+    post(0, n);
+    return;
   }
+  pool_->run(static_cast<int>(std::min<int64_t>(n, pool_->size())), [&](int task, int n_tasks) {
+    post(n * task / n_tasks, n * (task + 1) / n_tasks);
+  });
 }
 
 void Forward::head_batch(const float *H, int64_t n, float *logits) {

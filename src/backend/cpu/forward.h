@@ -120,7 +120,6 @@ class Forward {
 
   // Chunk buffers, kept across calls.
   std::vector<float> h_;        // chunk x hc_dim: the running HC state
-  std::vector<float> h_next_;   // hc_dim
   std::vector<HcSplit> splits_;
   std::vector<float> batch_flat_, batch_mix_, batch_x_, batch_f_;  // chunk x (hc_dim, mixes, n_embd, n_embd)
   ActivationBatch flat_batch_, head_batch_;

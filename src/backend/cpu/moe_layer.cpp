@@ -9,6 +9,7 @@
 #include "backend/cpu/ops_norm.h"
 #include "core/error.h"
 #include "core/ggml_type.h"
+#include "core/thread_pool.h"
 #include "quant/quant.h"
 
 namespace ds4::cpu {
@@ -104,11 +105,22 @@ void MoeLayer::expert_ffn(const model::TensorView& gate, const model::TensorView
   }
   matmul(gate, expert, gate_acts, n_acts, s.gate.data(), ff, numerics_, pool);
   matmul(up, expert, up_acts, n_acts, s.up.data(), ff, numerics_, pool);
-  for (int64_t a = 0; a < n_acts; ++a) {
-    const size_t off = static_cast<size_t>(a) * uff;
-    swiglu_clamp(std::span<const float>(s.gate.data() + off, uff), std::span<const float>(s.up.data() + off, uff), limit,
-                 weights_before_down ? weights_before_down[a] : 1.0f, std::span<float>(s.mid.data() + off, uff),
-                 numerics_);
+  auto swiglu_acts = [&](int64_t a0, int64_t a1) {
+    for (int64_t a = a0; a < a1; ++a) {
+      const size_t off = static_cast<size_t>(a) * uff;
+      swiglu_clamp(std::span<const float>(s.gate.data() + off, uff), std::span<const float>(s.up.data() + off, uff),
+                   limit, weights_before_down ? weights_before_down[a] : 1.0f,
+                   std::span<float>(s.mid.data() + off, uff), numerics_);
+    }
+  };
+  // Element-wise per activation (an expf per element): split over the pool
+  // when there are several.
+  if (pool != nullptr && pool->size() > 1 && n_acts > 1) {
+    pool->run(static_cast<int>(std::min<int64_t>(n_acts, pool->size())), [&](int task, int n_tasks) {
+      swiglu_acts(n_acts * task / n_tasks, n_acts * (task + 1) / n_tasks);
+    });
+  } else {
+    swiglu_acts(0, n_acts);
   }
   s.mid_batch.reset(s.mid.data(), n_acts, ff, ff, numerics_);
   matmul(down, expert, s.mid_batch, DOWN, ldd, pool);
