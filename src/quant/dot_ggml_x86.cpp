@@ -3,9 +3,11 @@
 // one-ulp difference in a dot product can flip an activation code in the next
 // layer; matching ggml's accumulation order bit for bit avoids that.
 #include <cmath>
+#include <cstring>
 
 #include "core/fp16.h"
 #include "quant/dot.h"
+#include "quant/dot_ggml_avx2.h"
 #include "quant/ggml_order.h"
 #include "quant/k_scales.h"
 #include "quant/mxfp4.h"
@@ -14,6 +16,13 @@
 namespace ds4::quant {
 
 namespace {
+
+// The float replicas run at the avx2 level (same bits, vector lanes) unless
+// the CPU lacks it or DS4_ISA forces the scalar kernels.
+bool float_lanes_avx2() {
+  static const bool avx2 = std::strcmp(dot_kernels().isa, "scalar") != 0;
+  return avx2;
+}
 
 // ggml's hsum_float_8: (hi128 + lo128), then lanes (0+2, 1+3), then 0 + 1.
 float hsum8(const float (&a)[8]) {
@@ -121,14 +130,29 @@ float dot_iq2_xxs_q8_K_ggml_x86(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_
 }
 
 float dot_f32_ggml_x86(int64_t n, const float* w, const float* x, bool expert) {
-  if (expert || n % 16 != 0) return ggml_order::vec_dot_f32(n, w, x);
+  if (expert || n % 16 != 0) return vec_dot_f32_ggml_x86(n, w, x);
+  if (float_lanes_avx2()) return ggml_avx2::tinyblas_f32(n, w, x);
   return ggml_order::tinyblas_dot(n, w, x, [](float v) { return v; });
 }
 
 float dot_f16_ggml_x86(int64_t n, const uint16_t* w, const float* x, bool expert) {
   const auto to_float = [](uint16_t h) { return f16_to_f32(h); };
-  if (expert || n % 16 != 0) return ggml_order::vec_dot_f16(n, w, x, to_float);
-  return ggml_order::tinyblas_dot(n, w, x, to_float);
+  if (expert || n % 16 != 0) {
+    return float_lanes_avx2() ? ggml_avx2::vec_dot_f16(n, w, x) : ggml_order::vec_dot_f16(n, w, x, to_float);
+  }
+  return float_lanes_avx2() ? ggml_avx2::tinyblas_f16(n, w, x) : ggml_order::tinyblas_dot(n, w, x, to_float);
+}
+
+float vec_dot_f32_ggml_x86(int64_t n, const float* x, const float* y) {
+  return float_lanes_avx2() ? ggml_avx2::vec_dot_f32(n, x, y) : ggml_order::vec_dot_f32(n, x, y);
+}
+
+void fma_into(int64_t n, const float* x, float s, float* acc) {
+  if (float_lanes_avx2()) {
+    ggml_avx2::fma_into(n, x, s, acc);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) acc[i] = std::fma(x[i], s, acc[i]);
 }
 
 }  // namespace ds4::quant

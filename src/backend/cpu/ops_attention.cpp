@@ -215,7 +215,7 @@ void attention_with_sink(std::span<const float> q, std::span<const float* const>
   std::span<float> p = scores.first(n_rows);
   float max = -INFINITY;
   for (std::size_t r = 0; r < n_rows; ++r) {
-    p[r] = quant::ggml_order::vec_dot_f32(static_cast<int64_t>(dim), rows[r], q.data()) * scale;
+    p[r] = quant::vec_dot_f32_ggml_x86(static_cast<int64_t>(dim), rows[r], q.data()) * scale;
     max = p[r] > max ? p[r] : max;
   }
   max = max > sink ? max : sink;
@@ -232,12 +232,17 @@ void attention_with_sink(std::span<const float> q, std::span<const float* const>
   sum += static_cast<double>(std::exp(sink - max));
   const float inv = static_cast<float>(1.0 / sum);
   for (float& v : p) v *= inv;
+  // Lane l of element d is row l of `lanes`; each cell's fma goes into its
+  // lane's row whole (fma_into), cells in order as before.
+  thread_local std::vector<float> lanes;
+  lanes.assign(16 * dim, 0.0f);
+  for (std::size_t r = 0; r < n_rows; ++r) {
+    float* lane = lanes.data() + static_cast<std::size_t>(cell(r) % 16) * dim;
+    quant::fma_into(static_cast<int64_t>(dim), rows[r], p[r], lane);
+  }
   for (std::size_t d = 0; d < dim; ++d) {
-    float acc[16] = {};
-    for (std::size_t r = 0; r < n_rows; ++r) {
-      float& a = acc[cell(r) % 16];
-      a = std::fma(rows[r][d], p[r], a);
-    }
+    float acc[16];
+    for (std::size_t l = 0; l < 16; ++l) acc[l] = lanes[l * dim + d];
     out[d] = quant::ggml_order::reduce_add16(acc);
   }
 }
