@@ -53,7 +53,8 @@ server-load: build server-test-deps
 	@DS4_SERVER_BIN=$(BUILD)/bin/ds4-server DS4_MKMODEL_BIN=$(BUILD)/bin/ds4-mkmodel node tests/server/load.mjs $(LOAD_ARGS)
 
 test-asan: deps
-	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDS4_SANITIZE=ON -DDS4_REFERENCE=OFF -DDS4_BENCH=OFF >/dev/null
+	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DDS4_SANITIZE=ON -DDS4_REFERENCE=OFF -DDS4_BENCH=OFF >/dev/null
 	@cmake --build $(ASAN_BUILD)
 	@ctest --test-dir $(ASAN_BUILD) -L unit --output-on-failure -j 2
 

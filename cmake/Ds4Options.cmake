@@ -47,10 +47,25 @@ function(ds4_apply_isa_flags)
   endforeach()
 endfunction()
 
+# The sanitizer build (Debug, -O0) compiles these at -O2, still instrumented:
+# the scalar replicas of ggml's kernels (--quality) and the scalar reference
+# dots run per element in the parity and Default-vs-Quality tests, and at -O0
+# every element cost several calls (those tests ran 5-10x longer).
+set(DS4_SANITIZE_OPTIMIZED_SOURCES quant/dot_ggml_x86.cpp quant/dot_scalar.cpp)
+
 # One static library per source folder, from every .cpp in it.
 function(ds4_library name dir)
   file(GLOB srcs CONFIGURE_DEPENDS ${dir}/*.cpp)
   ds4_apply_isa_flags(${srcs})
+  if(DS4_SANITIZE)
+    foreach(src ${srcs})
+      foreach(hot ${DS4_SANITIZE_OPTIMIZED_SOURCES})
+        if(src MATCHES "/${hot}$")
+          set_property(SOURCE ${src} APPEND PROPERTY COMPILE_OPTIONS -O2)
+        endif()
+      endforeach()
+    endforeach()
+  endif()
   add_library(${name} STATIC ${srcs})
   target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR}/src)
   target_compile_options(${name} PRIVATE ${DS4_WARNINGS})

@@ -41,8 +41,11 @@ else
   echo "main build FAILED"; failed=$((failed + 1))
 fi
 
-stage "ASan+UBSan build"
-if cmake -S . -B "$ASAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDS4_SANITIZE=ON -DDS4_REFERENCE=OFF -DDS4_BENCH=OFF >/dev/null &&
+# clang: it compiles the ASan+UBSan test programs 2.5x faster than GCC
+# (test_server_reply.cpp 10 s against 26 s) and its -O0 runs are no slower.
+stage "ASan+UBSan build (clang)"
+if cmake -S . -B "$ASAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+     -DDS4_SANITIZE=ON -DDS4_REFERENCE=OFF -DDS4_BENCH=OFF >/dev/null &&
    cmake --build "$ASAN_BUILD"; then
   stage "ASan+UBSan unit tests"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
