@@ -103,6 +103,9 @@ Buffer q8_K_activation(int64_t cols, FastRng& rng) {
   for (size_t i = 0; i < nb; ++i) {
     b[i].d = 0.01f;
     rng.fill(reinterpret_cast<unsigned char*>(b[i].qs), sizeof(b[i].qs));
+    // Codes as the Q8_K quantizer emits them (-127..127): a -128 sends the
+    // IQ2_XXS kernels to their slow exact path, which real activations never take.
+    for (int8_t& q : b[i].qs) q = q == -128 ? -127 : q;
     for (int g = 0; g < kQK_K / 16; ++g) {
       int s = 0;
       for (int j = 0; j < 16; ++j) s += b[i].qs[16 * g + j];

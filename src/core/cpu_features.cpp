@@ -34,6 +34,8 @@ CpuFeatures detect() {
   CpuFeatures f;
   const uint32_t max_leaf = __get_cpuid_max(0, nullptr);
   if (max_leaf < 1) return f;
+  const CpuidRegs l0 = cpuid(0, 0);
+  f.amd = l0.ebx == 0x68747541u && l0.edx == 0x69746e65u && l0.ecx == 0x444d4163u;  // "AuthenticAMD"
   const CpuidRegs l1 = cpuid(1, 0);
   const bool osxsave = bit(l1.ecx, 27);
   const bool avx = bit(l1.ecx, 28);
@@ -62,10 +64,11 @@ CpuFeatures detect() {
     f.avx512bw = bit(l7.ebx, 30);
     f.avx512vl = bit(l7.ebx, 31);
     f.avx512vnni = bit(l7.ecx, 11);
+    f.avx512vbmi = bit(l7.ecx, 1);
   }
   if (!f.avx512f) {
     // The AVX-512 sub-features are meaningless without the foundation.
-    f.avx512dq = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512bf16 = false;
+    f.avx512dq = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512vbmi = f.avx512bf16 = false;
   }
   return f;
 }

@@ -15,7 +15,7 @@
 namespace ds4::quant {
 
 struct DotKernels {
-  const char* isa;  // "scalar", "avx2", "avx512", "avx512vnni"
+  const char* isa;  // "scalar", "avx2", "avx512", "avx512vnni", "avx512vbmi"
   float (*q8_0_q8_0)(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x);
   float (*q2_K_q8_K)(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x);
   float (*q4_K_q8_K)(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x);
@@ -28,10 +28,12 @@ struct DotKernels {
 
 const DotKernels& dot_kernels_scalar();
 // Best level for this CPU. The environment variable DS4_ISA=scalar|avx2|
-// avx512|avx512vnni forces a level; ds4::Error if the CPU cannot run it or
-// the level is not built. Chosen once, on first call.
+// avx512|avx512vnni|avx512vbmi forces a level; ds4::Error if the CPU cannot
+// run it or the level is not built. Chosen once, on first call. avx512vbmi
+// (avx512vnni with IQ2_XXS's grid decoded from registers instead of
+// gathered) is chosen by default on AMD CPUs only.
 const DotKernels& dot_kernels();
-// Every level this CPU can run, scalar first, best last.
+// Every level this CPU can run, scalar first, the most capable last.
 std::vector<const DotKernels*> dot_kernels_available();
 // The level named `isa`; ds4::Error if unknown, not built or not runnable.
 const DotKernels& dot_kernels_for(const char* isa);

@@ -85,6 +85,18 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::bf16_f32,
       tile_avx512::f32_f32,
   };
+  static const TileKernels avx512vbmi = {
+      "avx512vbmi",
+      tile_avx512::q8_0_q8_0<true>,
+      tile_avx512::q2_K_q8_K<true>,
+      tile_avx512::q4_K_q8_K<true>,
+      tile_avx512::iq2_xxs_q8_K_vbmi,
+      tile_avx512::mxfp4_q8_0<true>,
+      tile_avx512::f16_f32,
+      tile_avx512::bf16_f32,
+      tile_avx512::f32_f32,
+  };
+  if (std::strcmp(dots.isa, "avx512vbmi") == 0) return avx512vbmi;
   if (std::strcmp(dots.isa, "avx512vnni") == 0) return avx512vnni;
   if (std::strcmp(dots.isa, "avx512") == 0) return avx512;
   if (std::strcmp(dots.isa, "avx2") == 0) return avx2;

@@ -38,7 +38,7 @@ const TileKernels& tile_kernels();
 // The tile kernels matching the level named `isa`; ds4::Error as dot_kernels_for.
 const TileKernels& tile_kernels_for(const char* isa);
 
-// Tile kernels for the avx512 / avx512vnni levels, defined in the
+// Tile kernels for the avx512 / avx512vnni / avx512vbmi levels, defined in the
 // dot_tile_*_avx512.cpp files (one template instance per level).
 namespace tile_avx512 {
 template <bool kVnni>
@@ -62,6 +62,9 @@ void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 template <bool kVnni>
 void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                   int64_t n_acts, float* out, int64_t ldo);
+// The avx512vbmi level's IQ2_XXS: the grid decoded from registers.
+void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                       int64_t n_acts, float* out, int64_t ldo);
 }  // namespace tile_avx512
 
 // Tile kernels for the avx2 level (dot_tile_avx2.cpp); its other types loop

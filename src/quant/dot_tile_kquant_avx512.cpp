@@ -42,6 +42,7 @@ namespace ds4::quant {
 
 extern const DotKernels kDotAvx512;
 extern const DotKernels kDotAvx512Vnni;
+extern const DotKernels kDotAvx512Vbmi;
 namespace tile_avx512 {
 namespace {
 
@@ -307,6 +308,32 @@ void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
     const __mmask64 neg = _mm512_test_epi8_mask(_mm512_shuffle_epi8(lane, load512(kIq2SignPattern.byte)),
                                                 load512(kIq2SignPattern.bit));
     const __m512i gs = _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
+    _mm512_storeu_si512(out + 16 * c, gs);
+    const __m512i sums = _mm512_sub_epi64(
+        _mm512_sad_epu8(_mm512_xor_si512(gs, _mm512_set1_epi8(static_cast<char>(0x80))), _mm512_setzero_si512()),
+        _mm512_set1_epi64(8 * 128));
+    weighted = _mm512_add_epi64(weighted, _mm512_mul_epi32(sums, _mm512_permutexvar_epi32(load512(kLsQwords[c]), ls)));
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64),
+                      _mm512_castsi512_si256(_mm512_permutexvar_epi32(load512(kLsStoreOrder<S>.data()), ls)));
+  out[72] = static_cast<uint32_t>(128 * _mm512_reduce_add_epi64(weighted));
+  const float d = f16_value(w.d);
+  std::memcpy(out + 73, &d, 4);
+}
+
+// The same decoded block with the grid from registers (avx512vbmi level).
+template <int S>
+void decode_iq2_xxs_vbmi(const BlockIQ2_XXS& w, uint32_t* out, const Iq2CompactGrid& grid) {
+  const __m512i q = load512(w.qs);
+  const __m512i ls = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
+  const __m512i codes = iq2_xxs_chunk_codes(q, grid);
+  uint64_t signs[4];
+  iq2_xxs_chunk_signs(q, signs);
+  __m512i weighted = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i g = iq2_xxs_chunk_magnitudes(codes, c);
+    const __m512i gs = _mm512_mask_sub_epi8(g, _cvtu64_mask64(signs[c]), _mm512_setzero_si512(), g);
     _mm512_storeu_si512(out + 16 * c, gs);
     const __m512i sums = _mm512_sub_epi64(
         _mm512_sad_epu8(_mm512_xor_si512(gs, _mm512_set1_epi8(static_cast<char>(0x80))), _mm512_setzero_si512()),
@@ -593,11 +620,13 @@ void q2_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out,
 
 // ---- Driver ----
 
-enum class Kind { kIq2Xxs, kQ4K, kQ2K };
+// kIq2XxsVbmi: IQ2_XXS with the grid decoded from registers (avx512vbmi).
+enum class Kind { kIq2Xxs, kIq2XxsVbmi, kQ4K, kQ2K };
+constexpr bool is_iq2(Kind k) { return k == Kind::kIq2Xxs || k == Kind::kIq2XxsVbmi; }
 
 template <bool kVnni, Kind kKind, int S, int R>
 void group_rows(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
-  if constexpr (kKind == Kind::kIq2Xxs) {
+  if constexpr (is_iq2(kKind)) {
     iq2_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
   } else if constexpr (kKind == Kind::kQ4K) {
     q4_K_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
@@ -625,8 +654,8 @@ template <bool kVnni, Kind kKind, typename Block, int S>
 void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                 int64_t n_acts, float* out, int64_t ldo) {
   const int64_t nb = n / kQK_K;
-  constexpr ActLayout layout{kKind != Kind::kIq2Xxs, S};
-  constexpr int kDwords = kKind == Kind::kIq2Xxs ? kIq2Dwords : kKind == Kind::kQ4K ? kQ4Dwords : kQ2Dwords;
+  constexpr ActLayout layout{!is_iq2(kKind), S};
+  constexpr int kDwords = is_iq2(kKind) ? kIq2Dwords : kKind == Kind::kQ4K ? kQ4Dwords : kQ2Dwords;
   constexpr int64_t kPerGroup = kLanes / S;
   const int64_t groups = (n_acts + kPerGroup - 1) / kPerGroup;
   // Up to kRowsPerPass rows are decoded at once and meet every activation;
@@ -645,6 +674,8 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
   auto* wdec = reinterpret_cast<uint32_t*>(
       t_weights.get(static_cast<size_t>(pass_tiles_max * kRowTile * nb * kDwords + 15) / 16));
   __m512i* xpack = t_acts.get(static_cast<size_t>(pass_groups_max * nb * layout.per_block()));
+  [[maybe_unused]] Iq2CompactGrid grid{};
+  if constexpr (kKind == Kind::kIq2XxsVbmi) grid = load_iq2_compact_grid();
   for (int64_t p0 = 0; p0 < n_rows; p0 += kRowsPerPass) {
     const int64_t pass_rows = n_rows - p0 < kRowsPerPass ? n_rows - p0 : kRowsPerPass;
     for (int64_t r = 0; r < pass_rows; ++r) {
@@ -657,6 +688,8 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
         uint32_t* dst = wdec + ((r / kRowTile * nb + i) * kRowTile + r % kRowTile) * kDwords;
         if constexpr (kKind == Kind::kIq2Xxs) {
           decode_iq2_xxs<S>(row[i], dst);
+        } else if constexpr (kKind == Kind::kIq2XxsVbmi) {
+          decode_iq2_xxs_vbmi<S>(row[i], dst, grid);
         } else if constexpr (kKind == Kind::kQ4K) {
           decode_q4_K<S>(row[i], dst);
         } else {
@@ -741,6 +774,16 @@ template void iq2_xxs_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, co
                                   int64_t);
 template void iq2_xxs_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
                                  int64_t);
+
+void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                       int64_t n_acts, float* out, int64_t ldo) {
+  if (n_acts < kMinActsIq2Xxs) {
+    tile_detail::loop_dots<BlockIQ2_XXS, BlockQ8_K>(kDotAvx512Vbmi.iq2_xxs_q8_K, n, w, row_bytes, n_rows, acts, n_acts,
+                                                    out, ldo);
+    return;
+  }
+  tile<true, Kind::kIq2XxsVbmi, BlockIQ2_XXS>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
 
 }  // namespace tile_avx512
 }  // namespace ds4::quant

@@ -39,14 +39,34 @@ TEST(CpuFeatures, MatchesProcCpuinfo) {
   EXPECT_EQ(f.avx512vl, has("avx512vl"));
   EXPECT_EQ(f.avx512dq, has("avx512dq"));
   EXPECT_EQ(f.avx512vnni, has("avx512_vnni"));
+  EXPECT_EQ(f.avx512vbmi, has("avx512vbmi"));
   EXPECT_EQ(f.avx512bf16, has("avx512_bf16"));
   EXPECT_EQ(f.avx_vnni, has("avx_vnni"));
+}
+
+std::string proc_cpuinfo_vendor() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("vendor_id", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::string vendor;
+    words >> vendor;
+    return vendor;
+  }
+  return {};
+}
+
+TEST(CpuFeatures, VendorMatchesProcCpuinfo) {
+  const std::string vendor = proc_cpuinfo_vendor();
+  if (vendor.empty()) GTEST_SKIP() << "no /proc/cpuinfo vendor_id";
+  EXPECT_EQ(cpu_features().amd, vendor == "AuthenticAMD") << vendor;
 }
 
 TEST(CpuFeatures, Consistent) {
   const CpuFeatures& f = cpu_features();
   EXPECT_EQ(&f, &cpu_features());  // computed once
-  if (f.avx512vnni || f.avx512bw || f.avx512vl || f.avx512dq || f.avx512bf16) {
+  if (f.avx512vnni || f.avx512vbmi || f.avx512bw || f.avx512vl || f.avx512dq || f.avx512bf16) {
     EXPECT_TRUE(f.avx512f);
   }
 }

@@ -320,7 +320,7 @@ TEST(QuantDotDispatch, ScalarFirstAndComplete) {
 
 TEST(QuantDotDispatch, ForcingALevel) {
   const auto levels = dot_kernels_available();
-  for (const char* name : {"scalar", "avx2", "avx512", "avx512vnni"}) {
+  for (const char* name : {"scalar", "avx2", "avx512", "avx512vnni", "avx512vbmi"}) {
     bool available = false;
     for (const DotKernels* k : levels) available |= std::string(k->isa) == name;
     if (available) {
