@@ -9,6 +9,7 @@
 #include "backend/cpu/ops_norm.h"
 #include "backend/cpu/ops_qat.h"
 #include "core/error.h"
+#include "core/scratch_vector.h"
 #include "core/thread_pool.h"
 #include "quant/quant.h"
 
@@ -33,7 +34,9 @@ namespace {
 // 43 layers). The intermediates accessors (xn, q, kv, heads, ...) read them:
 // they hold the last pass run on this thread.
 struct AttentionPassScratch {
-  std::vector<float> xn, qa, qr, q, kv, heads, low, scores;
+  // Written in full before they are read: growing them fills nothing.
+  ScratchVector<float> xn, qa, qr, q, kv, heads, low;
+  std::vector<float> scores;
   std::vector<float> comp_kv, comp_score, index_kv, index_score;  // compressor projections
   std::vector<float> index_q, index_w;
   ActivationBatch xn_batch, qr_batch, heads_batch, low_batch;
@@ -48,7 +51,7 @@ AttentionPassScratch &ps() {
   return scratch;
 }
 
-std::span<const float> pass_row(const std::vector<float> &v, int width, int64_t t) {
+std::span<const float> pass_row(std::span<const float> v, int width, int64_t t) {
   return std::span<const float>(v).subspan(static_cast<size_t>(t) * width, static_cast<size_t>(width));
 }
 

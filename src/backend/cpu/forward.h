@@ -19,6 +19,7 @@
 #include "backend/cpu/numerics.h"
 #include "backend/cpu/ops_hc.h"
 #include "backend/cpu/session.h"
+#include "core/scratch_vector.h"
 
 namespace ds4 {
 class ThreadPool;
@@ -118,10 +119,10 @@ class Forward {
   HcWeights hc_head_;  // fn: hc_dim -> 4; scale 1; base 4
   std::vector<float> output_norm_;
 
-  // Chunk buffers, kept across calls.
-  std::vector<float> h_;        // chunk x hc_dim: the running HC state
+  // Chunk buffers, kept across calls; each written in full before it is read.
+  ScratchVector<float> h_;        // chunk x hc_dim: the running HC state
   std::vector<HcSplit> splits_;
-  std::vector<float> batch_flat_, batch_mix_, batch_x_, batch_f_;  // chunk x (hc_dim, mixes, n_embd, n_embd)
+  ScratchVector<float> batch_flat_, batch_mix_, batch_x_, batch_f_;  // chunk x (hc_dim, mixes, n_embd, n_embd)
   ActivationBatch flat_batch_, head_batch_;
   Trace trace_;
   Progress progress_;

@@ -9,6 +9,7 @@
 #include "backend/cpu/ops_norm.h"
 #include "core/error.h"
 #include "core/ggml_type.h"
+#include "core/scratch_vector.h"
 #include "core/thread_pool.h"
 #include "quant/quant.h"
 
@@ -35,7 +36,9 @@ namespace {
 // outputs; one set per layer would take 43 of them). What a layer reports
 // after its pass (selected_ids/weights, scores) stays in the layer.
 struct MoePassScratch {
-  std::vector<float> xn, logits, gate, up, mid, down, shared, expert_down, pair_weight;
+  // Every element is written before it is read (down: each (token, slot)
+  // pair belongs to exactly one expert, whose output fills its row).
+  ScratchVector<float> xn, logits, gate, up, mid, down, shared, expert_down, pair_weight;
   std::vector<int32_t> pair_slot;
   std::vector<const void*> gate_acts, up_acts;
   ActivationBatch xn_batch, mid_batch;
