@@ -289,25 +289,18 @@ alignas(64) constexpr int32_t kLsQwords[4][16] = {
 #undef DS4_LSQ
 };
 
-template <int S>
-void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
-  const __m512i q = load512(w.qs);
-  const __m512i flags = _mm512_mask_blend_epi32(0x5555, q, _mm512_srli_epi64(field7_parity(q), 32));
-  const __m512i idx = _mm512_shuffle_epi8(q, load512(kGridIndexWords));
+// The decoded block from each 64-element chunk's signed grid bytes
+// (chunk(c), c = 0..3): the bytes, the sub-block scales, the weighted sum, d.
+template <int S, typename Chunk>
+inline void store_iq2_xxs_block(const BlockIQ2_XXS& w, __m512i q, uint32_t* out, Chunk chunk) {
   // Odd dwords (sign words): ls = 2 * (top 4 bits) + 1; the even ones are unused.
   const __m512i ls = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
-  const auto* grid = reinterpret_cast<const long long*>(kIq2xxsGrid.data());
   // Sum over groups of ls * (sum of the group's 8 values), via psadbw of
   // value + 128 less 8 * 128 (signed, so the product is a signed multiply).
   __m512i weighted = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
-    const __m512i g = _mm512_i64gather_epi64(
-        _mm512_maskz_permutexvar_epi16(kQwordLowWords, load512(kGridIndexQwords[c]), idx), grid, 8);
-    const __m512i lane = _mm512_permutexvar_epi32(load512(kLaneDwords[c]), flags);
-    const __mmask64 neg = _mm512_test_epi8_mask(_mm512_shuffle_epi8(lane, load512(kIq2SignPattern.byte)),
-                                                load512(kIq2SignPattern.bit));
-    const __m512i gs = _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
+    const __m512i gs = chunk(c);
     _mm512_storeu_si512(out + 16 * c, gs);
     const __m512i sums = _mm512_sub_epi64(
         _mm512_sad_epu8(_mm512_xor_si512(gs, _mm512_set1_epi8(static_cast<char>(0x80))), _mm512_setzero_si512()),
@@ -321,30 +314,33 @@ void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
   std::memcpy(out + 73, &d, 4);
 }
 
+template <int S>
+void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
+  const __m512i q = load512(w.qs);
+  const __m512i flags = _mm512_mask_blend_epi32(0x5555, q, _mm512_srli_epi64(field7_parity(q), 32));
+  const __m512i idx = _mm512_shuffle_epi8(q, load512(kGridIndexWords));
+  const auto* grid = reinterpret_cast<const long long*>(kIq2xxsGrid.data());
+  store_iq2_xxs_block<S>(w, q, out, [&](int c) {
+    const __m512i g = _mm512_i64gather_epi64(
+        _mm512_maskz_permutexvar_epi16(kQwordLowWords, load512(kGridIndexQwords[c]), idx), grid, 8);
+    const __m512i lane = _mm512_permutexvar_epi32(load512(kLaneDwords[c]), flags);
+    const __mmask64 neg = _mm512_test_epi8_mask(_mm512_shuffle_epi8(lane, load512(kIq2SignPattern.byte)),
+                                                load512(kIq2SignPattern.bit));
+    return _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
+  });
+}
+
 // The same decoded block with the grid from registers (avx512vbmi level).
 template <int S>
 void decode_iq2_xxs_vbmi(const BlockIQ2_XXS& w, uint32_t* out, const Iq2CompactGrid& grid) {
   const __m512i q = load512(w.qs);
-  const __m512i ls = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
   const __m512i codes = iq2_xxs_chunk_codes(q, grid);
   uint64_t signs[4];
   iq2_xxs_chunk_signs(q, signs);
-  __m512i weighted = _mm512_setzero_si512();
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
+  store_iq2_xxs_block<S>(w, q, out, [&](int c) {
     const __m512i g = iq2_xxs_chunk_magnitudes(codes, c);
-    const __m512i gs = _mm512_mask_sub_epi8(g, _cvtu64_mask64(signs[c]), _mm512_setzero_si512(), g);
-    _mm512_storeu_si512(out + 16 * c, gs);
-    const __m512i sums = _mm512_sub_epi64(
-        _mm512_sad_epu8(_mm512_xor_si512(gs, _mm512_set1_epi8(static_cast<char>(0x80))), _mm512_setzero_si512()),
-        _mm512_set1_epi64(8 * 128));
-    weighted = _mm512_add_epi64(weighted, _mm512_mul_epi32(sums, _mm512_permutexvar_epi32(load512(kLsQwords[c]), ls)));
-  }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64),
-                      _mm512_castsi512_si256(_mm512_permutexvar_epi32(load512(kLsStoreOrder<S>.data()), ls)));
-  out[72] = static_cast<uint32_t>(128 * _mm512_reduce_add_epi64(weighted));
-  const float d = f16_value(w.d);
-  std::memcpy(out + 73, &d, 4);
+    return _mm512_mask_sub_epi8(g, _cvtu64_mask64(signs[c]), _mm512_setzero_si512(), g);
+  });
 }
 
 // Where each of the 8 min pairs goes: dword k of the min part holds pair
