@@ -31,7 +31,7 @@
 // once for 6 activations and each activation vector once for 4 rows. A pass
 // of a single activation just runs the one-row kernel.
 //
-// This file is built with the VNNI/BF16 flags, so the plain "avx512" kernels
+// This file is built with the VNNI/BF16/VBMI flags, so the plain "avx512" kernels
 // use explicit intrinsics only (no VNNI), as dot_avx512.cpp does.
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF

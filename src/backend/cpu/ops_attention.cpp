@@ -84,7 +84,7 @@ const AttentionRowKernels kAttentionRowsScalar = {"scalar",
                                                   weighted_sum2_scalar};
 
 const AttentionRowKernels& kernels_of_level(const char* dot_isa) {
-  if (std::strncmp(dot_isa, "avx512", 6) == 0) return kAttentionRowsAvx512;  // avx512, avx512vnni
+  if (std::strncmp(dot_isa, "avx512", 6) == 0) return kAttentionRowsAvx512;  // avx512, avx512vnni, avx512vbmi
   if (std::strcmp(dot_isa, "avx2") == 0) return kAttentionRowsAvx2;
   return kAttentionRowsScalar;
 }

@@ -69,7 +69,7 @@ struct AttentionRowKernels {
 };
 
 // The level the dot kernels run at (quant::dot_kernels(), so DS4_ISA picks
-// both; avx512vnni runs the avx512 kernels). Chosen once.
+// both; avx512vnni and avx512vbmi run the avx512 kernels). Chosen once.
 const AttentionRowKernels& attention_row_kernels();
 // The kernels of the dot level named `isa` (quant::dot_kernels_for: ds4::Error
 // if unknown, not built or not runnable here).

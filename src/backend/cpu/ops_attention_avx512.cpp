@@ -1,5 +1,5 @@
 // AVX-512 kernels of Default attention: the template of ops_attention_simd.h
-// at 16 lanes. The file gets the VNNI/BF16 flags of the avx512vnni level too,
+// at 16 lanes. The file gets the VNNI/BF16/VBMI flags of the higher levels too,
 // but nothing here is integer or bf16 work, so the plain avx512 level runs it.
 #include "backend/cpu/ops_attention.h"
 #include "backend/cpu/ops_attention_simd.h"

@@ -46,7 +46,7 @@ void scores_scalar_f16(const float* q, const float* weights, size_t n_head, size
 const IndexerScoreKernels kIndexerScoresScalar = {"scalar", scores_scalar_f32, scores_scalar_f16};
 
 const IndexerScoreKernels& kernels_of_level(const char* dot_isa) {
-  if (std::strncmp(dot_isa, "avx512", 6) == 0) return kIndexerScoresAvx512;  // avx512, avx512vnni
+  if (std::strncmp(dot_isa, "avx512", 6) == 0) return kIndexerScoresAvx512;  // avx512, avx512vnni, avx512vbmi
   if (std::strcmp(dot_isa, "avx2") == 0) return kIndexerScoresAvx2;
   return kIndexerScoresScalar;
 }

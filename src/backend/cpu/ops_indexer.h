@@ -43,7 +43,7 @@ struct IndexerScoreKernels {
 };
 
 // The level the dot kernels run at (quant::dot_kernels(), so DS4_ISA picks
-// it too; avx512vnni runs the avx512 kernels). Chosen once.
+// it too; avx512vnni and avx512vbmi run the avx512 kernels). Chosen once.
 const IndexerScoreKernels& indexer_score_kernels();
 // The kernels of the dot level named `isa` (quant::dot_kernels_for: ds4::Error
 // if unknown, not built or not runnable here).
