@@ -5,8 +5,9 @@
 # once and kept; then RUNS alternating runs (ours, llama, ours, llama, ...), each
 # prefilling P tokens in one go and decoding G tokens greedily; the memory-read
 # bandwidth (ds4-bench-bandwidth) is measured once per mix, halfway through the runs.
-# Ours runs with --warm-weights (its mapping touched before timing), as llama.cpp reads
-# and repacks its weights at load; neither side's load is timed.
+# Ours runs with --huge-pages (its mapping touched before timing, in 2 MiB pages: the
+# first run may read the file again to get them), as llama.cpp reads and repacks its
+# weights at load; neither side's load is timed. Both then read the same page cache.
 #
 # Reported per mix: median and every run of prefill and decode tokens/s for both, the
 # ratios ours/llama, the decode weight bandwidth of each (decode weight bytes/token,
@@ -99,7 +100,7 @@ run_ours() {  # mix model run
   local csv="$work/ours.csv"
   rm -f "$csv"
   "$ours" -m "$2" --tokens-file "$tokens" --ctx-start "$prompt" --ctx-max "$prompt" --gen-tokens "$gen" \
-    -t "$threads" --warm-weights --csv "$csv" >"$work/ours.out" 2>"$work/ours.err" || fail "ds4-bench (run $3)" "$work/ours.err"
+    -t "$threads" --huge-pages --csv "$csv" >"$work/ours.out" 2>"$work/ours.err" || fail "ds4-bench (run $3)" "$work/ours.err"
   python3 - "$csv" "$work/ours.err" "$1" "$3" >>"$results" <<'EOF'
 import csv, json, re, sys
 rows = list(csv.DictReader(open(sys.argv[1])))

@@ -37,6 +37,7 @@ struct Options {
   int prefill_chunk = 4096;
   bool warm_weights = false;
   bool mlock = false;
+  bool huge_pages = false;
   bool print_gen_tokens = false;  // diagnostics: each frontier's ids on stderr
   std::string backend = "cpu";
 };

@@ -1,7 +1,7 @@
 // ds4-bench: prefill and decode speed at growing context (SYSTEMS.md 6.1).
 //   ds4-bench -m MODEL --prompt-file F | --chat-prompt-file F | --tokens-file T.json
 //             [--ctx-start 2048] [--ctx-max 32768] [--step-incr 2048 | --step-mul F]
-//             [-n 128] [--csv FILE] [-t N] [--quality] [--warm-weights] [--mlock]
+//             [-n 128] [--csv FILE] [-t N] [--quality] [--warm-weights] [--mlock] [--huge-pages]
 // Walks frontiers through the prompt's tokens: at each one it evaluates only
 // the tokens since the previous frontier (timed: prefill), copies the session
 // (untimed), decodes -n tokens greedily with EOS excluded (timed: decode) and
@@ -110,6 +110,7 @@ int run(const Options& o) {
   ds4::model::LoadOptions load;
   load.mlock = o.mlock;
   load.warm = o.warm_weights;
+  load.huge_pages = o.huge_pages;
   const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model, load);
   const double load_secs = seconds_since(t_load);
   const ds4::model::Deepseek4HParams& hp = model.hparams();
@@ -153,8 +154,12 @@ int run(const Options& o) {
   forward.set_prefill_chunk(o.prefill_chunk);
   ds4::cpu::Session session = forward.new_session(ctx_alloc);
 
-  if (o.warm_weights || o.mlock)
+  if (o.warm_weights || o.mlock || o.huge_pages)
     std::fprintf(stderr, "weights %s: %.3f s\n", o.mlock ? "loaded and locked in RAM" : "paged in", load_secs);
+  // What the kernels stream from: 4 KiB pages cost them a TLB miss every 4 KiB.
+  const uint64_t huge = model.huge_page_bytes();
+  std::fprintf(stderr, "weights in 2 MiB pages: %s of %s (%.0f %%)\n", ds4::format_size(huge).c_str(),
+               ds4::format_size(file_bytes).c_str(), 100.0 * static_cast<double>(huge) / static_cast<double>(file_bytes));
 
   csv.line(kCsvHeader);
   int64_t done = 0;
@@ -249,6 +254,8 @@ int main(int argc, char** argv) {
   app.add_option("--prefill-chunk", o.prefill_chunk, "Tokens per layer-major prefill chunk")->capture_default_str();
   app.add_flag("--warm-weights", o.warm_weights, "Page the whole model in before timing (untimed)");
   app.add_flag("--mlock", o.mlock, "Lock the model's pages in RAM (fails when ulimit -l is too low)");
+  app.add_flag("--huge-pages", o.huge_pages,
+               "Have the weights in 2 MiB pages: read again (once) the file pages the page cache holds in 4 KiB pages; implies --warm-weights");
   app.add_flag_callback("--cpu", [&o] { o.backend = "cpu"; }, "CPU backend (the only one of this build)");
   app.add_option("--backend", o.backend, "Backend: cpu")->capture_default_str();
   app.add_flag("--print-gen-tokens", o.print_gen_tokens, "Print each frontier's generated ids on stderr")->group("");

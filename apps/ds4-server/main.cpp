@@ -129,6 +129,10 @@ int run(int argc, char** argv) {
   if (model.locked_bytes() > 0)
     std::fprintf(stderr, "ds4-server: %llu bytes of weights locked in RAM (--mlock)\n",
                  static_cast<unsigned long long>(model.locked_bytes()));
+  if (o.load.huge_pages)
+    std::fprintf(stderr, "ds4-server: %llu of %llu bytes of weights in 2 MiB pages (--huge-pages)\n",
+                 static_cast<unsigned long long>(model.huge_page_bytes()),
+                 static_cast<unsigned long long>(model.file().file_size()));
   std::fprintf(stderr,
                "ds4-server: %s, context %lld, %d thread%s; listening on http://%s:%d\n"
                "ds4-server: try: curl http://%s:%d/v1/chat/completions -H 'Content-Type: application/json' "

@@ -31,6 +31,9 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
                "to raise when ulimit -l is too low");
   app.add_flag("--warm-weights", o.load.warm, "read the whole model file in at start, so the first request does not "
                "wait on page faults");
+  app.add_flag("--huge-pages", o.load.huge_pages,
+               "have the weights in 2 MiB pages: read again (once) the file pages the page cache holds in 4 KiB "
+               "pages; implies --warm-weights");
   app.add_option("--chdir", o.chdir, "change to this folder first (relative paths start there)");
   app.add_option("--host", o.http.host, "address to listen on (127.0.0.1 = this machine only)");
   app.add_option("--port", o.http.port, "TCP port (0 = any free port, printed at start)")->check(CLI::Range(0, 65535));

@@ -19,7 +19,7 @@ struct ServerOptions {
   int threads = 1;
   bool quality = false;
   int prefill_chunk = 4096;
-  model::LoadOptions load;  // --mlock, --warm-weights
+  model::LoadOptions load;  // --mlock, --warm-weights, --huge-pages
   std::string chdir;
   std::string trace;
   std::string kv_disk_dir;  // "" = no disk cache

@@ -4,7 +4,7 @@
 //   ds4 [-m MODEL] --dump-tokens -p TEXT                      the token ids of TEXT as written
 //   ds4 -m MODEL --tokens-file T.json --dump-logits OUT.bin   all-position logits (f32 LE, n x n_vocab)
 //   ds4 -m MODEL --tokens-file T.json --greedy N              N greedy ids as one JSON line on stdout
-// plus --save-session / --load-session, --mlock and --warm-weights. stdout
+// plus --save-session / --load-session, --mlock, --warm-weights and --huge-pages. stdout
 // carries only results (ids, generated text); the memory accounting, progress
 // and speed lines, and the peak RSS at exit, go to stderr. Every failure is one line "ds4: <message>" on stderr and exit
 // status 1.
@@ -259,6 +259,8 @@ int main(int argc, char** argv) {
                "when ulimit -l is too low");
   app.add_flag("--warm-weights", o.warm_weights,
                "Read the whole model file in at load, so the first request does not wait on page faults");
+  app.add_flag("--huge-pages", o.huge_pages,
+               "Have the weights in 2 MiB pages: read again (once) the file pages the page cache holds in 4 KiB pages; implies --warm-weights");
 
   try {
     app.parse(argc, argv);

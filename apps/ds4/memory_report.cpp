@@ -32,6 +32,9 @@ std::string memory_report(const model::Deepseek4Model& m, const RunSettings& s) 
   std::string out = "memory:\n";
   out += "  model file           " + format_bytes(m.file().file_size()) + "\n";
   if (m.locked_bytes() > 0) out += "  locked in RAM        " + format_bytes(m.locked_bytes()) + " (--mlock)\n";
+  // The kernels stream weights faster from 2 MiB pages (--huge-pages).
+  if (const uint64_t huge = m.huge_page_bytes(); huge > 0)
+    out += "  in 2 MiB pages       " + format_bytes(huge) + "\n";
   out += "  weights              " + format_bytes(w.total()) + " (routed experts " + format_bytes(w.routed()) +
          ", other " + format_bytes(w.non_routed()) + ")\n";
   char buf[128];

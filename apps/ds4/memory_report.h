@@ -1,5 +1,6 @@
 // The memory accounting block ds4 prints on stderr after loading a model:
-// file and weight bytes (and the bytes --mlock locked), the KV state one token
+// file and weight bytes (and the bytes --mlock locked, and those mapped in
+// 2 MiB pages), the KV state one token
 // adds and the whole state allocated for the context (raw window / compressed
 // / indexer / frontiers); and the peak RSS line printed at exit.
 // Cached rows take the bytes of the numerics' storage (cpu::kv_elem_bytes):

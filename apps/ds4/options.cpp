@@ -58,6 +58,7 @@ model::LoadOptions load_options(const Options& o) {
   model::LoadOptions load;
   load.mlock = o.mlock;
   load.warm = o.warm_weights;
+  load.huge_pages = o.huge_pages;
   return load;
 }
 

@@ -54,6 +54,7 @@ struct Options {
   int prefill_chunk = 4096;
   bool mlock = false;         // --mlock: lock the weights in RAM
   bool warm_weights = false;  // --warm-weights: read and map every weight page at load
+  bool huge_pages = false;    // --huge-pages: weights in 2 MiB pages, re-read if need be
 };
 
 enum class Mode {
@@ -64,7 +65,7 @@ enum class Mode {
 };
 Mode mode_of(const Options& o);
 
-// How every mode opens the model (--mlock, --warm-weights).
+// How every mode opens the model (--mlock, --warm-weights, --huge-pages).
 model::LoadOptions load_options(const Options& o);
 
 // ds4::Error for combinations and values no model can make valid.

@@ -65,6 +65,33 @@ uint64_t locked_now() {
   return static_cast<uint64_t>(kib) * 1024;
 }
 
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// Maps `size` bytes of `fd` read-only, shared, at a 2 MiB boundary when it is
+// that big: the kernel maps a file's 2 MiB pages only at addresses congruent
+// to their file offset modulo 2 MiB. Reserves size + 2 MiB of address space,
+// maps the file at the first boundary inside it and returns the rest.
+void* map_huge_aligned(int fd, size_t size) {
+  if (size < kHugePage) return ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  const size_t reserve = size + kHugePage;
+  void* area = ::mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (area == MAP_FAILED) return ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  const auto base = reinterpret_cast<uintptr_t>(area);
+  const uintptr_t start = (base + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+  void* p = ::mmap(reinterpret_cast<void*>(start), size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    ::munmap(area, reserve);
+    errno = err;
+    return MAP_FAILED;
+  }
+  // Give back the reservation around the file: before it, and after its last page.
+  if (start > base) ::munmap(area, start - base);
+  const uintptr_t mapped_end = start + ((size + page_bytes() - 1) & ~(page_bytes() - 1));
+  if (base + reserve > mapped_end) ::munmap(reinterpret_cast<void*>(mapped_end), base + reserve - mapped_end);
+  return p;
+}
+
 }  // namespace
 
 uint64_t page_bytes() {
@@ -115,6 +142,7 @@ void advise_pages(std::span<const uint8_t> range, MapAccess access) noexcept {
     case MapAccess::Sequential: advice = MADV_SEQUENTIAL; break;
     case MapAccess::Random: advice = MADV_RANDOM; break;
     case MapAccess::WillNeed: advice = MADV_WILLNEED; break;
+    case MapAccess::HugePages: advice = MADV_HUGEPAGE; break;
   }
   const PageRange pages = page_range(range);
   (void)::madvise(pages.start, pages.length, advice);
@@ -129,6 +157,54 @@ void prefault_pages(std::span<const uint8_t> range) noexcept {
   // Older kernels (or an interrupted populate): one read a page.
   const volatile uint8_t* p = static_cast<const volatile uint8_t*>(pages.start);
   for (size_t off = 0; off < pages.length; off += page_bytes()) (void)p[off];
+}
+
+uint64_t huge_page_bytes_in_smaps(std::string_view smaps, uintptr_t begin, uintptr_t end) {
+  uint64_t total = 0;
+  bool in_range = false;  // the current mapping overlaps [begin, end)
+  size_t pos = 0;
+  while (pos < smaps.size()) {
+    size_t eol = smaps.find('\n', pos);
+    if (eol == std::string_view::npos) eol = smaps.size();
+    const std::string line(smaps.substr(pos, eol - pos));
+    pos = eol + 1;
+    unsigned long long lo = 0, hi = 0, kib = 0;
+    char key[64];
+    int used = 0;
+    // A mapping's header: "lo-hi perms offset dev inode [path]", addresses in hex.
+    if (std::sscanf(line.c_str(), "%llx-%llx %n", &lo, &hi, &used) == 2 && used > 0) {
+      in_range = lo < end && begin < hi;
+      continue;
+    }
+    if (!in_range || std::sscanf(line.c_str(), "%63[^:]: %llu kB", key, &kib) != 2) continue;
+    const std::string_view k(key);
+    if (k == "AnonHugePages" || k == "ShmemPmdMapped" || k == "FilePmdMapped") total += kib * 1024;
+  }
+  return total;
+}
+
+uint64_t huge_page_bytes(std::span<const uint8_t> range) {
+  if (range.empty()) return 0;
+  std::FILE* f = std::fopen("/proc/self/smaps", "re");
+  if (f == nullptr) return 0;
+  std::string text;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  std::fclose(f);
+  const auto begin = reinterpret_cast<uintptr_t>(range.data());
+  return huge_page_bytes_in_smaps(text, begin, begin + range.size());
+}
+
+void drop_cached_pages(std::span<const uint8_t> range, const std::string& path) noexcept {
+  if (range.empty()) return;
+  const PageRange pages = page_range(range);
+  // Our own mapping first: the page cache keeps pages that are mapped.
+  (void)::madvise(pages.start, pages.length, MADV_DONTNEED);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
 }
 
 uint64_t resident_bytes(std::span<const uint8_t> range) {
@@ -156,7 +232,8 @@ FileMap::FileMap(const std::string& path) : path_(path) {
   if (!S_ISREG(st.st_mode)) throw Error(path + ": is not a regular file");
   if (st.st_size == 0) return;
 
-  void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* p = map_huge_aligned(fd, size);
   if (p == MAP_FAILED) throw Error(path + ": cannot map " + std::to_string(st.st_size) + " bytes: " + std::strerror(errno));
   data_ = static_cast<const uint8_t*>(p);
   size_ = static_cast<uint64_t>(st.st_size);

@@ -3,13 +3,15 @@
 //
 // The weights are used in place from such a mapping (MAP_SHARED): their pages
 // are the kernel's page cache, shared with other processes mapping the same
-// file and never copied. The page helpers below act on any byte range inside
+// file and never copied. Mappings of 2 MiB or more start at a 2 MiB boundary,
+// so that the kernel can map the file's huge pages (MapAccess::HugePages). The page helpers below act on any byte range inside
 // a mapping (a whole file or one tensor), widened to whole pages.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace ds4 {
 
@@ -19,6 +21,9 @@ enum class MapAccess {
   Sequential,  // aggressive readahead; pages behind may be dropped early
   Random,      // no read-around: a fault reads only the page it needs
   WillNeed,    // start reading the range into the page cache now (asynchronous)
+  HugePages,   // map (and read) it in 2 MiB pages where the kernel and file
+               // system can (MADV_HUGEPAGE): kernels streaming weights take a
+               // TLB miss every 4 KiB otherwise
 };
 
 // mlock(2)s the pages of `range` (all of them are read in first). On failure
@@ -35,6 +40,22 @@ void advise_pages(std::span<const uint8_t> range, MapAccess access) noexcept;
 // the page cache lacks (MADV_POPULATE_READ, or one read a page on kernels
 // older than 5.14), so later reads take no page faults.
 void prefault_pages(std::span<const uint8_t> range) noexcept;
+
+// Bytes of the mappings holding `range` that are mapped in huge pages (the
+// FilePmdMapped + AnonHugePages + ShmemPmdMapped of /proc/self/smaps), over
+// every mapping (VMA) that overlaps `range`, whole; 0 when none is.
+uint64_t huge_page_bytes(std::span<const uint8_t> range);
+
+// The same from the text of an smaps file (the parser behind
+// huge_page_bytes; unmapped addresses give 0).
+uint64_t huge_page_bytes_in_smaps(std::string_view smaps, uintptr_t begin, uintptr_t end);
+
+// Drops `range`'s pages from this process (MADV_DONTNEED, later reads fault
+// them back in) and then the pages of the file `path` from the page cache
+// (POSIX_FADV_DONTNEED: clean pages that no other process maps), so that the
+// next reads bring them back from the file, in huge pages after
+// MapAccess::HugePages. Best effort: failures change no byte that is read.
+void drop_cached_pages(std::span<const uint8_t> range, const std::string& path) noexcept;
 
 // Bytes of `range`'s pages that are in RAM (mincore(2)), in whole pages; the
 // page that holds range's last byte counts fully. Throws ds4::Error when the
@@ -65,6 +86,8 @@ class FileMap {
   void lock() const { lock_pages(bytes(), path_); }
   void advise(MapAccess access) const noexcept { advise_pages(bytes(), access); }
   void prefault() const noexcept { prefault_pages(bytes()); }
+  uint64_t huge_page_bytes() const { return ds4::huge_page_bytes(bytes()); }
+  void drop_cached_pages() const noexcept { ds4::drop_cached_pages(bytes(), path_); }
   uint64_t resident_bytes() const { return ds4::resident_bytes(bytes()); }
 
  private:

@@ -20,6 +20,18 @@ Deepseek4Model Deepseek4Model::open(const std::string& path, const LoadOptions& 
   }();
   Deepseek4Model model = bind(std::move(file));
   const std::span<const uint8_t> bytes = model.file_.bytes();
+  // The kernels stream the weights: 2 MiB pages wherever the kernel can.
+  advise_pages(bytes, MapAccess::HugePages);
+  if (load.huge_pages) {
+    advise_pages(bytes, MapAccess::WillNeed);
+    prefault_pages(bytes);
+    if (ds4::huge_page_bytes(bytes) < bytes.size() / 10 * 9) {
+      // Read again what the page cache held in small pages.
+      drop_cached_pages(bytes, path);
+      advise_pages(bytes, MapAccess::WillNeed);
+      prefault_pages(bytes);
+    }
+  }
   if (load.mlock) {
     // mlock reads every page in itself, so it also warms.
     lock_pages(bytes, path);
@@ -30,6 +42,8 @@ Deepseek4Model Deepseek4Model::open(const std::string& path, const LoadOptions& 
   }
   return model;
 }
+
+uint64_t Deepseek4Model::huge_page_bytes() const { return ds4::huge_page_bytes(file_.bytes()); }
 
 Deepseek4Model Deepseek4Model::bind(gguf::File file) {
   Deepseek4Config config = read_config(file);

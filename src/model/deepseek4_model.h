@@ -22,6 +22,15 @@ struct LoadOptions {
   // Read the whole file in and map every page now, so that the first request
   // takes no page faults (ds4 --warm-weights). Prints nothing.
   bool warm = false;
+  // Have the weights in 2 MiB pages (--huge-pages; implies warm): the
+  // mapping always asks for them, but pages the page cache already holds in
+  // 4 KiB pages (the file read or written before without that advice) stay
+  // small. When fewer than 90 % of the file's bytes are mapped huge after
+  // warming, those pages are dropped from the page cache (unless another
+  // process maps them) and read from the file again, which costs one read of
+  // the file. Prefill runs ~1.5x faster on the weights in 2 MiB pages
+  // (docs/benchmarks.md).
+  bool huge_pages = false;
 };
 
 class Deepseek4Model {
@@ -39,6 +48,8 @@ class Deepseek4Model {
   const Deepseek4Weights& weights() const { return weights_; }
   // Bytes of the file locked in RAM by LoadOptions::mlock (whole pages); 0 without it.
   uint64_t locked_bytes() const { return locked_bytes_; }
+  // Bytes of the file's mapping in 2 MiB pages now (huge_page_bytes of file_map.h).
+  uint64_t huge_page_bytes() const;
 
  private:
   Deepseek4Model(gguf::File file, Deepseek4Config config, Deepseek4Weights weights)

@@ -324,6 +324,7 @@ TEST(Ds4Bench, TextInputsAreTokenizedWithTheModelsTokenizer) {
   ASSERT_FALSE(rows.empty());
   EXPECT_EQ(rows.back().ctx, static_cast<int64_t>(plain));
   EXPECT_NE(p.err.find("weights paged in: "), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("weights in 2 MiB pages: "), std::string::npos) << p.err;
   // The first probe continues BOS + the first 3 text tokens.
   std::vector<int32_t> prefix = {tokenizer().bos()};
   const std::vector<int32_t> body = tokenizer().encode(text, false);
@@ -401,7 +402,7 @@ TEST(Ds4Bench, HelpListsTheFlags) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"--prompt-file", "--chat-prompt-file", "--tokens-file", "--ctx-start", "--ctx-max",
                         "--ctx-alloc", "--step-incr", "--step-mul", "--gen-tokens", "--csv", "--threads", "--quality",
-                        "--prefill-chunk", "--warm-weights", "2048", "32768", "128"})
+                        "--prefill-chunk", "--warm-weights", "--mlock", "--huge-pages", "2048", "32768", "128"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   EXPECT_EQ(r.out.find("--print-gen-tokens"), std::string::npos);  // diagnostics stay hidden
 }

@@ -364,8 +364,8 @@ bool may_lock(uint64_t bytes) {
 
 // Every run that evaluates the model ends with the peak RSS against the file
 // size; the weights are used in place, so a run that maps every page
-// (--warm-weights, --mlock) holds at least the file, and the logits do not change.
-TEST(Ds4Cli, MlockAndWarmWeightsKeepTheLogitsAndReportPeakRss) {
+// (--warm-weights, --huge-pages, --mlock) holds at least the file, and the logits do not change.
+TEST(Ds4Cli, MlockWarmWeightsAndHugePagesKeepTheLogitsAndReportPeakRss) {
   TempDir dir;
   const std::vector<int32_t> t = make_tokens(12, 9);
   const std::string tok = write_tokens(dir, "t.json", t);
@@ -391,6 +391,14 @@ TEST(Ds4Cli, MlockAndWarmWeightsKeepTheLogitsAndReportPeakRss) {
   const std::vector<float> warm_rows = read_floats(dir.file("warm.bin"));
   ASSERT_EQ(warm_rows.size(), base.size());
   EXPECT_TRUE(same_bits(warm_rows.data(), base.data(), base.size()));
+
+  // --huge-pages (warms; may read the file again): the same logits.
+  const test::ProcessResult huge = run("--huge-pages", "huge.bin");
+  ASSERT_EQ(huge.exit_code, 0) << huge.err;
+  EXPECT_GE(peak_rss_line(huge.err).first, file_bytes * 0.99) << huge.err;
+  const std::vector<float> huge_rows = read_floats(dir.file("huge.bin"));
+  ASSERT_EQ(huge_rows.size(), base.size());
+  EXPECT_TRUE(same_bits(huge_rows.data(), base.data(), base.size()));
 
   const test::ProcessResult locked = run("--mlock", "locked.bin");
   if (!may_lock(static_cast<uint64_t>(file_bytes))) {
@@ -466,7 +474,7 @@ TEST(Ds4Cli, HelpDocumentsTheDefaults) {
   const test::ProcessResult r = test::run_app(DS4_BIN_DIR, "ds4", {"--help"});
   EXPECT_EQ(r.exit_code, 0);
   for (const char* s : {"--tokens-file", "--dump-logits", "--greedy", "--save-session", "--load-session", "--quality",
-                        "--threads", "--ctx", "32768", "--prefill-chunk", "4096", "--mlock", "--warm-weights"})
+                        "--threads", "--ctx", "32768", "--prefill-chunk", "4096", "--mlock", "--warm-weights", "--huge-pages"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
 }
 

@@ -3,7 +3,10 @@
 // the limit and the fix (forced in a child without CAP_IPC_LOCK and a tiny
 // RLIMIT_MEMLOCK), advice never throws nor changes what is read, and
 // mincore's count follows the page cache (evicted with POSIX_FADV_DONTNEED,
-// read back by prefault_pages).
+// read back by prefault_pages), mappings of 2 MiB or more start at a 2 MiB
+// boundary, drop_cached_pages empties the cache of the file without changing
+// a byte read, and huge_page_bytes sums the huge-page fields of the smaps
+// entries that overlap a range.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -205,7 +208,8 @@ TEST(FileMap, AdviceNeverThrowsNorChangesTheBytes) {
   const std::vector<uint8_t> content = pattern(5 * page_bytes() + 7);
   test::write_bytes(dir.file("f.bin"), content);
   const FileMap map(dir.file("f.bin"));
-  for (MapAccess a : {MapAccess::Sequential, MapAccess::Random, MapAccess::WillNeed, MapAccess::Normal}) {
+  for (MapAccess a : {MapAccess::Sequential, MapAccess::Random, MapAccess::WillNeed, MapAccess::HugePages,
+                      MapAccess::Normal}) {
     map.advise(a);
     advise_pages(map.bytes().subspan(page_bytes() + 3, 2 * page_bytes()), a);  // not page aligned
     advise_pages({}, a);
@@ -250,6 +254,98 @@ TEST(FileMap, ResidentBytesFollowThePageCache) {
   }
   map.prefault();
   EXPECT_EQ(map.resident_bytes(), pages);
+}
+
+constexpr uint64_t kTwoMiB = uint64_t{2} << 20;
+
+bool page_is_mapped(uintptr_t address) {
+  unsigned char in_core = 0;
+  return ::mincore(reinterpret_cast<void*>(address), page_bytes(), &in_core) == 0;
+}
+
+TEST(FileMap, BigMappingsStartAtA2MiBBoundaryAndReturnTheRestOfTheReservation) {
+  TempDir dir;
+  const std::vector<uint8_t> content = pattern(5 * kTwoMiB / 2 + 100);
+  test::write_bytes(dir.file("f.bin"), content);
+  const FileMap map(dir.file("f.bin"));
+  const auto start = reinterpret_cast<uintptr_t>(map.data());
+  EXPECT_EQ(start % kTwoMiB, 0u);
+  EXPECT_EQ(std::vector<uint8_t>(map.data(), map.data() + map.size()), content);
+  // The address space reserved around it for the alignment is given back.
+  EXPECT_FALSE(page_is_mapped(start - page_bytes()));
+  EXPECT_FALSE(page_is_mapped(start + round_to_pages(content.size())));
+  EXPECT_TRUE(page_is_mapped(start + round_to_pages(content.size()) - page_bytes()));
+}
+
+TEST(FileMap, DropCachedPagesEmptiesTheCacheAndKeepsTheBytes) {
+  static_assert(noexcept(drop_cached_pages(std::span<const uint8_t>(), std::string())));
+  TempDir dir;
+  const std::vector<uint8_t> content = pattern(3 * kTwoMiB + 100);
+  const std::string path = dir.file("f.bin");
+  test::write_bytes(path, content);
+  const FileMap map(path);
+  map.prefault();
+  ASSERT_EQ(map.resident_bytes(), round_to_pages(content.size()));
+  struct statfs fs {};
+  const bool tmpfs = ::statfs(path.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fdatasync(fd), 0);  // dirty pages are not dropped
+    ::close(fd);
+  }
+  map.drop_cached_pages();
+  if (!tmpfs) {
+    EXPECT_EQ(map.resident_bytes(), 0u);
+  }
+  EXPECT_EQ(std::vector<uint8_t>(map.data(), map.data() + map.size()), content);
+  drop_cached_pages({}, path);  // an empty range does nothing
+  drop_cached_pages(map.bytes(), dir.file("missing.bin"));  // nor does a file that cannot be opened
+  EXPECT_EQ(std::vector<uint8_t>(map.data(), map.data() + map.size()), content);
+}
+
+// Three mappings as /proc/self/smaps lists them (fields trimmed).
+constexpr const char* kSmaps =
+    "7f0000000000-7f0000400000 r--s 00000000 fd:01 123 /models/a.gguf\n"
+    "Size:               4096 kB\n"
+    "Rss:                4096 kB\n"
+    "AnonHugePages:         0 kB\n"
+    "ShmemPmdMapped:        0 kB\n"
+    "FilePmdMapped:      2048 kB\n"
+    "VmFlags: rd sh mr mw me ms hg\n"
+    "7f0000400000-7f0000600000 rw-p 00000000 00:00 0 \n"
+    "Size:               2048 kB\n"
+    "AnonHugePages:      2048 kB\n"
+    "FilePmdMapped:         0 kB\n"
+    "7f0000800000-7f0000a00000 r--s 00000000 fd:01 124 /models/b.gguf\n"
+    "ShmemPmdMapped:     2048 kB\n";
+
+TEST(FileMap, HugePageBytesSumTheSmapsEntriesOverlappingTheRange) {
+  const uintptr_t a = 0x7f0000000000, b = 0x7f0000400000, c = 0x7f0000800000;
+  EXPECT_EQ(huge_page_bytes_in_smaps(kSmaps, a, a + 1), kTwoMiB);                // the first mapping
+  EXPECT_EQ(huge_page_bytes_in_smaps(kSmaps, a + 4096, b), kTwoMiB);             // ends at its end
+  EXPECT_EQ(huge_page_bytes_in_smaps(kSmaps, b - 1, b + 1), 2 * kTwoMiB);        // the first two
+  EXPECT_EQ(huge_page_bytes_in_smaps(kSmaps, b + kTwoMiB, c), 0u);               // the gap
+  EXPECT_EQ(huge_page_bytes_in_smaps(kSmaps, c + 100, c + 200), kTwoMiB);        // the last (no newline at EOF)
+  EXPECT_EQ(huge_page_bytes_in_smaps(kSmaps, a, c + kTwoMiB), 3 * kTwoMiB);      // all three
+  EXPECT_EQ(huge_page_bytes_in_smaps("", a, c), 0u);
+  EXPECT_EQ(huge_page_bytes({}), 0u);
+}
+
+TEST(FileMap, HugePagesAdviceReadsTheFileInHugePagesWhereTheKernelCan) {
+  TempDir dir;
+  const std::vector<uint8_t> content = pattern(4 * kTwoMiB);
+  const std::string path = dir.file("f.bin");
+  test::write_bytes(path, content);
+  const FileMap map(path);
+  map.advise(MapAccess::HugePages);
+  map.drop_cached_pages();
+  map.prefault();
+  EXPECT_EQ(std::vector<uint8_t>(map.data(), map.data() + map.size()), content);
+  const uint64_t huge = map.huge_page_bytes();
+  if (huge == 0) GTEST_SKIP() << "this kernel or file system maps no file in huge pages";
+  EXPECT_EQ(huge % kTwoMiB, 0u);
+  EXPECT_LE(huge, content.size());
 }
 
 TEST(FileMap, ResidentBytesOfAnUnmappedRangeThrows) {
