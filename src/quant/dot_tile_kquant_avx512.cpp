@@ -32,6 +32,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/scratch_vector.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_loop.h"
 #include "quant/dot_x86_common.h"
@@ -67,7 +68,8 @@ class Scratch {
  public:
   __m512i* get(size_t count) {
     if (count > count_) {
-      bytes_.assign((count + 1) * sizeof(__m512i), 0);
+      bytes_.clear();  // the old contents are not kept
+      bytes_.resize((count + 1) * sizeof(__m512i));
       count_ = count;
     }
     const auto base = reinterpret_cast<uintptr_t>(bytes_.data());
@@ -75,7 +77,7 @@ class Scratch {
   }
 
  private:
-  std::vector<unsigned char> bytes_;
+  ScratchVector<unsigned char> bytes_;  // no zero fill: every use writes before reading
   size_t count_ = 0;
 };
 

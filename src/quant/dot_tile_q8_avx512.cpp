@@ -48,6 +48,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/scratch_vector.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_x86_common.h"
 #include "quant/mxfp4.h"
@@ -69,14 +70,15 @@ class Scratch {
   uint8_t* get(size_t bytes) {
     if (bytes > capacity_) {
       capacity_ = std::max(bytes, capacity_ * 2);
-      storage_ = std::make_unique<uint8_t[]>(capacity_ + 63);
+      storage_.clear();  // the old contents are not kept
+      storage_.resize(capacity_ + 63);
     }
-    const auto base = reinterpret_cast<uintptr_t>(storage_.get());
+    const auto base = reinterpret_cast<uintptr_t>(storage_.data());
     return reinterpret_cast<uint8_t*>((base + 63) & ~uintptr_t{63});
   }
 
  private:
-  std::unique_ptr<uint8_t[]> storage_;
+  ScratchVector<uint8_t> storage_;  // no zero fill: every use writes before reading
   size_t capacity_ = 0;
 };
 

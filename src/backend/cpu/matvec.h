@@ -18,6 +18,7 @@
 
 #include "backend/cpu/numerics.h"
 #include "core/ggml_type.h"
+#include "core/scratch_vector.h"
 #include "quant/blocks.h"
 
 namespace ds4 {
@@ -86,7 +87,7 @@ class ActivationBatch {
  private:
   struct Form {
     bool built = false;
-    std::vector<uint8_t> bytes;       // converted rows, back to back
+    ScratchVector<uint8_t> bytes;     // converted rows, back to back (each written in full)
     std::vector<const void*> rows;    // n_rows pointers
   };
   Form& form(ActivationForm f) { return forms_[static_cast<size_t>(f)]; }
