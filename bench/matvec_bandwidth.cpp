@@ -28,6 +28,7 @@
 #include "backend/cpu/matvec.h"
 #include "core/error.h"
 #include "core/ggml_type.h"
+#include "core/scratch_vector.h"
 #include "core/thread_pool.h"
 #include "model/deepseek4_weights.h"
 #include "quant/quant.h"
@@ -52,7 +53,7 @@ uint64_t parse_bytes(const std::string& s) {
 
 // 64 distinct rows quantized from normal floats, repeated down the matrix: valid
 // blocks (finite scales) for every type; the speed does not depend on the values.
-void fill(std::vector<uint8_t>& w, GgmlType type, int64_t cols, uint64_t row_bytes) {
+void fill(ScratchVector<uint8_t>& w, GgmlType type, int64_t cols, uint64_t row_bytes) {
   constexpr int kDistinct = 64;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
@@ -97,7 +98,8 @@ int main(int argc, char** argv) {
       if (!row_bytes_or) throw Error("--cols is not a whole number of " + name + " blocks");
       const uint64_t row_bytes = *row_bytes_or;
       const uint64_t rows = std::max<uint64_t>(64, want / row_bytes / 64 * 64);
-      std::vector<uint8_t> w(rows * row_bytes);
+      // In 2 MiB pages, as the engine asks for its weight mapping (core/file_map.h).
+      ScratchVector<uint8_t> w(rows * row_bytes);
       fill(w, *type, cols, row_bytes);
       model::TensorView view;
       view.name = "bench";
