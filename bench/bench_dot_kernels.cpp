@@ -4,7 +4,7 @@
 // decode), next to a plain memory-read baseline.
 //
 // Tile benchmarks (prefill): the tile kernels (dot_tile.h) at the best level,
-// 64 rows x 4096 columns x N activations (N = 1, 8, 12, 64), and 16 rows x 256
+// 64 rows x 4096 columns x N activations (N = 1, 2, 4, 8, 12, 64), and 16 rows x 256
 // activations (a narrow tile, many tokens), reported as weight-activation
 // multiply-adds per second (items/s = cols * rows * N), next to the same tile
 // computed by looping that level's dot kernel. tile_stream: the MoE prefill
@@ -293,7 +293,7 @@ struct TileShape {
   int64_t rows;
   int64_t acts;
 };
-const TileShape kTileShapes[] = {{64, 1}, {64, 8}, {64, 12}, {64, 64}, {16, 256}};
+const TileShape kTileShapes[] = {{64, 1}, {64, 2}, {64, 4}, {64, 8}, {64, 12}, {64, 64}, {16, 256}};
 
 struct TileInputs {
   Buffer weights;

@@ -1,13 +1,14 @@
-// Tile kernels (dot_tile.h) for Q2_K, Q4_K and IQ2_XXS at the avx512 levels.
+// Tile kernels (dot_tile.h) for Q2_K and IQ2_XXS at the avx512 levels (Q4_K:
+// dot_tile_q4_k_avx512.cpp).
 //
 // Layout: activations in int32 lanes, weights broadcast. The activations are
 // repacked once per call so that one register holds the same byte quad of 16
 // activations (stored x + 128, for vpdpbusd's unsigned operand); each weight
 // block of a row is decoded once per call into int8 quads (IQ2_XXS: sign *
-// grid; Q2_K: scale * code; Q4_K: code) and one vpdpbusd with the weight quad
+// grid; Q2_K: scale * code) and one vpdpbusd with the weight quad
 // broadcast adds that quad for all lanes; 128 * sum(weights) is taken off per
-// block. IQ2_XXS and Q4_K multiply each 32-element sub-block's sum by its
-// scale (ls, or Q4_K's 6-bit scale); Q2_K has the scales folded into its
+// block. IQ2_XXS multiplies each 32-element sub-block's sum by its scale
+// ls; Q2_K has the scales folded into its
 // codes. Rows go 8 at a time, so each activation register serves 8 rows.
 // With 8 or fewer activations each block is split in 2 or 4 parts that take
 // separate lanes (and are added at the block's end), so the 16 lanes stay
@@ -32,8 +33,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/scratch_vector.h"
 #include "quant/dot_tile.h"
+#include "quant/dot_tile_avx512.h"
 #include "quant/dot_tile_loop.h"
 #include "quant/dot_x86_common.h"
 #include "quant/iq2_xxs_avx512.h"
@@ -58,31 +59,10 @@ constexpr int kRowTile = 8;   // rows sharing each activation register
 // in 4 or 2 parts to fill the 16 lanes.
 constexpr int64_t kMinActsIq2Xxs = 3;
 constexpr int64_t kMinActsQ2K = 4;
-constexpr int64_t kMinActsQ4K = 4;
 
-// ---- Scratch ----
-
-// 64-byte aligned, grown on demand, one per thread (the matmul runs tiles on
-// a thread pool).
-class Scratch {
- public:
-  __m512i* get(size_t count) {
-    if (count > count_) {
-      bytes_.clear();  // the old contents are not kept
-      bytes_.resize((count + 1) * sizeof(__m512i));
-      count_ = count;
-    }
-    const auto base = reinterpret_cast<uintptr_t>(bytes_.data());
-    return reinterpret_cast<__m512i*>((base + 63) & ~uintptr_t{63});
-  }
-
- private:
-  ScratchVector<unsigned char> bytes_;  // no zero fill: every use writes before reading
-  size_t count_ = 0;
-};
-
-thread_local Scratch t_acts;
-thread_local Scratch t_weights;
+// The decoded weights and packed activations of one call.
+thread_local TileScratch t_acts;
+thread_local TileScratch t_weights;
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
@@ -345,55 +325,6 @@ void decode_iq2_xxs_vbmi(const BlockIQ2_XXS& w, uint32_t* out, const Iq2CompactG
   });
 }
 
-// Where each of the 8 min pairs goes: dword k of the min part holds pair
-// kMinSource<S>[k] (the inverse of split_index<S, 8>).
-template <int S>
-constexpr std::array<int32_t, 8> min_sources() {
-  std::array<int32_t, 8> src{};
-  for (int s = 0; s < 8; ++s) src[static_cast<size_t>(split_index<S, 8>(s))] = s;
-  return src;
-}
-template <int S>
-alignas(32) constexpr std::array<int32_t, 8> kMinSource = min_sources<S>();
-
-// ---- Q4_K weights ----
-//
-// Decoded block: 64 dwords of code quads in element order, the 8 sub-block
-// scales (split order), the int32 128 * sum over sub-blocks of scale *
-// sum(codes), then d, dmin, then 8 dwords of min pairs (min_s, min_s)
-// matching bsum pair s (split order). The first 73 dwords have IQ2_XXS's
-// layout, so both go through windowed_sums.
-
-constexpr int kQ4Dwords = 64 + 8 + 3 + 8;
-
-template <int S>
-void decode_q4_K(const BlockQ4_K& w, uint32_t* out) {
-  // All eight 6-bit scales and mins at once (the one-row kernels' unpacking).
-  const Q4KScales sm = unpack_q4_K_scales(w.scales);
-  const __m512i plane_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-  __m512i weighted = _mm512_setzero_si512();
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    // Elements 64c .. 64c + 63: low nibbles (sub-block 2c), then high (2c + 1).
-    const __m512i q4 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * c)));
-    const __m512i codes = _mm512_and_si512(_mm512_srlv_epi64(q4, plane_shift), _mm512_set1_epi8(0x0f));
-    _mm512_storeu_si512(out + 16 * c, codes);
-    const __m512i scale = _mm512_mask_blend_epi64(0xf0, _mm512_set1_epi64(sm.scale[2 * c]),
-                                                  _mm512_set1_epi64(sm.scale[2 * c + 1]));
-    weighted = _mm512_add_epi64(weighted, _mm512_mul_epu32(_mm512_sad_epu8(codes, _mm512_setzero_si512()), scale));
-  }
-  for (int j = 0; j < 8; ++j) out[64 + split_index<S, 8>(j)] = sm.scale[j];
-  out[72] = static_cast<uint32_t>(128 * _mm512_reduce_add_epi64(weighted));
-  const float d = f16_value(w.d), dmin = f16_value(w.dmin);
-  std::memcpy(out + 73, &d, 4);
-  std::memcpy(out + 74, &dmin, 4);
-  // Min pairs (min_s, min_s), in split order.
-  const __m256i mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.min)));
-  const __m256i pairs = _mm256_or_si256(mins, _mm256_slli_epi32(mins, 16));
-  const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMinSource<S>.data()));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 75), _mm256_permutevar8x32_epi32(pairs, order));
-}
-
 // ---- Q2_K weights ----
 //
 // Decoded block: 64 dwords of int8 quads (scale & 15) * code in element
@@ -502,7 +433,7 @@ inline void store_lanes(__m512 v, float* out, int64_t ldo, int64_t acts) {
 }
 
 // acc[r] += the block's sum over its 8 sub-blocks of scale * (the
-// sub-block's byte products), for weights laid out as IQ2_XXS's and Q4_K's
+// sub-block's byte products), for weights laid out as IQ2_XXS's
 // decoded blocks (64 quads, then 8 scales in split order): row r's block at
 // w + r * kRowStride, the activation block at xb.
 template <bool kVnni, int S, int R, int kRowStride>
@@ -567,28 +498,6 @@ inline __m512 k_block_term(__m512 sum, __m512 xd, const uint32_t* d, const uint3
 }
 
 template <bool kVnni, int S, int R>
-void q4_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
-  constexpr int kSteps = 64 / S;
-  constexpr int kMinSteps = 8 / S;
-  constexpr int row_stride = kQ4Dwords;
-  __m512 sum[R];
-  for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m512i* xb = xg + i * (kSteps + kMinSteps + 1);
-    const uint32_t* wb = wdec + i * kRowTile * kQ4Dwords;
-    __m512i acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wb[r * row_stride + 72]));
-    windowed_sums<kVnni, S, R, row_stride>(wb, xb, acc);
-    __m512i macc[R];
-    min_sums<kVnni, S, R, row_stride>(wb + 75, xb + kSteps, macc);
-    const __m512 xd = _mm512_castsi512_ps(xb[kSteps + kMinSteps]);
-    for (int r = 0; r < R; ++r)
-      sum[r] = k_block_term<S>(sum[r], xd, wb + r * row_stride + 73, wb + r * row_stride + 74, acc[r], macc[r]);
-  }
-  for (int r = 0; r < R; ++r) store_lanes<S>(sum[r], out + r, ldo, acts);
-}
-
-template <bool kVnni, int S, int R>
 void q2_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
   constexpr int kSteps = 64 / S;
   constexpr int kMinSteps = 8 / S;
@@ -619,15 +528,13 @@ void q2_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out,
 // ---- Driver ----
 
 // kIq2XxsVbmi: IQ2_XXS with the grid decoded from registers (avx512vbmi).
-enum class Kind { kIq2Xxs, kIq2XxsVbmi, kQ4K, kQ2K };
+enum class Kind { kIq2Xxs, kIq2XxsVbmi, kQ2K };
 constexpr bool is_iq2(Kind k) { return k == Kind::kIq2Xxs || k == Kind::kIq2XxsVbmi; }
 
 template <bool kVnni, Kind kKind, int S, int R>
 void group_rows(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
   if constexpr (is_iq2(kKind)) {
     iq2_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
-  } else if constexpr (kKind == Kind::kQ4K) {
-    q4_K_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
   } else {
     q2_K_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
   }
@@ -653,7 +560,7 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
                 int64_t n_acts, float* out, int64_t ldo) {
   const int64_t nb = n / kQK_K;
   constexpr ActLayout layout{!is_iq2(kKind), S};
-  constexpr int kDwords = is_iq2(kKind) ? kIq2Dwords : kKind == Kind::kQ4K ? kQ4Dwords : kQ2Dwords;
+  constexpr int kDwords = is_iq2(kKind) ? kIq2Dwords : kQ2Dwords;
   constexpr int64_t kPerGroup = kLanes / S;
   const int64_t groups = (n_acts + kPerGroup - 1) / kPerGroup;
   // Up to kRowsPerPass rows are decoded at once and meet every activation;
@@ -670,8 +577,9 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
   // strength-reduced addresses on the stack).
   const int64_t pass_tiles_max = (pass_rows_max + kRowTile - 1) / kRowTile;
   auto* wdec = reinterpret_cast<uint32_t*>(
-      t_weights.get(static_cast<size_t>(pass_tiles_max * kRowTile * nb * kDwords + 15) / 16));
-  __m512i* xpack = t_acts.get(static_cast<size_t>(pass_groups_max * nb * layout.per_block()));
+      t_weights.get(static_cast<size_t>(pass_tiles_max * kRowTile * nb * kDwords) * sizeof(uint32_t)));
+  auto* xpack = reinterpret_cast<__m512i*>(
+      t_acts.get(static_cast<size_t>(pass_groups_max * nb * layout.per_block()) * sizeof(__m512i)));
   [[maybe_unused]] Iq2CompactGrid grid{};
   if constexpr (kKind == Kind::kIq2XxsVbmi) grid = load_iq2_compact_grid();
   for (int64_t p0 = 0; p0 < n_rows; p0 += kRowsPerPass) {
@@ -688,8 +596,6 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
           decode_iq2_xxs<S>(row[i], dst);
         } else if constexpr (kKind == Kind::kIq2XxsVbmi) {
           decode_iq2_xxs_vbmi<S>(row[i], dst, grid);
-        } else if constexpr (kKind == Kind::kQ4K) {
-          decode_q4_K<S>(row[i], dst);
         } else {
           decode_q2_K<S>(row[i], dst);
         }
@@ -743,20 +649,6 @@ void q2_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 template void q2_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
                                int64_t);
 template void q2_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
-
-template <bool kVnni>
-void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
-               float* out, int64_t ldo) {
-  if (n_acts < kMinActsQ4K) {
-    tile_detail::loop_dots<BlockQ4_K, BlockQ8_K>(level<kVnni>().q4_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out,
-                                                 ldo);
-    return;
-  }
-  tile<kVnni, Kind::kQ4K, BlockQ4_K>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-}
-template void q4_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
-                               int64_t);
-template void q4_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
 
 template <bool kVnni>
 void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,

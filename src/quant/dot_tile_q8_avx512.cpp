@@ -48,8 +48,8 @@
 #include <memory>
 #include <utility>
 
-#include "core/scratch_vector.h"
 #include "quant/dot_tile.h"
+#include "quant/dot_tile_avx512.h"
 #include "quant/dot_x86_common.h"
 #include "quant/mxfp4.h"
 
@@ -60,30 +60,9 @@ extern const DotKernels kDotAvx512;
 namespace tile_avx512 {
 namespace {
 
-// ---- Scratch ----
-
-// Per-thread buffer that only grows, 64-byte aligned: the re-laid-out weights
-// and per-activation data of one call. Reused across calls so large tiles do
-// not fault in fresh pages every time.
-class Scratch {
- public:
-  uint8_t* get(size_t bytes) {
-    if (bytes > capacity_) {
-      capacity_ = std::max(bytes, capacity_ * 2);
-      storage_.clear();  // the old contents are not kept
-      storage_.resize(capacity_ + 63);
-    }
-    const auto base = reinterpret_cast<uintptr_t>(storage_.data());
-    return reinterpret_cast<uint8_t*>((base + 63) & ~uintptr_t{63});
-  }
-
- private:
-  ScratchVector<uint8_t> storage_;  // no zero fill: every use writes before reading
-  size_t capacity_ = 0;
-};
-
-thread_local Scratch weight_scratch;
-thread_local Scratch act_scratch;
+// The re-laid-out weights and per-activation data of one call.
+thread_local TileScratch weight_scratch;
+thread_local TileScratch act_scratch;
 
 // ---- Integer formats: row-interleaved weights ----
 
@@ -138,35 +117,6 @@ inline __m512i even_bytes_to_words(__m512i v) { return _mm512_srai_epi16(_mm512_
 inline __m512i odd_bytes_to_words(__m512i v) { return _mm512_srai_epi16(v, 8); }
 inline __m256i even_bytes_to_words(__m256i v) { return _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8); }
 inline __m256i odd_bytes_to_words(__m256i v) { return _mm256_srai_epi16(v, 8); }
-
-// 16 rows' 32 codes (row r in codes[r]) -> out[k] lane r = dword k of row r.
-// An 8x8 dword transpose in each 256-bit half; pairing rows r and r+4 in the
-// input makes the final 128-bit shuffles land the rows in natural order.
-inline void transpose_rows(const __m256i codes[kGroupRows], __m512i out[8]) {
-  constexpr int kLowRow[8] = {0, 1, 2, 3, 8, 9, 10, 11};
-  __m512i z[8];
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(codes[kLowRow[j]]), codes[kLowRow[j] + 4], 1);
-  }
-  __m512i u[8];
-#pragma GCC unroll 2
-  for (int g = 0; g < 8; g += 4) {
-    const __m512i t0 = _mm512_unpacklo_epi32(z[g], z[g + 1]);
-    const __m512i t1 = _mm512_unpackhi_epi32(z[g], z[g + 1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(z[g + 2], z[g + 3]);
-    const __m512i t3 = _mm512_unpackhi_epi32(z[g + 2], z[g + 3]);
-    u[g] = _mm512_unpacklo_epi64(t0, t2);      // dwords 0 | 4
-    u[g + 1] = _mm512_unpackhi_epi64(t0, t2);  // 1 | 5
-    u[g + 2] = _mm512_unpacklo_epi64(t1, t3);  // 2 | 6
-    u[g + 3] = _mm512_unpackhi_epi64(t1, t3);  // 3 | 7
-  }
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    out[k] = _mm512_shuffle_i64x2(u[k], u[4 + k], _MM_SHUFFLE(2, 0, 2, 0));
-    out[k + 4] = _mm512_shuffle_i64x2(u[k], u[4 + k], _MM_SHUFFLE(3, 1, 3, 1));
-  }
-}
 
 // Stores one block of a row group: codes[r] = row r's 32 integer codes,
 // lane r of scale = its block scale.

@@ -1,0 +1,68 @@
+// Internal to the dot_tile_*_avx512.cpp files: the per-thread scratch buffer
+// the tile kernels re-lay their operands out in, and the 16-row dword
+// transpose of the one-lane-per-row kernels. Include after the file's
+// fp-contract pragmas; everything is in an anonymous namespace, so each file
+// gets its own copy built with its own flags (as dot_x86_common.h).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/scratch_vector.h"
+#include "core/x86_intrinsics.h"
+
+namespace ds4::quant::tile_avx512 {
+namespace {
+
+// 64-byte aligned, grown on demand (never shrunk), one per thread and use (the
+// matmul runs tiles on a thread pool). Reused across calls, so large tiles do
+// not fault in fresh pages every time; >= 2 MiB comes in 2 MiB pages.
+class TileScratch {
+ public:
+  uint8_t* get(size_t bytes) {
+    if (bytes > capacity_) {
+      capacity_ = std::max(bytes, capacity_ * 2);
+      storage_.clear();  // the old contents are not kept
+      storage_.resize(capacity_ + 63);
+    }
+    const auto base = reinterpret_cast<uintptr_t>(storage_.data());
+    return reinterpret_cast<uint8_t*>((base + 63) & ~uintptr_t{63});
+  }
+
+ private:
+  ScratchVector<uint8_t> storage_;  // no zero fill: every use writes before reading
+  size_t capacity_ = 0;
+};
+
+// 16 rows' 8 dwords (row r in rows[r]) -> out[k] lane r = dword k of row r.
+// An 8x8 dword transpose in each 256-bit half; pairing rows r and r+4 in the
+// input makes the final 128-bit shuffles land the rows in natural order.
+inline void transpose_rows(const __m256i rows[16], __m512i out[8]) {
+  constexpr int kLowRow[8] = {0, 1, 2, 3, 8, 9, 10, 11};
+  __m512i z[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(rows[kLowRow[j]]), rows[kLowRow[j] + 4], 1);
+  }
+  __m512i u[8];
+#pragma GCC unroll 2
+  for (int g = 0; g < 8; g += 4) {
+    const __m512i t0 = _mm512_unpacklo_epi32(z[g], z[g + 1]);
+    const __m512i t1 = _mm512_unpackhi_epi32(z[g], z[g + 1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(z[g + 2], z[g + 3]);
+    const __m512i t3 = _mm512_unpackhi_epi32(z[g + 2], z[g + 3]);
+    u[g] = _mm512_unpacklo_epi64(t0, t2);      // dwords 0 | 4
+    u[g + 1] = _mm512_unpackhi_epi64(t0, t2);  // 1 | 5
+    u[g + 2] = _mm512_unpacklo_epi64(t1, t3);  // 2 | 6
+    u[g + 3] = _mm512_unpackhi_epi64(t1, t3);  // 3 | 7
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    out[k] = _mm512_shuffle_i64x2(u[k], u[4 + k], _MM_SHUFFLE(2, 0, 2, 0));
+    out[k + 4] = _mm512_shuffle_i64x2(u[k], u[4 + k], _MM_SHUFFLE(3, 1, 3, 1));
+  }
+}
+
+}  // namespace
+}  // namespace ds4::quant::tile_avx512

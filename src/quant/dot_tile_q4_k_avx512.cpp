@@ -1,0 +1,375 @@
+// Tile kernel (dot_tile.h) for Q4_K x Q8_K at the avx512 levels: one register
+// lane per weight row, as the Q8_0 tile (dot_tile_q8_avx512.cpp).
+//
+// Each block of 16 rows is re-laid out once per call so that lane r of code
+// register k holds row r's four 4-bit codes of elements 4k..4k+3 (0..15, as
+// bytes), next to per-lane registers of the rows' sub-block scales and mins and
+// their d and dmin. The codes are unsigned and the activations signed, which is
+// what vpdpbusd multiplies, so no offset is needed. For each activation, the
+// matching four activation bytes are broadcast to every lane: four
+// multiply-adds give the 16 elements of a 16-element group for 16 rows at once
+// (|sum| <= 16 * 15 * 128 < 2^15), and one vpdpwssd against the lanes' scale
+// (int32 with a zero high word) adds group sum * scale to the block's integer
+// sum. The min term is four vpdpwssd of (min 2p, min 2p+1) against the
+// activation's sub-block sums of bsums (prepared once per call, each fits in
+// int16). No horizontal reduction: after a block each lane holds the exact
+// integer sums the scalar reference forms for its (row, activation) pair, and
+// the float term is the one-row kernels' (dot_avx512.cpp's k_quant_dot,
+// dot_x86_common.h's k_block_value), lane by lane, added in block order from
+// 0, so every output equals the one-row kernel bit for bit.
+//
+// Rows go 16 at a time (rows past the end repeat the last one; their lanes are
+// never stored); activations in passes of up to kMaxActs over a re-laid-out
+// row group. Few activations (< kMinActs) go through the one-row kernels.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "core/x86_intrinsics.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "quant/dot_tile.h"
+#include "quant/dot_tile_avx512.h"
+#include "quant/dot_tile_loop.h"
+#include "quant/dot_x86_common.h"
+
+namespace ds4::quant {
+
+extern const DotKernels kDotAvx512;
+extern const DotKernels kDotAvx512Vnni;
+
+namespace tile_avx512 {
+namespace {
+
+constexpr int kGroupRows = 16;  // one register lane per row
+constexpr int kMaxActs = 12;    // activations per pass over a row group
+// Fewest activations for which the tile beats looping the one-row kernel
+// (measured with ds4-bench-kernels, 64 rows x 4096, avx512vbmi).
+constexpr int64_t kMinActs = 2;
+
+// One block of a row group, re-laid out, in 64-byte registers:
+constexpr int kCodeRegs = 64;  // lane r of register k: row r's codes 4k..4k+3
+constexpr int kScaleReg = 64;  // + s: lane r = row r's scale of sub-block s (int32)
+constexpr int kMinReg = 72;    // + p: lane r = row r's (min 2p, min 2p+1) as int16 words
+constexpr int kDReg = 76;      // lane r = row r's d (f32)
+constexpr int kDminReg = 77;   // lane r = row r's dmin (f32)
+constexpr int kBlockRegs = 78;
+
+// One prepared activation block: its 256 codes as stored, then the 8
+// sub-block sums (bsum 2s + bsum 2s+1) as int16 words, then d; padded.
+constexpr size_t kActMinSums = 256;
+constexpr size_t kActScale = 272;
+constexpr size_t kActBytes = 288;
+
+thread_local TileScratch t_weights;
+thread_local TileScratch t_acts;
+
+// acc + sum of four u8 (a) x s8 (b) products per int32 lane; exact here (no
+// int16 pair of products exceeds 2 * 15 * 128).
+template <bool kVnni>
+inline __m512i dot_bytes(__m512i acc, __m512i a, __m512i b) {
+  if constexpr (kVnni) {
+    return _mm512_dpbusd_epi32(acc, a, b);
+  } else {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), _mm512_set1_epi16(1)));
+  }
+}
+
+// acc + sum of the two int16 products per int32 lane.
+template <bool kVnni>
+inline __m512i dot_words(__m512i acc, __m512i a, __m512i b) {
+  if constexpr (kVnni) {
+    return _mm512_dpwssd_epi32(acc, a, b);
+  } else {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+  }
+}
+
+inline __m512i broadcast_dword(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// pshufb patterns: byte j of every dword to the dword's low byte, the other
+// bytes zero (a 6-bit scale as an int32 with a zero high word).
+template <int J>
+constexpr auto kByteToDword = [] {
+  struct {
+    alignas(64) int8_t v[64];
+  } p{};
+  for (int i = 0; i < 64; ++i) p.v[i] = i % 4 == 0 ? static_cast<int8_t>((i & ~3 & 15) + J) : int8_t{-128};
+  return p;
+}();
+// Bytes 2p and 2p+1 of every dword to its two words, zero-extended.
+template <int P>
+constexpr auto kBytePairToWords = [] {
+  struct {
+    alignas(64) int8_t v[64];
+  } p{};
+  for (int i = 0; i < 64; ++i) p.v[i] = i % 2 == 0 ? static_cast<int8_t>((i & ~3 & 15) + 2 * P + (i % 4) / 2) : int8_t{-128};
+  return p;
+}();
+
+template <int J>
+inline __m512i byte_to_dword(__m512i v) {
+  return _mm512_shuffle_epi8(v, _mm512_load_si512(kByteToDword<J>.v));
+}
+template <int P>
+inline __m512i byte_pair_to_words(__m512i v) {
+  return _mm512_shuffle_epi8(v, _mm512_load_si512(kBytePairToWords<P>.v));
+}
+
+// Lane r of out[k] = dword k of the first 16 bytes of rows[r]'s block b
+// (k = 0: d | dmin << 16; 1..3: the 12 packed scale bytes).
+inline void transpose_headers(const BlockQ4_K* const* rows, int64_t b, __m512i out[4]) {
+  // z[g], 128-bit lane i = row 4i + g: after the 4x4 transposes inside each
+  // 128-bit lane, lane 4i + g of every output is row 4i + g.
+  __m512i z[4];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    __m512i v = _mm512_castsi128_si512(load128(&rows[g][b]));
+    v = _mm512_inserti32x4(v, load128(&rows[4 + g][b]), 1);
+    v = _mm512_inserti32x4(v, load128(&rows[8 + g][b]), 2);
+    z[g] = _mm512_inserti32x4(v, load128(&rows[12 + g][b]), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]);
+  const __m512i t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]);
+  const __m512i t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// Re-lays out rows [r0, r0 + 16) (rows past n_rows repeat the last one) into
+// dst, kBlockRegs registers per block.
+void relayout_group(int64_t nb, const uint8_t* w, uint64_t row_bytes, int64_t r0, int64_t n_rows, __m512i* dst) {
+  const BlockQ4_K* rows[kGroupRows];
+  for (int r = 0; r < kGroupRows; ++r) {
+    const int64_t row = std::min<int64_t>(r0 + r, n_rows - 1);
+    rows[r] = reinterpret_cast<const BlockQ4_K*>(w + static_cast<uint64_t>(row) * row_bytes);
+  }
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  // The weights come from memory (an expert matrix is read once per call) in
+  // 16 row streams, more than the hardware prefetcher follows well: ask for
+  // each row's block kPrefetchBlocks ahead (a hint: no result changes).
+  constexpr int64_t kPrefetchBlocks = 4;
+  for (int64_t b = 0; b < nb; ++b) {
+    if (b + kPrefetchBlocks < nb) {
+#pragma GCC unroll 16
+      for (int r = 0; r < kGroupRows; ++r) {
+        const auto* p = reinterpret_cast<const char*>(&rows[r][b + kPrefetchBlocks]);
+        _mm_prefetch(p, _MM_HINT_T0);
+        _mm_prefetch(p + 64, _MM_HINT_T0);
+        _mm_prefetch(p + sizeof(BlockQ4_K) - 1, _MM_HINT_T0);
+      }
+    }
+    __m512i* out = dst + b * kBlockRegs;
+    // Codes: chunk c (32 bytes) holds elements 64c + j (low nibbles) and
+    // 64c + 32 + j (high), so register 16c + j takes dword j's low nibbles and
+    // 16c + 8 + j its high ones: element order, 4 per register.
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m256i q[kGroupRows];
+#pragma GCC unroll 16
+      for (int r = 0; r < kGroupRows; ++r) q[r] = load256(rows[r][b].qs + 32 * c);
+      __m512i t[8];
+      transpose_rows(q, t);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        _mm512_store_si512(out + 16 * c + j, _mm512_and_si512(t[j], low4));
+        _mm512_store_si512(out + 16 * c + 8 + j, _mm512_and_si512(_mm512_srli_epi16(t[j], 4), low4));
+      }
+    }
+    // Scales and mins: unpack_q4_K_scales lane by lane, each lane's four bytes
+    // being scales (or mins) 0..3 and 4..7.
+    __m512i h[4];
+    transpose_headers(rows, b, h);
+    const __m512i low6 = _mm512_set1_epi8(0x3f);
+    const __m512i top2 = _mm512_set1_epi8(0x30);
+    const __m512i sc_lo = _mm512_and_si512(h[1], low6);
+    const __m512i sc_hi =
+        _mm512_or_si512(_mm512_and_si512(h[3], low4), _mm512_and_si512(_mm512_srli_epi32(h[1], 2), top2));
+    const __m512i mn_lo = _mm512_and_si512(h[2], low6);
+    const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), low4),
+                                          _mm512_and_si512(_mm512_srli_epi32(h[2], 2), top2));
+    _mm512_store_si512(out + kScaleReg + 0, byte_to_dword<0>(sc_lo));
+    _mm512_store_si512(out + kScaleReg + 1, byte_to_dword<1>(sc_lo));
+    _mm512_store_si512(out + kScaleReg + 2, byte_to_dword<2>(sc_lo));
+    _mm512_store_si512(out + kScaleReg + 3, byte_to_dword<3>(sc_lo));
+    _mm512_store_si512(out + kScaleReg + 4, byte_to_dword<0>(sc_hi));
+    _mm512_store_si512(out + kScaleReg + 5, byte_to_dword<1>(sc_hi));
+    _mm512_store_si512(out + kScaleReg + 6, byte_to_dword<2>(sc_hi));
+    _mm512_store_si512(out + kScaleReg + 7, byte_to_dword<3>(sc_hi));
+    _mm512_store_si512(out + kMinReg + 0, byte_pair_to_words<0>(mn_lo));
+    _mm512_store_si512(out + kMinReg + 1, byte_pair_to_words<1>(mn_lo));
+    _mm512_store_si512(out + kMinReg + 2, byte_pair_to_words<0>(mn_hi));
+    _mm512_store_si512(out + kMinReg + 3, byte_pair_to_words<1>(mn_hi));
+    _mm512_store_ps(reinterpret_cast<float*>(out + kDReg), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0])));
+    _mm512_store_ps(reinterpret_cast<float*>(out + kDminReg),
+                    _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))));
+  }
+}
+
+// Activations acts[0..n_acts) into dst, block b of activation t at
+// (b * n_acts + t) * kActBytes: codes, sub-block sums, d.
+void prepare_acts(int64_t nb, const void* const* acts, int n_acts, uint8_t* dst) {
+  for (int t = 0; t < n_acts; ++t) {
+    const auto* x = static_cast<const BlockQ8_K*>(acts[t]);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* p = dst + (static_cast<size_t>(b) * static_cast<size_t>(n_acts) + static_cast<size_t>(t)) * kActBytes;
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) _mm512_storeu_si512(p + 64 * k, _mm512_loadu_si512(x[b].qs + 64 * k));
+      // Sub-block s covers bsums 2s and 2s+1; each sum is at most 32 * 128.
+      const __m256i sums = _mm256_madd_epi16(load256(x[b].bsums), _mm256_set1_epi16(1));
+      const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p + kActMinSums), words);
+      std::memcpy(p + kActScale, &x[b].d, 4);
+    }
+  }
+}
+
+// Memory a pass asks for while it computes: `bytes_per_block` bytes from
+// `next` per block (the next row group's weights, so that its re-layout does
+// not start on 16 cold rows). A hint only: no result changes.
+struct Prefetch {
+  const char* next = nullptr;
+  size_t bytes_per_block = 0;
+};
+
+// 16 rows (one re-laid-out group) x T activations (one prepared pass).
+template <bool kVnni, int T>
+void group_pass(int64_t nb, const __m512i* wg, const uint8_t* xs, float* out, int64_t ldo, __mmask16 rows,
+                Prefetch prefetch) {
+  __m512 sum[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (prefetch.next != nullptr) {
+      const char* p = prefetch.next + static_cast<size_t>(b) * prefetch.bytes_per_block;
+      for (size_t off = 0; off < prefetch.bytes_per_block; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+    }
+    const __m512i* wb = wg + b * kBlockRegs;
+    const uint8_t* xb = xs + static_cast<size_t>(b) * (T * kActBytes);
+    __m512i isum[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    // 16-element group g: codes 4g..4g+3, sub-block g / 2's scale.
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; ++g) {
+      const __m512i c0 = _mm512_load_si512(wb + 4 * g);
+      const __m512i c1 = _mm512_load_si512(wb + 4 * g + 1);
+      const __m512i c2 = _mm512_load_si512(wb + 4 * g + 2);
+      const __m512i c3 = _mm512_load_si512(wb + 4 * g + 3);
+      const __m512i scale = _mm512_load_si512(wb + kScaleReg + g / 2);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* q = xb + t * kActBytes + 16 * g;
+        __m512i part = dot_bytes<kVnni>(_mm512_setzero_si512(), c0, broadcast_dword(q));
+        part = dot_bytes<kVnni>(part, c1, broadcast_dword(q + 4));
+        part = dot_bytes<kVnni>(part, c2, broadcast_dword(q + 8));
+        part = dot_bytes<kVnni>(part, c3, broadcast_dword(q + 12));
+        isum[t] = dot_words<kVnni>(isum[t], part, scale);
+      }
+    }
+    const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDReg));
+    const __m512 dminw = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDminReg));
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* side = xb + t * kActBytes;
+      __m512i msum = dot_words<kVnni>(_mm512_setzero_si512(), _mm512_load_si512(wb + kMinReg),
+                                      broadcast_dword(side + kActMinSums));
+#pragma GCC unroll 3
+      for (int p = 1; p < 4; ++p) {
+        msum = dot_words<kVnni>(msum, _mm512_load_si512(wb + kMinReg + p), broadcast_dword(side + kActMinSums + 4 * p));
+      }
+      float xd;
+      std::memcpy(&xd, side + kActScale, 4);
+      // k_block_value lane by lane: (x.d * d) * isum - (x.d * dmin) * msum.
+      const __m512 dall = _mm512_mul_ps(_mm512_set1_ps(xd), dw);
+      const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(xd), dminw);
+      sum[t] = _mm512_add_ps(sum[t], _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum[t])),
+                                                   _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum))));
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(out + t * ldo, rows, sum[t]);
+}
+
+template <bool kVnni>
+void group_passes(int n_acts, int64_t nb, const __m512i* wg, const uint8_t* xs, float* out, int64_t ldo,
+                  __mmask16 rows, Prefetch prefetch) {
+  switch (n_acts) {
+    case 1: group_pass<kVnni, 1>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 2: group_pass<kVnni, 2>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 3: group_pass<kVnni, 3>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 4: group_pass<kVnni, 4>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 5: group_pass<kVnni, 5>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 6: group_pass<kVnni, 6>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 7: group_pass<kVnni, 7>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 8: group_pass<kVnni, 8>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 9: group_pass<kVnni, 9>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 10: group_pass<kVnni, 10>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 11: group_pass<kVnni, 11>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    default: group_pass<kVnni, kMaxActs>(nb, wg, xs, out, ldo, rows, prefetch); break;
+  }
+}
+
+// Every activation prepared once (pass p in its own slot), then each 16-row
+// group re-laid out once and met by every pass.
+template <bool kVnni>
+void tile(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+          float* out, int64_t ldo) {
+  const int64_t nb = n / kQK_K;
+  if (n_rows <= 0 || n_acts <= 0 || nb <= 0) return;
+  const int64_t passes = (n_acts + kMaxActs - 1) / kMaxActs;
+  const size_t pass_bytes = static_cast<size_t>(nb) * kMaxActs * kActBytes;
+  uint8_t* xr = t_acts.get(static_cast<size_t>(passes) * pass_bytes);
+  auto pass_acts = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(kMaxActs, n_acts - p * kMaxActs)); };
+  for (int64_t p = 0; p < passes; ++p) prepare_acts(nb, acts + p * kMaxActs, pass_acts(p), xr + p * pass_bytes);
+  auto* wr = reinterpret_cast<__m512i*>(t_weights.get(static_cast<size_t>(nb) * kBlockRegs * sizeof(__m512i)));
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kGroupRows) {
+    relayout_group(nb, w, row_bytes, r0, n_rows, wr);
+    const int64_t left = n_rows - r0;
+    const auto rows = static_cast<__mmask16>(left >= kGroupRows ? 0xffffu : (1u << left) - 1);
+    // The first pass asks for the next group's rows (contiguous from its first).
+    Prefetch next;
+    if (r0 + kGroupRows < n_rows) {
+      const int64_t next_rows = std::min<int64_t>(kGroupRows, n_rows - r0 - kGroupRows);
+      next.next = reinterpret_cast<const char*>(w + static_cast<uint64_t>(r0 + kGroupRows) * row_bytes);
+      next.bytes_per_block = (static_cast<size_t>(next_rows) * row_bytes + static_cast<size_t>(nb) - 1) /
+                             static_cast<size_t>(nb);
+    }
+    for (int64_t p = 0; p < passes; ++p) {
+      group_passes<kVnni>(pass_acts(p), nb, wr, xr + p * pass_bytes, out + p * kMaxActs * ldo + r0, ldo, rows,
+                          p == 0 ? next : Prefetch{});
+    }
+  }
+}
+
+}  // namespace
+
+template <bool kVnni>
+void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+               float* out, int64_t ldo) {
+  if (n_acts < kMinActs) {
+    tile_detail::loop_dots<BlockQ4_K, BlockQ8_K>((kVnni ? kDotAvx512Vnni : kDotAvx512).q4_K_q8_K, n, w, row_bytes,
+                                                 n_rows, acts, n_acts, out, ldo);
+    return;
+  }
+  tile<kVnni>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+template void q4_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                               int64_t);
+template void q4_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
+
+}  // namespace tile_avx512
+}  // namespace ds4::quant
