@@ -1,25 +1,29 @@
-// Tile kernels (dot_tile.h) for Q2_K and IQ2_XXS at the avx512 levels (Q4_K:
-// dot_tile_q4_k_avx512.cpp).
+// Tile kernels (dot_tile.h) for the K-quants (Q4_K and Q2_K x Q8_K) at the
+// avx512 levels: one register lane per weight row, as the Q8_0 tile
+// (dot_tile_q8_avx512.cpp).
 //
-// Layout: activations in int32 lanes, weights broadcast. The activations are
-// repacked once per call so that one register holds the same byte quad of 16
-// activations (stored x + 128, for vpdpbusd's unsigned operand); each weight
-// block of a row is decoded once per call into int8 quads (IQ2_XXS: sign *
-// grid; Q2_K: scale * code) and one vpdpbusd with the weight quad
-// broadcast adds that quad for all lanes; 128 * sum(weights) is taken off per
-// block. IQ2_XXS multiplies each 32-element sub-block's sum by its scale
-// ls; Q2_K has the scales folded into its
-// codes. Rows go 8 at a time, so each activation register serves 8 rows.
-// With 8 or fewer activations each block is split in 2 or 4 parts that take
-// separate lanes (and are added at the block's end), so the 16 lanes stay
-// busy.
+// Each block of 16 rows is re-laid out once per call so that lane r of code
+// register k holds row r's four codes of elements 4k..4k+3 (Q4_K 0..15, Q2_K
+// 0..3, as bytes), next to per-lane registers of the rows' group scales, their
+// mins (as int16 pairs) and d and dmin. The codes are unsigned and the
+// activations signed, which is what vpdpbusd multiplies, so no offset is
+// needed. For each activation the matching four activation bytes are broadcast
+// to every lane: four multiply-adds give a 16-element group for 16 rows at
+// once (|sum| <= 16 * 15 * 128 < 2^15), and one vpdpwssd against the lanes'
+// scale (an int32 with a zero high word: Q4_K's 6-bit sub-block scale, Q2_K's
+// 4-bit group scale) adds group sum * scale to the block's integer sum. The
+// min term is vpdpwssd of the lanes' min pairs against the activation's
+// matching sums (Q4_K: its 8 sub-block sums bsum 2s + bsum 2s+1, prepared once
+// per call, each fits in int16; Q2_K: its 16 bsums as stored). No horizontal
+// reduction: after a block each lane holds the exact integer sums the scalar
+// reference forms for its (row, activation) pair, and the float term is the
+// one-row kernels' (dot_avx512.cpp's k_quant_dot, dot_x86_common.h's
+// k_block_value), lane by lane, added in block order from 0, so every output
+// equals the one-row kernel bit for bit.
 //
-// Every lane ends each block with exactly the integer sums the scalar
-// reference forms, and the float combination per block is the scalar one,
-// lane by lane, so each output equals the one-row kernels (themselves
-// bit-identical to scalar) bit for bit.
-//
-// Few activations (< kMinActs*) go through the one-row kernels instead.
+// Rows go 16 at a time (rows past the end repeat the last one; their lanes are
+// never stored); activations in passes of up to kMaxActs over a re-laid-out
+// row group. Few activations (< kMinActs) go through the one-row kernels.
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -28,58 +32,49 @@
 
 #include "core/x86_intrinsics.h"
 
-#include <array>
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_avx512.h"
 #include "quant/dot_tile_loop.h"
 #include "quant/dot_x86_common.h"
-#include "quant/iq2_xxs_avx512.h"
-#include "quant/iq2_xxs_tables.h"
 
 namespace ds4::quant {
 
 extern const DotKernels kDotAvx512;
 extern const DotKernels kDotAvx512Vnni;
-extern const DotKernels kDotAvx512Vbmi;
+
 namespace tile_avx512 {
 namespace {
 
-template <bool kVnni>
-const DotKernels& level() { return kVnni ? kDotAvx512Vnni : kDotAvx512; }
+constexpr int kGroupRows = 16;  // one register lane per row
+constexpr int kMaxActs = 12;    // activations per pass over a row group
+// Fewest activations for which the tile beats looping the one-row kernel
+// (ds4-bench-kernels, 64 rows x 4096, avx512vbmi: at 2 activations Q4_K 75
+// against 49 GMAC/s, Q2_K 66 against 59).
+constexpr int64_t kMinActs = 2;
 
-constexpr int kLanes = 16;    // int32 lanes per register: 16 / S activations x S block parts
-constexpr int kRowTile = 8;   // rows sharing each activation register
-// Fewest activations for which a tile beats looping the one-row kernel
-// (measured, 64 rows x 4096, avx512vnni): decoding a block costs about as much
-// as one one-row block dot, and groups of 4 or 8 activations split each block
-// in 4 or 2 parts to fill the 16 lanes.
-constexpr int64_t kMinActsIq2Xxs = 3;
-constexpr int64_t kMinActsQ2K = 4;
+// One block of a row group, re-laid out, in 64-byte registers: kCodeRegs code
+// registers (lane r of register k: row r's codes 4k..4k+3), then the scale
+// registers (lane r = row r's scale of a group, int32), the min registers
+// (lane r = two of row r's mins as int16 words), d and dmin (f32 lanes).
+constexpr int kCodeRegs = 64;
+constexpr int kScaleReg = kCodeRegs;
 
-// The decoded weights and packed activations of one call.
-thread_local TileScratch t_acts;
+// One prepared activation block: its 256 codes as stored, then the 32 bytes the
+// min registers meet (Rows::prepare_min_operand), then d; padded.
+constexpr size_t kActMinOperand = 256;
+constexpr size_t kActScale = 288;
+constexpr size_t kActBytes = 320;
+
 thread_local TileScratch t_weights;
+thread_local TileScratch t_acts;
 
-inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
-
-inline float f16_value(uint16_t h) { return _cvtsh_ss(h); }
-
-// acc + sum of adjacent int16 products per int32 lane.
-template <bool kVnni>
-inline __m512i dot_words(__m512i acc, __m512i a, __m512i b) {
-  if constexpr (kVnni) {
-    return _mm512_dpwssd_epi32(acc, a, b);
-  } else {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
-  }
-}
-
-// acc + sum of four u8 (a) x s8 (b) products per int32 lane; no pair of
-// products may exceed int16 (true here: (x + 128) * 45 * 2 < 32768).
+// acc + sum of four u8 (a) x s8 (b) products per int32 lane; exact here (no
+// int16 pair of products exceeds 2 * 15 * 128).
 template <bool kVnni>
 inline __m512i dot_bytes(__m512i acc, __m512i a, __m512i b) {
   if constexpr (kVnni) {
@@ -89,591 +84,397 @@ inline __m512i dot_bytes(__m512i acc, __m512i a, __m512i b) {
   }
 }
 
-// 16 x 16 transpose of dwords: row r of src (stride src_stride dwords) becomes
-// register r of dst (16 lanes = the 16 rows).
-inline void transpose16(const uint32_t* src, int64_t src_stride, __m512i* dst) {
-  __m512i r[16];
+// acc + sum of the two int16 products per int32 lane.
+template <bool kVnni>
+inline __m512i dot_words(__m512i acc, __m512i a, __m512i b) {
+  if constexpr (kVnni) {
+    return _mm512_dpwssd_epi32(acc, a, b);
+  } else {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+  }
+}
+
+inline __m512i broadcast_dword(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// pshufb patterns: byte j of every dword to the dword's low byte, the other
+// bytes zero (a 6-bit scale as an int32 with a zero high word).
+template <int J>
+constexpr auto kByteToDword = [] {
+  struct {
+    alignas(64) int8_t v[64];
+  } p{};
+  for (int i = 0; i < 64; ++i) p.v[i] = i % 4 == 0 ? static_cast<int8_t>((i & ~3 & 15) + J) : int8_t{-128};
+  return p;
+}();
+// Bytes 2p and 2p+1 of every dword to its two words, zero-extended.
+template <int P>
+constexpr auto kBytePairToWords = [] {
+  struct {
+    alignas(64) int8_t v[64];
+  } p{};
+  for (int i = 0; i < 64; ++i) p.v[i] = i % 2 == 0 ? static_cast<int8_t>((i & ~3 & 15) + 2 * P + (i % 4) / 2) : int8_t{-128};
+  return p;
+}();
+
+template <int J>
+inline __m512i byte_to_dword(__m512i v) {
+  return _mm512_shuffle_epi8(v, _mm512_load_si512(kByteToDword<J>.v));
+}
+template <int P>
+inline __m512i byte_pair_to_words(__m512i v) {
+  return _mm512_shuffle_epi8(v, _mm512_load_si512(kBytePairToWords<P>.v));
+}
+
+// Lane r of out[k] = dword k of the 16 bytes at rows[r] + offset.
+template <typename Block>
+inline void transpose_16_bytes(const Block* const* rows, int64_t b, size_t offset, __m512i out[4]) {
+  auto at = [&](int r) { return reinterpret_cast<const uint8_t*>(&rows[r][b]) + offset; };
+  // z[g], 128-bit lane i = row 4i + g: after the 4x4 transposes inside each
+  // 128-bit lane, lane 4i + g of every output is row 4i + g.
+  __m512i z[4];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    __m512i v = _mm512_castsi128_si512(load128(at(g)));
+    v = _mm512_inserti32x4(v, load128(at(4 + g)), 1);
+    v = _mm512_inserti32x4(v, load128(at(8 + g)), 2);
+    z[g] = _mm512_inserti32x4(v, load128(at(12 + g)), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]);
+  const __m512i t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]);
+  const __m512i t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// Lanes r of an (f16 d | f16 dmin << 16) dword per row -> d and dmin as f32.
+inline void store_d_dmin(__m512i packed, __m512i* d, __m512i* dmin) {
+  _mm512_store_ps(reinterpret_cast<float*>(d), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(packed)));
+  _mm512_store_ps(reinterpret_cast<float*>(dmin), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(packed, 16))));
+}
+
+// Q4_K: 16-element group g has sub-block g / 2's 6-bit scale; min pair p is
+// (min 2p, min 2p+1) against the activation's sub-block sums 2p, 2p+1.
+struct Q4KRows {
+  using Block = BlockQ4_K;
+  static constexpr int kScaleRegs = 8;
+  static constexpr int kMinRegs = 4;
+
+  static void relayout_block(const Block* const* rows, int64_t b, __m512i* out) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    // Codes: chunk c (32 bytes) holds elements 64c + j (low nibbles) and
+    // 64c + 32 + j (high), so register 16c + j takes dword j's low nibbles and
+    // 16c + 8 + j its high ones: element order, 4 per register.
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m256i q[kGroupRows];
 #pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = load512(src + i * src_stride);
-  __m512i t[16];
+      for (int r = 0; r < kGroupRows; ++r) q[r] = load256(rows[r][b].qs + 32 * c);
+      __m512i t[8];
+      transpose_rows(q, t);
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+      for (int j = 0; j < 8; ++j) {
+        _mm512_store_si512(out + 16 * c + j, _mm512_and_si512(t[j], low4));
+        _mm512_store_si512(out + 16 * c + 8 + j, _mm512_and_si512(_mm512_srli_epi16(t[j], 4), low4));
+      }
+    }
+    // Header dwords: d | dmin << 16, then the 12 packed scale bytes, unpacked
+    // as unpack_q4_K_scales does, lane by lane: each lane's four bytes are
+    // scales (or mins) 0..3 and 4..7.
+    __m512i h[4];
+    transpose_16_bytes(rows, b, 0, h);
+    const __m512i low6 = _mm512_set1_epi8(0x3f);
+    const __m512i top2 = _mm512_set1_epi8(0x30);
+    const __m512i sc_lo = _mm512_and_si512(h[1], low6);
+    const __m512i sc_hi =
+        _mm512_or_si512(_mm512_and_si512(h[3], low4), _mm512_and_si512(_mm512_srli_epi32(h[1], 2), top2));
+    const __m512i mn_lo = _mm512_and_si512(h[2], low6);
+    const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), low4),
+                                          _mm512_and_si512(_mm512_srli_epi32(h[2], 2), top2));
+    __m512i* scale = out + kScaleReg;
+    __m512i* min = scale + kScaleRegs;
+    _mm512_store_si512(scale + 0, byte_to_dword<0>(sc_lo));
+    _mm512_store_si512(scale + 1, byte_to_dword<1>(sc_lo));
+    _mm512_store_si512(scale + 2, byte_to_dword<2>(sc_lo));
+    _mm512_store_si512(scale + 3, byte_to_dword<3>(sc_lo));
+    _mm512_store_si512(scale + 4, byte_to_dword<0>(sc_hi));
+    _mm512_store_si512(scale + 5, byte_to_dword<1>(sc_hi));
+    _mm512_store_si512(scale + 6, byte_to_dword<2>(sc_hi));
+    _mm512_store_si512(scale + 7, byte_to_dword<3>(sc_hi));
+    _mm512_store_si512(min + 0, byte_pair_to_words<0>(mn_lo));
+    _mm512_store_si512(min + 1, byte_pair_to_words<1>(mn_lo));
+    _mm512_store_si512(min + 2, byte_pair_to_words<0>(mn_hi));
+    _mm512_store_si512(min + 3, byte_pair_to_words<1>(mn_hi));
+    store_d_dmin(h[0], min + kMinRegs, min + kMinRegs + 1);
   }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  // r[4i + j]: rows 4i..4i+3, dword column j of each 128-bit lane k.
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    const __m512i a0 = _mm512_shuffle_i32x4(r[j], r[4 + j], _MM_SHUFFLE(2, 0, 2, 0));
-    const __m512i a1 = _mm512_shuffle_i32x4(r[j], r[4 + j], _MM_SHUFFLE(3, 1, 3, 1));
-    const __m512i b0 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], _MM_SHUFFLE(2, 0, 2, 0));
-    const __m512i b1 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], _MM_SHUFFLE(3, 1, 3, 1));
-    // Column 4k + j of every row: lanes ordered rows 0-3, 4-7, 8-11, 12-15.
-    dst[j] = _mm512_shuffle_i32x4(a0, b0, _MM_SHUFFLE(2, 0, 2, 0));
-    dst[8 + j] = _mm512_shuffle_i32x4(a0, b0, _MM_SHUFFLE(3, 1, 3, 1));
-    dst[4 + j] = _mm512_shuffle_i32x4(a1, b1, _MM_SHUFFLE(2, 0, 2, 0));
-    dst[12 + j] = _mm512_shuffle_i32x4(a1, b1, _MM_SHUFFLE(3, 1, 3, 1));
-  }
-}
 
-// ---- Activations ----
-//
-// A group holds 16 / S activations; lane a * S + h of every register belongs
-// to activation a and to part h of the block's 64 byte quads (S = 1, 2 or 4
-// parts, so that few activations still fill the lanes; the parts' integer
-// sums are added at the end of the block). Per block: 64 / S registers of
-// quads (step q, part h: quad h * 64 / S + q), then for the K-quants
-// 8 / S registers of bsum pairs split the same way, then one register of the
-// f32 scales (d of activation a in all its lanes). Missing activations of a
-// short group are zero.
-
-struct ActLayout {
-  bool bsums;  // 8 bsum-pair units follow the 64 byte quads
-  int split;   // S
-  int steps() const { return 64 / split; }
-  int bsum_steps() const { return bsums ? 8 / split : 0; }
-  int per_block() const { return steps() + bsum_steps() + 1; }
+  // Sub-block s covers bsums 2s and 2s+1; each sum is at most 32 * 128.
+  static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) {
+    const __m256i sums = _mm256_madd_epi16(load256(x.bsums), _mm256_set1_epi16(1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
+                     _mm_packs_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1)));
+  }
 };
 
-// One activation block as dwords: byte quads x[4q .. 4q+3] + 128 at dword q,
-// then the bsums as 8 word pairs.
-inline void act_block_dwords(const BlockQ8_K& x, uint32_t* out) {
-  for (int c = 0; c < 4; ++c) {
-    const __m512i xv = load512(x.qs + 64 * c);
-    _mm512_storeu_si512(out + 16 * c, _mm512_xor_si512(xv, _mm512_set1_epi8(static_cast<char>(0x80))));
-  }
-  std::memcpy(out + 64, x.bsums, sizeof(x.bsums));
-}
+// Q2_K: 16-element group g has its own 4-bit scale; min pair p is
+// (min 2p, min 2p+1) against bsums 2p, 2p+1 as stored.
+struct Q2KRows {
+  using Block = BlockQ2_K;
+  static constexpr int kScaleRegs = 16;
+  static constexpr int kMinRegs = 8;
 
-void pack_acts(const void* const* acts, int64_t n_acts, int64_t nb, const ActLayout& layout, __m512i* dst) {
-  const int split = layout.split;
-  const int64_t per_group = kLanes / split;
-  const int64_t groups = (n_acts + per_group - 1) / per_group;
-  const int steps = layout.steps();
-  const int row_dwords = steps + 16;  // element units, then the bsum units padded to 16
-  std::vector<uint32_t> stage(static_cast<size_t>(kLanes * row_dwords));
-  alignas(64) uint32_t act_dwords[64 + 8];
-  for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t i = 0; i < nb; ++i) {
-      __m512i* out = dst + (g * nb + i) * layout.per_block();
-      alignas(64) float d[kLanes] = {};
-      for (int64_t a = 0; a < per_group; ++a) {
-        if (g * per_group + a >= n_acts) {
-          // A short group's missing activations: zero codes (and scale).
-          std::memset(stage.data() + a * split * row_dwords, 0, sizeof(uint32_t) * split * row_dwords);
-          continue;
-        }
-        const BlockQ8_K& x = static_cast<const BlockQ8_K*>(acts[g * per_group + a])[i];
-        if (split == 1) {
-          // Element units then bsum units, straight into the lane's row.
-          act_block_dwords(x, stage.data() + a * row_dwords);
-          d[a] = x.d;
-          continue;
-        }
-        act_block_dwords(x, act_dwords);
-        for (int h = 0; h < split; ++h) {
-          uint32_t* row = stage.data() + (a * split + h) * row_dwords;
-          std::memcpy(row, act_dwords + h * steps, sizeof(uint32_t) * steps);
-          if (layout.bsums) std::memcpy(row + steps, act_dwords + 64 + h * (8 / split), 4 * (8 / split));
-          d[a * split + h] = x.d;
-        }
-      }
-      for (int u = 0; u < steps; u += 16) transpose16(stage.data() + u, row_dwords, out + u);
-      if (layout.bsums) {
-        __m512i b[16];
-        transpose16(stage.data() + steps, row_dwords, b);
-        for (int q = 0; q < layout.bsum_steps(); ++q) out[steps + q] = b[q];
-      }
-      out[layout.per_block() - 1] = _mm512_castps_si512(_mm512_load_ps(d));
-    }
-  }
-}
-
-// Reorders a decoded block's kCount units for S parts (unit h * kCount / S + q
-// to index q * S + h), so the S units one broadcast puts in lanes h = 0..S-1
-// of step q are adjacent. Done in registers: the units were just stored.
-alignas(64) constexpr int32_t kPick2[2][16] = {{0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23},
-                                               {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31}};
-alignas(64) constexpr int32_t kPick4[4][16] = {{0, 16, 1, 17, 2, 18, 3, 19, 0, 0, 0, 0, 0, 0, 0, 0},
-                                               {4, 20, 5, 21, 6, 22, 7, 23, 0, 0, 0, 0, 0, 0, 0, 0},
-                                               {8, 24, 9, 25, 10, 26, 11, 27, 0, 0, 0, 0, 0, 0, 0, 0},
-                                               {12, 28, 13, 29, 14, 30, 15, 31, 0, 0, 0, 0, 0, 0, 0, 0}};
-alignas(64) constexpr int64_t kInterleaveQwords[8] = {0, 8, 1, 9, 2, 10, 3, 11};
-
-template <int S, int kCount>
-inline void split_units(uint32_t* units) {
-  if constexpr (S > 1) {
-    constexpr int kPerPart = kCount / S / 16;  // registers per part
-    __m512i r[kCount / 16];
-#pragma GCC unroll 8
-    for (int k = 0; k < kCount / 16; ++k) r[k] = load512(units + 16 * k);
-#pragma GCC unroll 8
-    for (int k = 0; k < kPerPart; ++k) {
-      if constexpr (S == 2) {
+  static void relayout_block(const Block* const* rows, int64_t b, __m512i* out) {
+    const __m512i low2 = _mm512_set1_epi8(3);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    // Codes: byte l of half n holds elements 128n + 32j + l in bits 2j, 2j+1,
+    // so plane j of dword d is register 32n + 8j + d: element order again.
 #pragma GCC unroll 2
-        for (int half = 0; half < 2; ++half) {
-          _mm512_storeu_si512(units + 2 * (16 * k + 8 * half),
-                              _mm512_permutex2var_epi32(r[k], load512(kPick2[half]), r[kPerPart + k]));
-        }
-      } else {
+    for (int n = 0; n < 2; ++n) {
+      __m256i q[kGroupRows];
+#pragma GCC unroll 16
+      for (int r = 0; r < kGroupRows; ++r) q[r] = load256(rows[r][b].qs + 32 * n);
+      __m512i t[8];
+      transpose_rows(q, t);
 #pragma GCC unroll 4
-        for (int sub = 0; sub < 4; ++sub) {
-          const __m512i p01 = _mm512_permutex2var_epi32(r[k], load512(kPick4[sub]), r[kPerPart + k]);
-          const __m512i p23 = _mm512_permutex2var_epi32(r[2 * kPerPart + k], load512(kPick4[sub]), r[3 * kPerPart + k]);
-          _mm512_storeu_si512(units + 4 * (16 * k + 4 * sub),
-                              _mm512_permutex2var_epi64(p01, load512(kInterleaveQwords), p23));
-        }
+      for (int j = 0; j < 4; ++j) {
+#pragma GCC unroll 8
+        for (int d = 0; d < 8; ++d)
+          _mm512_store_si512(out + 32 * n + 8 * j + d, _mm512_and_si512(_mm512_srli_epi16(t[d], 2 * j), low2));
       }
     }
+    // Scale bytes: group g's scale in the low nibble, its min in the high one;
+    // dword q of a lane holds groups 4q..4q+3.
+    __m512i h[4];
+    transpose_16_bytes(rows, b, offsetof(BlockQ2_K, scales), h);
+    __m512i* scale = out + kScaleReg;
+    __m512i* min = scale + kScaleRegs;
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m512i sc = _mm512_and_si512(h[q], low4);
+      const __m512i mn = _mm512_and_si512(_mm512_srli_epi16(h[q], 4), low4);
+      _mm512_store_si512(scale + 4 * q + 0, byte_to_dword<0>(sc));
+      _mm512_store_si512(scale + 4 * q + 1, byte_to_dword<1>(sc));
+      _mm512_store_si512(scale + 4 * q + 2, byte_to_dword<2>(sc));
+      _mm512_store_si512(scale + 4 * q + 3, byte_to_dword<3>(sc));
+      _mm512_store_si512(min + 2 * q, byte_pair_to_words<0>(mn));
+      _mm512_store_si512(min + 2 * q + 1, byte_pair_to_words<1>(mn));
+    }
+    alignas(64) uint32_t d_dmin[kGroupRows];
+#pragma GCC unroll 16
+    for (int r = 0; r < kGroupRows; ++r) std::memcpy(&d_dmin[r], &rows[r][b].d, 4);
+    store_d_dmin(_mm512_load_si512(d_dmin), min + kMinRegs, min + kMinRegs + 1);
   }
-}
 
-// Where unit u of kCount ends up after split_units<S, kCount>.
-template <int S, int kCount>
-constexpr int split_index(int u) {
-  return (u % (kCount / S)) * S + u / (kCount / S);
-}
-
-// ---- IQ2_XXS weights ----
-//
-// Decoded block: 64 dwords of int8 quads sign * grid in element order, the
-// 8 sub-block multipliers ls = 2 * scale + 1 (split order), the int32
-// 128 * sum over sub-blocks of ls * sum(sign * grid), then d as f32. The
-// tile adds each sub-block's 32 products with vpdpbusd (x + 128 against the
-// signed grid bytes) and multiplies the sub-block sum by ls.
-
-constexpr int kIq2Dwords = 64 + 8 + 2;
-
-// Sub-block s's multiplier (the odd dword 2s + 1 of the block's ls vector)
-// placed at dword split_index<S, 8>(s), for one 256-bit store.
-template <int S>
-constexpr std::array<int32_t, 16> ls_store_order() {
-  std::array<int32_t, 16> idx{};
-  for (int s = 0; s < 8; ++s) idx[static_cast<size_t>(split_index<S, 8>(s))] = 2 * s + 1;
-  return idx;
-}
-template <int S>
-alignas(64) constexpr std::array<int32_t, 16> kLsStoreOrder = ls_store_order<S>();
-// For chunk c (sub-blocks 2c, 2c+1; qword j = group j of the chunk): qword j's
-// low dword takes the multiplier of sub-block 2c + j / 4.
-alignas(64) constexpr int32_t kLsQwords[4][16] = {
-#define DS4_LSQ(c)                                                                                        \
-  {4 * (c) + 1, 0, 4 * (c) + 1, 0, 4 * (c) + 1, 0, 4 * (c) + 1, 0, 4 * (c) + 3, 0, 4 * (c) + 3, 0, \
-   4 * (c) + 3, 0, 4 * (c) + 3, 0}
-    DS4_LSQ(0), DS4_LSQ(1), DS4_LSQ(2), DS4_LSQ(3),
-#undef DS4_LSQ
+  static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
 };
 
-// The decoded block from each 64-element chunk's signed grid bytes
-// (chunk(c), c = 0..3): the bytes, the sub-block scales, the weighted sum, d.
-template <int S, typename Chunk>
-inline void store_iq2_xxs_block(const BlockIQ2_XXS& w, __m512i q, uint32_t* out, Chunk chunk) {
-  // Odd dwords (sign words): ls = 2 * (top 4 bits) + 1; the even ones are unused.
-  const __m512i ls = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
-  // Sum over groups of ls * (sum of the group's 8 values), via psadbw of
-  // value + 128 less 8 * 128 (signed, so the product is a signed multiply).
-  __m512i weighted = _mm512_setzero_si512();
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m512i gs = chunk(c);
-    _mm512_storeu_si512(out + 16 * c, gs);
-    const __m512i sums = _mm512_sub_epi64(
-        _mm512_sad_epu8(_mm512_xor_si512(gs, _mm512_set1_epi8(static_cast<char>(0x80))), _mm512_setzero_si512()),
-        _mm512_set1_epi64(8 * 128));
-    weighted = _mm512_add_epi64(weighted, _mm512_mul_epi32(sums, _mm512_permutexvar_epi32(load512(kLsQwords[c]), ls)));
+template <typename Rows>
+constexpr int kMinReg = kScaleReg + Rows::kScaleRegs;
+template <typename Rows>
+constexpr int kDReg = kMinReg<Rows> + Rows::kMinRegs;
+template <typename Rows>
+constexpr int kBlockRegs = kDReg<Rows> + 2;
+
+// Re-lays out rows [r0, r0 + 16) (rows past n_rows repeat the last one) into
+// dst, kBlockRegs registers per block.
+template <typename Rows>
+void relayout_group(int64_t nb, const uint8_t* w, uint64_t row_bytes, int64_t r0, int64_t n_rows, __m512i* dst) {
+  using Block = typename Rows::Block;
+  const Block* rows[kGroupRows];
+  for (int r = 0; r < kGroupRows; ++r) {
+    const int64_t row = std::min<int64_t>(r0 + r, n_rows - 1);
+    rows[r] = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(row) * row_bytes);
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64),
-                      _mm512_castsi512_si256(_mm512_permutexvar_epi32(load512(kLsStoreOrder<S>.data()), ls)));
-  out[72] = static_cast<uint32_t>(128 * _mm512_reduce_add_epi64(weighted));
-  const float d = f16_value(w.d);
-  std::memcpy(out + 73, &d, 4);
+  // The weights come from memory (an expert matrix is read once per call) in
+  // 16 row streams, more than the hardware prefetcher follows well: ask for
+  // each row's block kPrefetchBlocks ahead (a hint: no result changes). Later
+  // groups were mostly asked for by the previous group's passes.
+  constexpr int64_t kPrefetchBlocks = 4;
+  for (int64_t b = 0; b < nb; ++b) {
+    if (b + kPrefetchBlocks < nb) {
+#pragma GCC unroll 16
+      for (int r = 0; r < kGroupRows; ++r) {
+        const auto* p = reinterpret_cast<const char*>(&rows[r][b + kPrefetchBlocks]);
+        for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+        _mm_prefetch(p + sizeof(Block) - 1, _MM_HINT_T0);
+      }
+    }
+    Rows::relayout_block(rows, b, dst + b * kBlockRegs<Rows>);
+  }
 }
 
-template <int S>
-void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
-  const __m512i q = load512(w.qs);
-  const __m512i flags = _mm512_mask_blend_epi32(0x5555, q, _mm512_srli_epi64(field7_parity(q), 32));
-  const __m512i idx = _mm512_shuffle_epi8(q, load512(kGridIndexWords));
-  const auto* grid = reinterpret_cast<const long long*>(kIq2xxsGrid.data());
-  store_iq2_xxs_block<S>(w, q, out, [&](int c) {
-    const __m512i g = _mm512_i64gather_epi64(
-        _mm512_maskz_permutexvar_epi16(kQwordLowWords, load512(kGridIndexQwords[c]), idx), grid, 8);
-    const __m512i lane = _mm512_permutexvar_epi32(load512(kLaneDwords[c]), flags);
-    const __mmask64 neg = _mm512_test_epi8_mask(_mm512_shuffle_epi8(lane, load512(kIq2SignPattern.byte)),
-                                                load512(kIq2SignPattern.bit));
-    return _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
-  });
+// Activations acts[0..n_acts) into dst, block b of activation t at
+// (b * n_acts + t) * kActBytes: codes, min operand, d.
+template <typename Rows>
+void prepare_acts(int64_t nb, const void* const* acts, int n_acts, uint8_t* dst) {
+  for (int t = 0; t < n_acts; ++t) {
+    const auto* x = static_cast<const BlockQ8_K*>(acts[t]);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* p = dst + (static_cast<size_t>(b) * static_cast<size_t>(n_acts) + static_cast<size_t>(t)) * kActBytes;
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) _mm512_storeu_si512(p + 64 * k, _mm512_loadu_si512(x[b].qs + 64 * k));
+      Rows::prepare_min_operand(x[b], p + kActMinOperand);
+      std::memcpy(p + kActScale, &x[b].d, 4);
+    }
+  }
 }
 
-// The same decoded block with the grid from registers (avx512vbmi level).
-template <int S>
-void decode_iq2_xxs_vbmi(const BlockIQ2_XXS& w, uint32_t* out, const Iq2CompactGrid& grid) {
-  const __m512i q = load512(w.qs);
-  const __m512i codes = iq2_xxs_chunk_codes(q, grid);
-  uint64_t signs[4];
-  iq2_xxs_chunk_signs(q, signs);
-  store_iq2_xxs_block<S>(w, q, out, [&](int c) {
-    const __m512i g = iq2_xxs_chunk_magnitudes(codes, c);
-    return _mm512_mask_sub_epi8(g, _cvtu64_mask64(signs[c]), _mm512_setzero_si512(), g);
-  });
-}
-
-// ---- Q2_K weights ----
-//
-// Decoded block: 64 dwords of int8 quads (scale & 15) * code in element
-// order, 8 dwords of min pairs (scale >> 4 of groups 2p, 2p+1), the int32
-// 128 * sum of the 256 weights, then d, dmin.
-
-constexpr int kQ2Dwords = 64 + 8 + 3;
-
-// pshufb patterns giving 128-bit lane L of register c the scale byte of
-// 16-group 4c + L in every byte.
-alignas(64) constexpr int8_t kQ2GroupSpread[4][64] = {
-#define DS4_Q2_LANE(g) g, g, g, g, g, g, g, g, g, g, g, g, g, g, g, g
-#define DS4_Q2_REG(c) \
-  { DS4_Q2_LANE(4 * (c)), DS4_Q2_LANE(4 * (c) + 1), DS4_Q2_LANE(4 * (c) + 2), DS4_Q2_LANE(4 * (c) + 3) }
-    DS4_Q2_REG(0),
-    DS4_Q2_REG(1),
-    DS4_Q2_REG(2),
-    DS4_Q2_REG(3),
-#undef DS4_Q2_REG
-#undef DS4_Q2_LANE
+// Memory a pass asks for while it computes: `bytes_per_block` bytes from
+// `next` per block (the next row group's weights, so that its re-layout does
+// not start on 16 cold rows). A hint only: no result changes.
+struct Prefetch {
+  const char* next = nullptr;
+  size_t bytes_per_block = 0;
 };
 
-template <int S>
-void decode_q2_K(const BlockQ2_K& w, uint32_t* out) {
-  const __m512i low2 = _mm512_set1_epi8(3);
-  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales));
-  const __m512i scales = _mm512_broadcast_i32x4(_mm_and_si128(sc, _mm_set1_epi8(0x0f)));
-  __m512i total = _mm512_setzero_si512();
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    const __m256i q2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * h));
-    const __m512i planes = _mm512_inserti64x4(_mm512_castsi256_si512(q2), _mm256_srli_epi16(q2, 2), 1);
-#pragma GCC unroll 2
-    for (int k = 0; k < 2; ++k) {
-      // Elements 128h + 64k .. +63: four 16-groups, one per 128-bit lane.
-      const __m512i codes = _mm512_and_si512(k == 0 ? planes : _mm512_srli_epi16(planes, 4), low2);
-      const __m512i scale = _mm512_shuffle_epi8(scales, load512(kQ2GroupSpread[2 * h + k]));
-      // scale * code for code 0..3: scale where bit 0, plus 2 * scale where bit 1.
-      const __mmask64 bit0 = _mm512_test_epi8_mask(codes, _mm512_set1_epi8(1));
-      const __mmask64 bit1 = _mm512_test_epi8_mask(codes, _mm512_set1_epi8(2));
-      const __m512i once = _mm512_maskz_mov_epi8(bit0, scale);
-      const __m512i wv = _mm512_mask_add_epi8(once, bit1, once, _mm512_add_epi8(scale, scale));
-      _mm512_storeu_si512(out + 16 * (2 * h + k), wv);
-      total = _mm512_add_epi64(total, _mm512_sad_epu8(wv, _mm512_setzero_si512()));
+// 16 rows (one re-laid-out group) x T activations (one prepared pass).
+template <bool kVnni, typename Rows, int T>
+void group_pass(int64_t nb, const __m512i* wg, const uint8_t* xs, float* out, int64_t ldo, __mmask16 rows,
+                Prefetch prefetch) {
+  __m512 sum[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (prefetch.next != nullptr) {
+      const char* p = prefetch.next + static_cast<size_t>(b) * prefetch.bytes_per_block;
+      for (size_t off = 0; off < prefetch.bytes_per_block; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
     }
-  }
-  // Min pairs (scale >> 4 of groups 2p, 2p+1) as words.
-  const __m128i mins = _mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0f));
-  alignas(16) uint16_t min_words[16];
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(min_words), _mm_cvtepu8_epi16(mins));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(min_words + 8), _mm_cvtepu8_epi16(_mm_srli_si128(mins, 8)));
-  for (int p = 0; p < 8; ++p) {
-    uint32_t pair;
-    std::memcpy(&pair, min_words + 2 * p, 4);
-    out[64 + split_index<S, 8>(p)] = pair;
-  }
-  out[72] = static_cast<uint32_t>(128 * _mm512_reduce_add_epi64(total));
-  const float d = f16_value(w.d), dmin = f16_value(w.dmin);
-  std::memcpy(out + 73, &d, 4);
-  std::memcpy(out + 74, &dmin, 4);
-}
-
-// ---- Per-group compute ----
-
-// The S weight units of one step in lanes h = 0..S-1, repeated.
-template <int S>
-inline __m512i bcast(const uint32_t* p) {
-  if constexpr (S == 1) {
-    return _mm512_set1_epi32(static_cast<int>(*p));
-  } else if constexpr (S == 2) {
-    long long v;
-    std::memcpy(&v, p, 8);
-    return _mm512_set1_epi64(v);
-  } else {
-    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-}
-
-inline __m512 bcast_f32(const uint32_t* p) {
-  float f;
-  std::memcpy(&f, p, 4);
-  return _mm512_set1_ps(f);
-}
-
-// Lane a * S gets the sum of lanes a * S .. a * S + S - 1 (exact integers).
-template <int S>
-inline __m512i sum_parts(__m512i v) {
-  if constexpr (S >= 2) v = _mm512_add_epi32(v, _mm512_srli_epi64(v, 32));
-  if constexpr (S == 4) v = _mm512_add_epi32(v, _mm512_bsrli_epi128(v, 8));
-  return v;
-}
-
-// Lanes h = 0 of each activation set to v, the others 0 (a per-block bias
-// counted once per activation).
-template <int S>
-inline __m512i first_part(int32_t v) {
-  constexpr __mmask16 kMask = S == 1 ? 0xffff : S == 2 ? 0x5555 : 0x1111;
-  return _mm512_maskz_set1_epi32(kMask, v);
-}
-
-template <int S>
-inline void store_lanes(__m512 v, float* out, int64_t ldo, int64_t acts) {
-  alignas(64) float t[kLanes];
-  _mm512_store_ps(t, v);
-  for (int64_t a = 0; a < acts; ++a) out[a * ldo] = t[a * S];
-}
-
-// acc[r] += the block's sum over its 8 sub-blocks of scale * (the
-// sub-block's byte products), for weights laid out as IQ2_XXS's
-// decoded blocks (64 quads, then 8 scales in split order): row r's block at
-// w + r * kRowStride, the activation block at xb.
-template <bool kVnni, int S, int R, int kRowStride>
-inline void windowed_sums(const uint32_t* w, const __m512i* xb, __m512i* acc) {
-  constexpr int kSteps = 64 / S;
-  // 8 quads (one sub-block per part) per sub-block step.
-#pragma GCC unroll 8
-  for (int j = 0; j < kSteps / 8; ++j) {
-    __m512i sub[R];
-    for (int r = 0; r < R; ++r) sub[r] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-    for (int q = 8 * j; q < 8 * j + 8; ++q) {
-      const __m512i xv = xb[q];
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) sub[r] = dot_bytes<kVnni>(sub[r], xv, bcast<S>(w + r * kRowStride + q * S));
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      acc[r] = _mm512_add_epi32(acc[r], _mm512_mullo_epi32(sub[r], bcast<S>(w + r * kRowStride + 64 + j * S)));
-  }
-}
-
-template <bool kVnni, int S, int R>
-void iq2_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
-  constexpr int kSteps = 64 / S;
-  __m512 sum[R];
-  for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m512i* xb = xg + i * (kSteps + 1);
-    const uint32_t* wb = wdec + i * kRowTile * kIq2Dwords;
-    __m512i acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wb[r * kIq2Dwords + 72]));
-    windowed_sums<kVnni, S, R, kIq2Dwords>(wb, xb, acc);
-    const __m512 xd = _mm512_castsi512_ps(xb[kSteps]);
-    for (int r = 0; r < R; ++r) {
-      const __m512 d = _mm512_mul_ps(bcast_f32(wb + r * kIq2Dwords + 73), xd);
-      sum[r] = _mm512_add_ps(sum[r], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum_parts<S>(acc[r]))));
-    }
-  }
-  for (int r = 0; r < R; ++r) store_lanes<S>(_mm512_mul_ps(_mm512_set1_ps(0.125f), sum[r]), out + r, ldo, acts);
-}
-
-// The min term of K-quant blocks: min pairs (8 / S steps at wmin) against the
-// activations' bsum pairs (at xmin), per row.
-template <bool kVnni, int S, int R, int kRowStride>
-inline void min_sums(const uint32_t* wmin, const __m512i* xmin, __m512i* macc) {
-  for (int r = 0; r < R; ++r) macc[r] = _mm512_setzero_si512();
-  for (int q = 0; q < 8 / S; ++q) {
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) macc[r] = dot_words<kVnni>(macc[r], xmin[q], bcast<S>(wmin + r * kRowStride + q * S));
-  }
-}
-
-// sum + (xd * d) * isum - (xd * dmin) * msum, lane by lane (the scalar K-quant
-// block term).
-template <int S>
-inline __m512 k_block_term(__m512 sum, __m512 xd, const uint32_t* d, const uint32_t* dmin, __m512i acc, __m512i macc) {
-  const __m512 dall = _mm512_mul_ps(xd, bcast_f32(d));
-  const __m512 dm = _mm512_mul_ps(xd, bcast_f32(dmin));
-  return _mm512_add_ps(sum, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(sum_parts<S>(acc))),
-                                          _mm512_mul_ps(dm, _mm512_cvtepi32_ps(sum_parts<S>(macc)))));
-}
-
-template <bool kVnni, int S, int R>
-void q2_K_group(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
-  constexpr int kSteps = 64 / S;
-  constexpr int kMinSteps = 8 / S;
-  constexpr int row_stride = kQ2Dwords;
-  __m512 sum[R];
-  for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m512i* xb = xg + i * (kSteps + kMinSteps + 1);
-    const uint32_t* wb = wdec + i * kRowTile * kQ2Dwords;
-    __m512i acc[R];
-    // The activations are stored + 128: take 128 * sum(weights) off once per activation.
-    for (int r = 0; r < R; ++r) acc[r] = first_part<S>(-static_cast<int32_t>(wb[r * row_stride + 72]));
-#pragma GCC unroll 64
-    for (int q = 0; q < kSteps; ++q) {
-      const __m512i xv = xb[q];
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r] = dot_bytes<kVnni>(acc[r], xv, bcast<S>(wb + r * row_stride + q * S));
-    }
-    __m512i macc[R];
-    min_sums<kVnni, S, R, row_stride>(wb + 64, xb + kSteps, macc);
-    const __m512 xd = _mm512_castsi512_ps(xb[kSteps + kMinSteps]);
-    for (int r = 0; r < R; ++r)
-      sum[r] = k_block_term<S>(sum[r], xd, wb + r * row_stride + 73, wb + r * row_stride + 74, acc[r], macc[r]);
-  }
-  for (int r = 0; r < R; ++r) store_lanes<S>(sum[r], out + r, ldo, acts);
-}
-
-// ---- Driver ----
-
-// kIq2XxsVbmi: IQ2_XXS with the grid decoded from registers (avx512vbmi).
-enum class Kind { kIq2Xxs, kIq2XxsVbmi, kQ2K };
-constexpr bool is_iq2(Kind k) { return k == Kind::kIq2Xxs || k == Kind::kIq2XxsVbmi; }
-
-template <bool kVnni, Kind kKind, int S, int R>
-void group_rows(const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo, int64_t acts) {
-  if constexpr (is_iq2(kKind)) {
-    iq2_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
-  } else {
-    q2_K_group<kVnni, S, R>(wdec, nb, xg, out, ldo, acts);
-  }
-}
-
-template <bool kVnni, Kind kKind, int S>
-void run_group_rows(int rows, const uint32_t* wdec, int64_t nb, const __m512i* xg, float* out, int64_t ldo,
-                    int64_t acts) {
-  switch (rows) {
-    case 8: group_rows<kVnni, kKind, S, 8>(wdec, nb, xg, out, ldo, acts); break;
-    case 7: group_rows<kVnni, kKind, S, 7>(wdec, nb, xg, out, ldo, acts); break;
-    case 6: group_rows<kVnni, kKind, S, 6>(wdec, nb, xg, out, ldo, acts); break;
-    case 5: group_rows<kVnni, kKind, S, 5>(wdec, nb, xg, out, ldo, acts); break;
-    case 4: group_rows<kVnni, kKind, S, 4>(wdec, nb, xg, out, ldo, acts); break;
-    case 3: group_rows<kVnni, kKind, S, 3>(wdec, nb, xg, out, ldo, acts); break;
-    case 2: group_rows<kVnni, kKind, S, 2>(wdec, nb, xg, out, ldo, acts); break;
-    default: group_rows<kVnni, kKind, S, 1>(wdec, nb, xg, out, ldo, acts); break;
-  }
-}
-
-template <bool kVnni, Kind kKind, typename Block, int S>
-void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                int64_t n_acts, float* out, int64_t ldo) {
-  const int64_t nb = n / kQK_K;
-  constexpr ActLayout layout{!is_iq2(kKind), S};
-  constexpr int kDwords = is_iq2(kKind) ? kIq2Dwords : kQ2Dwords;
-  constexpr int64_t kPerGroup = kLanes / S;
-  const int64_t groups = (n_acts + kPerGroup - 1) / kPerGroup;
-  // Up to kRowsPerPass rows are decoded at once and meet every activation;
-  // the activations are packed kGroupsPerPass groups at a time, which stay in
-  // cache while every row tile of the pass reads them.
-  constexpr int64_t kRowsPerPass = 64;
-  constexpr int64_t kGroupsPerPass = 4;
-  constexpr uint64_t kPrefetchRows = 6;
-  const int64_t pass_rows_max = n_rows < kRowsPerPass ? n_rows : kRowsPerPass;
-  const int64_t pass_groups_max = groups < kGroupsPerPass ? groups : kGroupsPerPass;
-  // Decoded blocks go row tile by row tile, and within a tile block by block
-  // with the tile's kRowTile rows side by side: a group reads each block's rows
-  // at fixed offsets from one pointer (with per-row streams GCC kept hundreds of
-  // strength-reduced addresses on the stack).
-  const int64_t pass_tiles_max = (pass_rows_max + kRowTile - 1) / kRowTile;
-  auto* wdec = reinterpret_cast<uint32_t*>(
-      t_weights.get(static_cast<size_t>(pass_tiles_max * kRowTile * nb * kDwords) * sizeof(uint32_t)));
-  auto* xpack = reinterpret_cast<__m512i*>(
-      t_acts.get(static_cast<size_t>(pass_groups_max * nb * layout.per_block()) * sizeof(__m512i)));
-  [[maybe_unused]] Iq2CompactGrid grid{};
-  if constexpr (kKind == Kind::kIq2XxsVbmi) grid = load_iq2_compact_grid();
-  for (int64_t p0 = 0; p0 < n_rows; p0 += kRowsPerPass) {
-    const int64_t pass_rows = n_rows - p0 < kRowsPerPass ? n_rows - p0 : kRowsPerPass;
-    for (int64_t r = 0; r < pass_rows; ++r) {
-      const auto* row = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(p0 + r) * row_bytes);
-      // The weights come from memory (each expert matrix is read once per
-      // pass): ask for the row kPrefetchRows ahead while this one is decoded.
-      const auto* ahead = reinterpret_cast<const char*>(row) + kPrefetchRows * row_bytes;
-      for (uint64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-      for (int64_t i = 0; i < nb; ++i) {
-        uint32_t* dst = wdec + ((r / kRowTile * nb + i) * kRowTile + r % kRowTile) * kDwords;
-        if constexpr (kKind == Kind::kIq2Xxs) {
-          decode_iq2_xxs<S>(row[i], dst);
-        } else if constexpr (kKind == Kind::kIq2XxsVbmi) {
-          decode_iq2_xxs_vbmi<S>(row[i], dst, grid);
-        } else {
-          decode_q2_K<S>(row[i], dst);
-        }
-        split_units<S, 64>(dst);  // the scales and min pairs are decoded in split order
+    const __m512i* wb = wg + b * kBlockRegs<Rows>;
+    const uint8_t* xb = xs + static_cast<size_t>(b) * (T * kActBytes);
+    __m512i isum[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    // 16-element group g: codes 4g..4g+3 and its scale register.
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; ++g) {
+      const __m512i c0 = _mm512_load_si512(wb + 4 * g);
+      const __m512i c1 = _mm512_load_si512(wb + 4 * g + 1);
+      const __m512i c2 = _mm512_load_si512(wb + 4 * g + 2);
+      const __m512i c3 = _mm512_load_si512(wb + 4 * g + 3);
+      const __m512i scale = _mm512_load_si512(wb + kScaleReg + g * Rows::kScaleRegs / 16);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* q = xb + t * kActBytes + 16 * g;
+        __m512i part = dot_bytes<kVnni>(_mm512_setzero_si512(), c0, broadcast_dword(q));
+        part = dot_bytes<kVnni>(part, c1, broadcast_dword(q + 4));
+        part = dot_bytes<kVnni>(part, c2, broadcast_dword(q + 8));
+        part = dot_bytes<kVnni>(part, c3, broadcast_dword(q + 12));
+        isum[t] = dot_words<kVnni>(isum[t], part, scale);
       }
     }
-    for (int64_t g0 = 0; g0 < groups; g0 += kGroupsPerPass) {
-      const int64_t pass_groups = groups - g0 < kGroupsPerPass ? groups - g0 : kGroupsPerPass;
-      const int64_t first_act = g0 * kPerGroup;
-      const int64_t pass_acts =
-          n_acts - first_act < pass_groups * kPerGroup ? n_acts - first_act : pass_groups * kPerGroup;
-      // With one activation pass, its packing serves every row pass.
-      if (p0 == 0 || groups > kGroupsPerPass) pack_acts(acts + first_act, pass_acts, nb, layout, xpack);
-      for (int64_t r0 = 0; r0 < pass_rows; r0 += kRowTile) {
-        const int rows = static_cast<int>(pass_rows - r0 < kRowTile ? pass_rows - r0 : kRowTile);
-        for (int64_t g = 0; g < pass_groups; ++g) {
-          const int64_t group_acts = pass_acts - g * kPerGroup < kPerGroup ? pass_acts - g * kPerGroup : kPerGroup;
-          run_group_rows<kVnni, kKind, S>(rows, wdec + r0 * nb * kDwords, nb, xpack + g * nb * layout.per_block(),
-                                          out + (first_act + g * kPerGroup) * ldo + p0 + r0, ldo, group_acts);
-        }
+    const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDReg<Rows>));
+    const __m512 dminw = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDReg<Rows> + 1));
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* side = xb + t * kActBytes;
+      __m512i msum = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int p = 0; p < Rows::kMinRegs; ++p) {
+        msum = dot_words<kVnni>(msum, _mm512_load_si512(wb + kMinReg<Rows> + p),
+                                broadcast_dword(side + kActMinOperand + 4 * p));
       }
+      float xd;
+      std::memcpy(&xd, side + kActScale, 4);
+      // k_block_value lane by lane: (x.d * d) * isum - (x.d * dmin) * msum.
+      const __m512 dall = _mm512_mul_ps(_mm512_set1_ps(xd), dw);
+      const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(xd), dminw);
+      sum[t] = _mm512_add_ps(sum[t], _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum[t])),
+                                                   _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum))));
     }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(out + t * ldo, rows, sum[t]);
+}
+
+template <bool kVnni, typename Rows>
+void group_passes(int n_acts, int64_t nb, const __m512i* wg, const uint8_t* xs, float* out, int64_t ldo,
+                  __mmask16 rows, Prefetch prefetch) {
+  switch (n_acts) {
+    case 1: group_pass<kVnni, Rows, 1>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 2: group_pass<kVnni, Rows, 2>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 3: group_pass<kVnni, Rows, 3>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 4: group_pass<kVnni, Rows, 4>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 5: group_pass<kVnni, Rows, 5>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 6: group_pass<kVnni, Rows, 6>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 7: group_pass<kVnni, Rows, 7>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 8: group_pass<kVnni, Rows, 8>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 9: group_pass<kVnni, Rows, 9>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 10: group_pass<kVnni, Rows, 10>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    case 11: group_pass<kVnni, Rows, 11>(nb, wg, xs, out, ldo, rows, prefetch); break;
+    default: group_pass<kVnni, Rows, kMaxActs>(nb, wg, xs, out, ldo, rows, prefetch); break;
   }
 }
 
-// Splits each block into 4 parts for up to 4 activations, 2 for up to 8.
-template <bool kVnni, Kind kKind, typename Block>
+// Every activation prepared once (pass p in its own slot), then each 16-row
+// group re-laid out once and met by every pass.
+template <bool kVnni, typename Rows>
 void tile(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
           float* out, int64_t ldo) {
-  if (n_acts <= 4) {
-    tile_split<kVnni, kKind, Block, 4>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  } else if (n_acts <= 8) {
-    tile_split<kVnni, kKind, Block, 2>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  } else {
-    tile_split<kVnni, kKind, Block, 1>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  const int64_t nb = n / kQK_K;
+  if (n_rows <= 0 || n_acts <= 0 || nb <= 0) return;
+  const int64_t passes = (n_acts + kMaxActs - 1) / kMaxActs;
+  const size_t pass_bytes = static_cast<size_t>(nb) * kMaxActs * kActBytes;
+  uint8_t* xr = t_acts.get(static_cast<size_t>(passes) * pass_bytes);
+  auto pass_acts = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(kMaxActs, n_acts - p * kMaxActs)); };
+  for (int64_t p = 0; p < passes; ++p) prepare_acts<Rows>(nb, acts + p * kMaxActs, pass_acts(p), xr + p * pass_bytes);
+  auto* wr = reinterpret_cast<__m512i*>(t_weights.get(static_cast<size_t>(nb) * kBlockRegs<Rows> * sizeof(__m512i)));
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kGroupRows) {
+    relayout_group<Rows>(nb, w, row_bytes, r0, n_rows, wr);
+    const int64_t left = n_rows - r0;
+    const auto rows = static_cast<__mmask16>(left >= kGroupRows ? 0xffffu : (1u << left) - 1);
+    // The first pass asks for the next group's rows (contiguous from its first).
+    Prefetch next;
+    if (r0 + kGroupRows < n_rows) {
+      const int64_t next_rows = std::min<int64_t>(kGroupRows, n_rows - r0 - kGroupRows);
+      next.next = reinterpret_cast<const char*>(w + static_cast<uint64_t>(r0 + kGroupRows) * row_bytes);
+      next.bytes_per_block = (static_cast<size_t>(next_rows) * row_bytes + static_cast<size_t>(nb) - 1) /
+                             static_cast<size_t>(nb);
+    }
+    for (int64_t p = 0; p < passes; ++p) {
+      group_passes<kVnni, Rows>(pass_acts(p), nb, wr, xr + p * pass_bytes, out + p * kMaxActs * ldo + r0, ldo, rows,
+                          p == 0 ? next : Prefetch{});
+    }
   }
 }
+
+// The one-row kernel of the level for few activations, else the tile.
+template <bool kVnni, typename Rows, typename Dot>
+void tile_or_loop(Dot dot, int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                  int64_t n_acts, float* out, int64_t ldo) {
+  if (n_acts < kMinActs) {
+    tile_detail::loop_dots<typename Rows::Block, BlockQ8_K>(dot, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  } else {
+    tile<kVnni, Rows>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  }
+}
+
+const DotKernels& level(bool vnni) { return vnni ? kDotAvx512Vnni : kDotAvx512; }
 
 }  // namespace
 
 template <bool kVnni>
+void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+               float* out, int64_t ldo) {
+  tile_or_loop<kVnni, Q4KRows>(level(kVnni).q4_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+template void q4_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                               int64_t);
+template void q4_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
+
+template <bool kVnni>
 void q2_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
-  if (n_acts < kMinActsQ2K) {
-    tile_detail::loop_dots<BlockQ2_K, BlockQ8_K>(level<kVnni>().q2_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out,
-                                                 ldo);
-    return;
-  }
-  tile<kVnni, Kind::kQ2K, BlockQ2_K>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  tile_or_loop<kVnni, Q2KRows>(level(kVnni).q2_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 template void q2_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
                                int64_t);
 template void q2_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
-
-template <bool kVnni>
-void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                  int64_t n_acts, float* out, int64_t ldo) {
-  if (n_acts < kMinActsIq2Xxs) {
-    tile_detail::loop_dots<BlockIQ2_XXS, BlockQ8_K>(level<kVnni>().iq2_xxs_q8_K, n, w, row_bytes, n_rows, acts, n_acts,
-                                                    out, ldo);
-    return;
-  }
-  tile<kVnni, Kind::kIq2Xxs, BlockIQ2_XXS>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-}
-template void iq2_xxs_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
-                                  int64_t);
-template void iq2_xxs_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
-                                 int64_t);
-
-void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                       int64_t n_acts, float* out, int64_t ldo) {
-  if (n_acts < kMinActsIq2Xxs) {
-    tile_detail::loop_dots<BlockIQ2_XXS, BlockQ8_K>(kDotAvx512Vbmi.iq2_xxs_q8_K, n, w, row_bytes, n_rows, acts, n_acts,
-                                                    out, ldo);
-    return;
-  }
-  tile<true, Kind::kIq2XxsVbmi, BlockIQ2_XXS>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-}
 
 }  // namespace tile_avx512
 }  // namespace ds4::quant

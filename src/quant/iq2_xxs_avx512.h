@@ -1,5 +1,5 @@
 // Internal to the AVX-512 IQ2_XXS kernels (dot_avx512.cpp, one-row;
-// dot_tile_kquant_avx512.cpp, tiles): the tables and helpers both use to
+// dot_tile_iq2_xxs_avx512.cpp, tiles): the tables and helpers both use to
 // find a block's grid indices and sign flags in registers, and to decode the
 // grid from registers (the avx512vbmi level). Include only from
 // a file compiled with the AVX-512 flags, after core/x86_intrinsics.h and
