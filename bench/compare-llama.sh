@@ -26,6 +26,9 @@
 #   --threads N      threads for both engines and the bandwidth probe (default: physical cores)
 #   --models DIR     model cache folder (default: $DS4_BENCH_MODELS, else <repo>/.cache/bench-models)
 #   --bandwidth-bytes N  buffer of the read-bandwidth probe, k/m/g suffix allowed (default 4g)
+#   --warmup         both engines prefill the prompt once untimed first (ds4-bench --warmup,
+#                    ds4-ref-runner bench --warmup; as llama-bench's default warm-up run), so
+#                    the timed prefill excludes one-time costs (first touch of buffers)
 #   --out FILE       write the summary as JSON
 # A model file is reused when present (the bench ones are 5-9 GB and take a minute or
 # more to make); delete it to regenerate.
@@ -51,8 +54,10 @@ threads=""
 models="${DS4_BENCH_MODELS:-$repo_root/.cache/bench-models}"
 out=""
 bandwidth_bytes=4g
+warmup=()
 while [[ $# -gt 0 ]]; do
-  [[ "$1" == -h || "$1" == --help ]] && { sed -n '2,30s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }
+  [[ "$1" == -h || "$1" == --help ]] && { sed -n '2,34s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }
+  if [[ "$1" == --warmup ]]; then warmup=(--warmup); shift; continue; fi
   [[ $# -ge 2 ]] || die "$1 needs a value"
   case "$1" in
     --build) build="$2" ;;
@@ -100,7 +105,7 @@ run_ours() {  # mix model run
   local csv="$work/ours.csv"
   rm -f "$csv"
   "$ours" -m "$2" --tokens-file "$tokens" --ctx-start "$prompt" --ctx-max "$prompt" --gen-tokens "$gen" \
-    -t "$threads" --huge-pages --csv "$csv" >"$work/ours.out" 2>"$work/ours.err" || fail "ds4-bench (run $3)" "$work/ours.err"
+    -t "$threads" --huge-pages "${warmup[@]}" --csv "$csv" >"$work/ours.out" 2>"$work/ours.err" || fail "ds4-bench (run $3)" "$work/ours.err"
   python3 - "$csv" "$work/ours.err" "$1" "$3" >>"$results" <<'EOF'
 import csv, json, re, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -116,7 +121,7 @@ EOF
 }
 
 run_llama() {  # mix model run
-  "$llama" bench -m "$2" --tokens "$tokens" --gen "$gen" --threads "$threads" \
+  "$llama" bench -m "$2" --tokens "$tokens" --gen "$gen" --threads "$threads" "${warmup[@]}" \
     >"$work/llama.out" 2>"$work/llama.err" || fail "ds4-ref-runner bench (run $3)" "$work/llama.err"
   python3 -c 'import json, sys; r = json.loads(open(sys.argv[1]).read()); r["run"] = int(sys.argv[3]); print(f"{sys.argv[2]}\tllama\t{json.dumps(r)}")' \
     "$work/llama.out" "$1" "$3" >>"$results"
@@ -148,9 +153,10 @@ for mix in "${mix_list[@]}"; do
   printf '%s\tload\t{"start": %s, "end": %s}\n' "$mix" "$load_start" "$(cut -d' ' -f1 /proc/loadavg)" >>"$results"
 done
 
-python3 - "$results" "$out" "$prompt" "$gen" "$runs" "$threads" "$layers" "$preset" <<'EOF'
+python3 - "$results" "$out" "$prompt" "$gen" "$runs" "$threads" "$layers" "$preset" "${#warmup[@]}" <<'EOF'
 import json, statistics, sys
-results, out_path, prompt, gen, runs, threads, layers, preset = sys.argv[1:]
+results, out_path, prompt, gen, runs, threads, layers, preset, warmup = sys.argv[1:]
+warmup = warmup != "0"
 mixes = {}
 for line in open(results):
     mix, kind, text = line.rstrip("\n").split("\t", 2)
@@ -164,7 +170,7 @@ def fmt(v, digits=2):
     return "-" if v is None else f"{v:.{digits}f}"
 
 summary = {"prompt": int(prompt), "gen": int(gen), "runs": int(runs), "threads": int(threads),
-           "layers": int(layers), "preset": preset, "mixes": {}}
+           "layers": int(layers), "preset": preset, "warmup": warmup, "mixes": {}}
 for mix, m in mixes.items():
     s = {"model": m["model"]["path"], "model_bytes": m["model"]["bytes"],
          "load_average_start": m["load"]["start"], "load_average_end": m["load"]["end"]}
@@ -188,7 +194,8 @@ for mix, m in mixes.items():
     summary["mixes"][mix] = s
 
     print(f"\n{mix}: {preset} preset, {layers} layers, {s['model_bytes'] / 1e9:.2f} GB; "
-          f"prefill {prompt} tokens, decode {gen}; {threads} threads; {runs} alternating runs; "
+          f"prefill {prompt} tokens{' after an untimed warm-up prefill' if warmup else ' (cold: no warm-up)'}, "
+          f"decode {gen}; {threads} threads; {runs} alternating runs; "
           f"load average {m['load']['start']} -> {m['load']['end']}")
     print(f"  {'':24} {'median':>10}   runs")
     for label, key in (("prefill t/s  ours", "ours_prefill_tps"), ("prefill t/s  llama.cpp", "llama_prefill_tps"),

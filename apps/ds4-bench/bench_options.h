@@ -38,6 +38,7 @@ struct Options {
   bool warm_weights = false;
   bool mlock = false;
   bool huge_pages = false;
+  bool warmup = false;  // one untimed prefill of the first frontier before the walk
   bool print_gen_tokens = false;  // diagnostics: each frontier's ids on stderr
   std::string backend = "cpu";
 };

@@ -1,7 +1,7 @@
 // ds4-bench: prefill and decode speed at growing context (SYSTEMS.md 6.1).
 //   ds4-bench -m MODEL --prompt-file F | --chat-prompt-file F | --tokens-file T.json
 //             [--ctx-start 2048] [--ctx-max 32768] [--step-incr 2048 | --step-mul F]
-//             [-n 128] [--csv FILE] [-t N] [--quality] [--warm-weights] [--mlock] [--huge-pages]
+//             [-n 128] [--csv FILE] [-t N] [--quality] [--warm-weights] [--mlock] [--huge-pages] [--warmup]
 // Walks frontiers through the prompt's tokens: at each one it evaluates only
 // the tokens since the previous frontier (timed: prefill), copies the session
 // (untimed), decodes -n tokens greedily with EOS excluded (timed: decode) and
@@ -161,6 +161,17 @@ int run(const Options& o) {
   std::fprintf(stderr, "weights in 2 MiB pages: %s of %s (%.0f %%)\n", ds4::format_size(huge).c_str(),
                ds4::format_size(file_bytes).c_str(), 100.0 * static_cast<double>(huge) / static_cast<double>(file_bytes));
 
+  if (o.warmup) {
+    // As llama-bench's warm-up run: the first prefill of a process also pays
+    // one-time costs (first touch of the pass buffers, the KV cache and the
+    // tile scratch) that a long-running server pays once.
+    const auto t_warm = Clock::now();
+    forward.eval(session, std::span<const int32_t>(prompt.ids.data(), static_cast<size_t>(walk.front())));
+    session.reset();
+    std::fprintf(stderr, "warm-up: prefill of %lld tokens in %.3f s (untimed), session reset\n",
+                 static_cast<long long>(walk.front()), seconds_since(t_warm));
+  }
+
   csv.line(kCsvHeader);
   int64_t done = 0;
   for (const int64_t frontier : walk) {
@@ -253,6 +264,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quality", o.quality, "Quality numerics (llama.cpp's op order) instead of the default numerics");
   app.add_option("--prefill-chunk", o.prefill_chunk, "Tokens per layer-major prefill chunk")->capture_default_str();
   app.add_flag("--warm-weights", o.warm_weights, "Page the whole model in before timing (untimed)");
+  app.add_flag("--warmup", o.warmup,
+               "Before the walk, prefill the first frontier once untimed and reset the session (as llama-bench's warm-up)");
   app.add_flag("--mlock", o.mlock, "Lock the model's pages in RAM (fails when ulimit -l is too low)");
   app.add_flag("--huge-pages", o.huge_pages,
                "Have the weights in 2 MiB pages: read again (once) the file pages the page cache holds in 4 KiB pages; implies --warm-weights");

@@ -247,6 +247,30 @@ TEST(Ds4Bench, RowsFollowTheIncrementalFrontiers) {
   EXPECT_TRUE(std::equal(ds4_ids.begin(), eos_at, ids.at(24).begin())) << g.out;
 }
 
+// --warmup prefills the first frontier once and resets the session: the walk
+// after it (KV bytes and every probe's ids) is the one without it.
+TEST(Ds4Bench, WarmupLeavesTheWalkUnchanged) {
+  TempDir dir;
+  const std::vector<int32_t> t = test::random_tokens(n_vocab(), 40, 12);
+  const std::string tok = write_tokens(dir, "t.json", t);
+  const test::ProcessResult r = bench({"--tokens-file", tok, "--ctx-start", "8", "--ctx-max", "40", "--step-incr", "16",
+                                       "-n", "3", "-t", "2", "--warmup", "--print-gen-tokens"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warm-up: prefill of 8 tokens in "), std::string::npos) << r.err;
+  const std::vector<Row> rows = parse_csv(r.out);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  const std::vector<int64_t> ctx = {8, 24, 40};
+  const std::vector<Probe> truth = probe_walk(t, ctx, 3);
+  const std::map<int64_t, std::vector<int32_t>> ids = gen_ids(r.err);
+  ASSERT_EQ(ids.size(), 3u) << r.err;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].ctx, ctx[i]);
+    EXPECT_EQ(rows[i].prefill, i == 0 ? 8 : 16);
+    EXPECT_EQ(rows[i].kv_bytes, truth[i].state_bytes);
+    EXPECT_EQ(ids.at(ctx[i]), truth[i].ids) << "frontier " << ctx[i];
+  }
+}
+
 // After these 6 ids the tiny model's argmax is EOS (margin 0.25 over the
 // next id, found by a search): ds4 --greedy stops there, the bench's probe
 // takes the best other id.
@@ -402,7 +426,7 @@ TEST(Ds4Bench, HelpListsTheFlags) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"--prompt-file", "--chat-prompt-file", "--tokens-file", "--ctx-start", "--ctx-max",
                         "--ctx-alloc", "--step-incr", "--step-mul", "--gen-tokens", "--csv", "--threads", "--quality",
-                        "--prefill-chunk", "--warm-weights", "--mlock", "--huge-pages", "2048", "32768", "128"})
+                        "--prefill-chunk", "--warm-weights", "--mlock", "--huge-pages", "--warmup", "2048", "32768", "128"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   EXPECT_EQ(r.out.find("--print-gen-tokens"), std::string::npos);  // diagnostics stay hidden
 }

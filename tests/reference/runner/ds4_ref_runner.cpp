@@ -283,9 +283,10 @@ void check_finite(const float* row, int32_t n, const std::string& what) {
 // Speed at llama.cpp's fastest CPU settings: the prompt in one llama_decode (ubatches of
 // `ubatch`), only the last position's logits; then `n_generate` greedy single-token
 // decodes. Timed with the wall clock: prefill = that one llama_decode; generation = each
-// step's llama_decode plus its argmax. Prints one JSON line.
+// step's llama_decode plus its argmax. Prints one JSON line. `warmup`: the prompt is
+// decoded once untimed first and the KV cache cleared.
 void run_bench(const std::string& model_path, const std::string& tokens_path, int n_generate, int threads,
-               int ubatch) {
+               int ubatch, bool warmup) {
   std::vector<llama_token> prompt = read_tokens(tokens_path);
   const auto t_load = std::chrono::steady_clock::now();
   ModelPtr model = load_model(model_path, false);
@@ -301,6 +302,12 @@ void run_bench(const std::string& model_path, const std::string& tokens_path, in
   for (uint32_t i = 0; i < n_prompt; ++i)
     b.set(static_cast<int32_t>(i), prompt[i], static_cast<llama_pos>(i), i + 1 == n_prompt);
   b.batch.n_tokens = static_cast<int32_t>(n_prompt);
+  if (warmup) {
+    // As llama-bench's warm-up run: the same prompt once, untimed, then the
+    // KV cache cleared.
+    decode(ctx.get(), b.batch);
+    llama_memory_clear(llama_get_memory(ctx.get()), true);
+  }
   const auto t_prefill = std::chrono::steady_clock::now();
   decode(ctx.get(), b.batch);
   const float* row = llama_get_logits_ith(ctx.get(), -1);
@@ -435,6 +442,8 @@ int main(int argc, char** argv) {
   bench->add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
   int bench_ubatch = 512;
   bench->add_option("--ubatch", bench_ubatch, "physical batch size of the prefill")->check(CLI::PositiveNumber);
+  bool bench_warmup = false;
+  bench->add_flag("--warmup", bench_warmup, "decode the prompt once untimed and clear the KV cache first (llama-bench's warm-up)");
 
   auto* tokenize = app.add_subcommand("tokenize", "tokenize text (no BOS, special tokens parsed)");
   tokenize->add_option("-m,--model", model, "GGUF model")->required();
@@ -488,7 +497,7 @@ int main(int argc, char** argv) {
       }
       if (*logits) run_logits(model, tokens, out, threads, ubatch, timings);
       if (*greedy) run_greedy(model, tokens, n_generate, threads);
-      if (*bench) run_bench(model, tokens, n_generate, threads, bench_ubatch);
+      if (*bench) run_bench(model, tokens, n_generate, threads, bench_ubatch, bench_warmup);
       if (*tokenize) run_tokenize(model, text_file);
       llama_backend_free();
     }
