@@ -3,7 +3,11 @@
 // lower expert, hash layers take tid2eid in table order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <bit>
+#include <cstdint>
+#include <string>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -13,6 +17,7 @@
 #include "backend/cpu/ops_activation.h"
 #include "backend/cpu/ops_moe.h"
 #include "backend/cpu/ops_topk.h"
+#include "quant/dot.h"
 
 namespace ds4::cpu {
 namespace {
@@ -142,6 +147,50 @@ TEST(OpsMoe, ExpertWeightPlacement) {
   for (int i = 0; i < 2; ++i) EXPECT_EQ(weighted[i], plain[i] * 0.375f);
   EXPECT_THROW(swiglu_clamp(gate, up, 10.0f, 0.375f, weighted, Numerics::Quality),
                std::invalid_argument);
+}
+
+// The AVX-512 Default SwiGLU (glibc's expf algorithm in double lanes) gives
+// the scalar loop's bits: across a sweep of every 4099th float bit pattern as
+// the gate (all exponents, both signs, NaN, infinities, denormals, both sides
+// of glibc's |x| >= 88 special path), random ups, with and without the clamp,
+// weights 1 and 0.375, lengths that leave a masked tail.
+TEST(OpsMoe, SwigluAvx512MatchesTheScalarLoopBitForBit) {
+  bool avx512 = false;
+  for (const quant::DotKernels* k : quant::dot_kernels_available())
+    if (std::string(k->isa) == "avx512") avx512 = true;
+  if (!avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> gate;
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4099) gate.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+  // Densely around where glibc's special path starts (|x| = 88) and ends.
+  for (uint32_t bits = 0xc2af0000u; bits < 0xc2b10000u; bits += 3) gate.push_back(std::bit_cast<float>(bits));
+  for (uint32_t bits = 0xc2cf0000u; bits < 0xc2d10000u; bits += 3) gate.push_back(std::bit_cast<float>(bits));
+  for (float v : {-88.0f, -87.99999f, -88.00001f, -103.2f, -103.3f, -103.9f, -104.0f, 88.7f, 88.73f, -0.0f, 0.0f,
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min()})
+    gate.push_back(v);
+  gate.resize(gate.size() / 16 * 16 + 7);  // a masked tail of 7
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  std::vector<float> up(gate.size());
+  for (float& u : up) u = normal(rng);
+  std::vector<float> got(gate.size());
+  for (const float limit : {0.0f, 10.0f}) {
+    for (const float weight : {1.0f, 0.375f}) {
+      swiglu_clamp_default_avx512(gate.data(), up.data(), gate.size(), limit, weight, got.data());
+      for (size_t i = 0; i < gate.size(); ++i) {
+        float g = gate[i], u = up[i];
+        if (limit > 1.0e-6f) {
+          g = std::min(g, limit);
+          u = std::clamp(u, -limit, limit);
+        }
+        const float want = silu(g, Numerics::Default) * u * weight;
+        if (std::isnan(want) && std::isnan(got[i])) continue;
+        if (std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want)) continue;
+        FAIL() << "gate " << gate[i] << " (0x" << std::hex << std::bit_cast<uint32_t>(gate[i]) << std::dec << ") up " << up[i]
+            << " limit " << limit << " weight " << weight << ": " << got[i] << " vs scalar " << want;
+      }
+    }
+  }
 }
 
 TEST(OpsMoe, SiluAndSigmoidForms) {

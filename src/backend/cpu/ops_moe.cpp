@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/ops_activation.h"
 #include "backend/cpu/ops_topk.h"
+#include "quant/dot.h"
 
 namespace ds4::cpu {
 
@@ -66,6 +68,10 @@ void swiglu_clamp(std::span<const float> gate, std::span<const float> up, float 
   if (n == Numerics::Quality && weight != 1.0f) {
     throw std::invalid_argument(
         "quality numerics apply the expert weight after the down projection");
+  }
+  if (n == Numerics::Default && std::strncmp(quant::dot_kernels().isa, "avx512", 6) == 0) {
+    swiglu_clamp_default_avx512(gate.data(), up.data(), gate.size(), limit, weight, out.data());
+    return;
   }
   const bool clamp = limit > 1.0e-6f;
   for (std::size_t i = 0; i < gate.size(); ++i) {

@@ -3,6 +3,7 @@
 // weights, clamped SwiGLU (MODEL.md 4.8, traps T13, T14).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -48,5 +49,9 @@ constexpr bool expert_weight_before_down(Numerics n) { return n == Numerics::Def
 // Throws std::invalid_argument on a Quality call with weight != 1.
 void swiglu_clamp(std::span<const float> gate, std::span<const float> up, float limit, float weight,
                   std::span<float> out, Numerics n);
+
+// swiglu_clamp's Default path at the avx512 levels (ops_moe_avx512.cpp), the
+// same bits as the scalar loop; call only where the dot kernels run AVX-512.
+void swiglu_clamp_default_avx512(const float* gate, const float* up, size_t n, float limit, float weight, float* out);
 
 }  // namespace ds4::cpu

@@ -1,0 +1,122 @@
+// AVX-512 SwiGLU of Default numerics (swiglu_clamp): 16 elements at a time,
+// bit-identical to the scalar loop over ops_activation.h's silu, whose cost is
+// almost all in expf (one per element; ~8 % of a 512-token prefill).
+//
+// The exponential is glibc's expf (the optimized-routines algorithm glibc has
+// used since 2.27) evaluated in 8 double lanes with the operations of its FMA
+// build, __expf_fma: x * 32/ln2 rounded to an integer k by the 1.5 * 2^52
+// shift (one FMA), r = x * 32/ln2 - k (one FMA), 2^(k/32) from a 32-entry table
+// with k/32 added to the exponent, and a cubic in r evaluated with three FMAs;
+// then one rounding to float. Each step is the same IEEE operation as glibc's,
+// so each result is the same float. Arguments glibc treats apart (|x| >= 88,
+// infinities, NaN) go to std::exp itself, lane by lane.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "core/x86_intrinsics.h"
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/ops_moe.h"
+
+namespace ds4::cpu {
+namespace {
+
+// glibc's __exp2f_data: tab[i] = bits(2^(i/32)) - (i << 47), and the scaled
+// constants of the cubic (poly / 32^3, / 32^2, / 32) and of x * 32/ln2.
+alignas(64) constexpr uint64_t kExp2Table[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+};
+constexpr double kInvLn2N = 0x1.71547652b82fep+5;
+constexpr double kShift = 0x1.8p+52;
+constexpr double kC0 = 0x1.c6af84b912394p-20;
+constexpr double kC1 = 0x1.ebfce50fac4f3p-13;
+constexpr double kC2 = 0x1.62e42ff0c52d6p-6;
+
+// expf of 8 floats widened to double (|x| < 88, so no special case).
+inline __m512d exp_lanes(__m512d xd) {
+  const __m512d inv_ln2n = _mm512_set1_pd(kInvLn2N);
+  const __m512d shift = _mm512_set1_pd(kShift);
+  const __m512d z = _mm512_fmadd_pd(inv_ln2n, xd, shift);
+  const __m512i ki = _mm512_castpd_si512(z);
+  const __m512d kd = _mm512_sub_pd(z, shift);
+  const __m512d r = _mm512_fmsub_pd(inv_ln2n, xd, kd);
+  // tab[k % 32] + (k << 47): the low 5 bits pick the entry (bit 4: which pair
+  // of table registers), the rest lands in the exponent.
+  const __m512i t0 = _mm512_load_si512(kExp2Table), t1 = _mm512_load_si512(kExp2Table + 8);
+  const __m512i t2 = _mm512_load_si512(kExp2Table + 16), t3 = _mm512_load_si512(kExp2Table + 24);
+  const __m512i low = _mm512_permutex2var_epi64(t0, ki, t1);
+  const __m512i high = _mm512_permutex2var_epi64(t2, ki, t3);
+  const __m512i tab = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), low, high);
+  const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(tab, _mm512_slli_epi64(ki, 47)));
+  const __m512d zc = _mm512_fmadd_pd(r, _mm512_set1_pd(kC0), _mm512_set1_pd(kC1));
+  const __m512d r2 = _mm512_mul_pd(r, r);
+  __m512d y = _mm512_fmadd_pd(r, _mm512_set1_pd(kC2), _mm512_set1_pd(1.0));
+  y = _mm512_fmadd_pd(zc, r2, y);
+  return _mm512_mul_pd(y, s);
+}
+
+// expf of 16 floats, each as std::exp gives it.
+inline __m512 exp16(__m512 x) {
+  const __m256 lo = _mm512_cvtpd_ps(exp_lanes(_mm512_cvtps_pd(_mm512_castps512_ps256(x))));
+  const __m256 hi = _mm512_cvtpd_ps(
+      exp_lanes(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)))));
+  __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+  // glibc's special cases: |x| >= 88 (top 12 bits of the magnitude above
+  // 0x42a), infinities and NaN.
+  const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 20), _mm512_set1_epi32(0x7ff));
+  const __mmask16 special = _mm512_cmpgt_epu32_mask(top, _mm512_set1_epi32(0x42a));
+  if (special != 0) {
+    alignas(64) float xs[16], es[16];
+    _mm512_store_ps(xs, x);
+    _mm512_store_ps(es, e);
+    for (int i = 0; i < 16; ++i)
+      if ((special >> i) & 1) es[i] = std::exp(xs[i]);
+    e = _mm512_load_ps(es);
+  }
+  return e;
+}
+
+// silu of ops_activation.h (Default): x * sigmoid_two_branch(x), whose
+// exponent is -|x|: x >= 0 gives 1 / (1 + exp(-x)), else exp(x) / (1 + exp(x)).
+inline __m512 silu16(__m512 x) {
+  const __mmask16 nonneg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
+  const __m512 neg_x = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN)));
+  const __m512 e = exp16(_mm512_mask_blend_ps(nonneg, x, neg_x));
+  const __m512 num = _mm512_mask_blend_ps(nonneg, e, _mm512_set1_ps(1.0f));
+  return _mm512_mul_ps(x, _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+}
+
+}  // namespace
+
+void swiglu_clamp_default_avx512(const float* gate, const float* up, size_t n, float limit, float weight, float* out) {
+  const bool clamp = limit > 1.0e-6f;
+  const __m512 hi = _mm512_set1_ps(limit), lo = _mm512_set1_ps(-limit), w = _mm512_set1_ps(weight);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    __m512 u = _mm512_maskz_loadu_ps(m, up + i);
+    if (clamp) {
+      // std::min(g, limit) = limit < g ? limit : g; std::clamp(u, -limit,
+      // limit): below -limit -> -limit, then above limit -> limit (a NaN
+      // stays NaN in both, as with the scalar comparisons).
+      g = _mm512_min_ps(hi, g);
+      u = _mm512_min_ps(hi, _mm512_max_ps(lo, u));
+    }
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(silu16(g), u), w));
+  }
+}
+
+}  // namespace ds4::cpu
