@@ -13,6 +13,14 @@ set(DS4_LIGHT_DEBUG $<$<OR:$<CONFIG:Debug>,$<CONFIG:RelWithDebInfo>>:-g1>)
 # same way in every build, whatever -march a user adds.
 add_compile_options(-ffp-contract=off)
 
+# GCC's -O2 vectorizes only loops its "very cheap" model accepts (no runtime
+# alias checks, no epilogues), which left the per-element loops of the forward
+# pass (HC, norms, routing sums) scalar. The dynamic model vectorizes them as
+# -O3 would. Results do not change: without -ffast-math GCC never reorders a
+# floating-point reduction, and contraction stays off. (warm 512-token ds4-q4
+# prefill, 5 alternating pairs: +1 to +16 %, every pair faster)
+add_compile_options($<$<CXX_COMPILER_ID:GNU>:-fvect-cost-model=dynamic>)
+
 if(DS4_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
