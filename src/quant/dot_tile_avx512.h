@@ -64,5 +64,16 @@ inline void transpose_rows(const __m256i rows[16], __m512i out[8]) {
   }
 }
 
+// The 16 rows of the group starting at row r0 of a tile (rows past n_rows
+// repeat the last one: the lanes they fill are never stored).
+template <typename Block>
+inline void group_row_pointers(const uint8_t* w, uint64_t row_bytes, int64_t r0, int64_t n_rows,
+                               const Block* rows[16]) {
+  for (int r = 0; r < 16; ++r) {
+    const int64_t row = std::min<int64_t>(r0 + r, n_rows - 1);
+    rows[r] = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(row) * row_bytes);
+  }
+}
+
 }  // namespace
 }  // namespace ds4::quant::tile_avx512

@@ -153,6 +153,15 @@ inline void transpose_16_bytes(const Block* const* rows, int64_t b, size_t offse
   out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
+// t[k] lane r = dword k of the 32 code bytes at qs + offset of rows[r]'s block b.
+template <typename Block>
+inline void transpose_qs_chunk(const Block* const* rows, int64_t b, int offset, __m512i t[8]) {
+  __m256i q[kGroupRows];
+#pragma GCC unroll 16
+  for (int r = 0; r < kGroupRows; ++r) q[r] = load256(rows[r][b].qs + offset);
+  transpose_rows(q, t);
+}
+
 // Lanes r of an (f16 d | f16 dmin << 16) dword per row -> d and dmin as f32.
 inline void store_d_dmin(__m512i packed, __m512i* d, __m512i* dmin) {
   _mm512_store_ps(reinterpret_cast<float*>(d), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(packed)));
@@ -173,11 +182,8 @@ struct Q4KRows {
     // 16c + 8 + j its high ones: element order, 4 per register.
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      __m256i q[kGroupRows];
-#pragma GCC unroll 16
-      for (int r = 0; r < kGroupRows; ++r) q[r] = load256(rows[r][b].qs + 32 * c);
       __m512i t[8];
-      transpose_rows(q, t);
+      transpose_qs_chunk(rows, b, 32 * c, t);
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
         _mm512_store_si512(out + 16 * c + j, _mm512_and_si512(t[j], low4));
@@ -236,11 +242,8 @@ struct Q2KRows {
     // so plane j of dword d is register 32n + 8j + d: element order again.
 #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
-      __m256i q[kGroupRows];
-#pragma GCC unroll 16
-      for (int r = 0; r < kGroupRows; ++r) q[r] = load256(rows[r][b].qs + 32 * n);
       __m512i t[8];
-      transpose_rows(q, t);
+      transpose_qs_chunk(rows, b, 32 * n, t);
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
 #pragma GCC unroll 8
@@ -287,10 +290,7 @@ template <typename Rows>
 void relayout_group(int64_t nb, const uint8_t* w, uint64_t row_bytes, int64_t r0, int64_t n_rows, __m512i* dst) {
   using Block = typename Rows::Block;
   const Block* rows[kGroupRows];
-  for (int r = 0; r < kGroupRows; ++r) {
-    const int64_t row = std::min<int64_t>(r0 + r, n_rows - 1);
-    rows[r] = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(row) * row_bytes);
-  }
+  group_row_pointers(w, row_bytes, r0, n_rows, rows);
   // The weights come from memory (an expert matrix is read once per call) in
   // 16 row streams, more than the hardware prefetcher follows well: ask for
   // each row's block kPrefetchBlocks ahead (a hint: no result changes). Later

@@ -184,10 +184,7 @@ template <bool kVnni, typename Rows>
 void relayout_group(int64_t nb, const uint8_t* w, uint64_t row_bytes, int64_t r0, int64_t n_rows, uint8_t* dst) {
   using Block = typename Rows::Block;
   const Block* rows[kGroupRows];
-  for (int r = 0; r < kGroupRows; ++r) {
-    const int64_t row = std::min<int64_t>(r0 + r, n_rows - 1);
-    rows[r] = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(row) * row_bytes);
-  }
+  group_row_pointers(w, row_bytes, r0, n_rows, rows);
   const __m256i table = Rows::table();
   // 16 row streams at once are more than the hardware prefetcher follows
   // well: ask for each row's block kPrefetchBlocks ahead (decode reads these
@@ -373,18 +370,12 @@ void int_group_single(int64_t nb, const uint8_t* w, uint64_t row_bytes, int64_t 
                       const PreparedActs& x, float* out, __mmask16 lanes) {
   using Block = typename Rows::Block;
   const Block* rows[kGroupRows];
-  for (int r = 0; r < kGroupRows; ++r) {
-    const int64_t row = std::min<int64_t>(r0 + r, n_rows - 1);
-    rows[r] = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(row) * row_bytes);
-  }
+  group_row_pointers(w, row_bytes, r0, n_rows, rows);
   // The next group's rows: its first blocks are asked for during this
   // group's last ones, so no group starts on 16 cold rows.
   const bool has_next = r0 + kGroupRows < n_rows;
   const Block* next[kGroupRows];
-  for (int r = 0; r < kGroupRows; ++r) {
-    const int64_t row = std::min<int64_t>(r0 + kGroupRows + r, n_rows - 1);
-    next[r] = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(row) * row_bytes);
-  }
+  group_row_pointers(w, row_bytes, r0 + kGroupRows, n_rows, next);
   const __m256i table = Rows::table();
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   // Measured (ds4-bench-matvec q8_0, 2 threads, weights in 2 MiB pages, AMD
