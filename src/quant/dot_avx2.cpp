@@ -11,13 +11,7 @@
 // Contracting a*b+c into an FMA would round the scale combination differently
 // from the scalar reference (compiled without FMA), so it is off in this file;
 // FMAs the float kernels want are written as intrinsics.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#include <immintrin.h>
+#include "core/x86_kernel_prelude.h"
 
 #include <cstdint>
 #include <cstring>

@@ -30,13 +30,7 @@
 // Contracting a*b+c into an FMA would round the scale combination differently
 // from the scalar reference (compiled without FMA), so it is off in this file;
 // FMAs the float kernels want are written as intrinsics.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#include "core/x86_intrinsics.h"
+#include "core/x86_kernel_prelude.h"
 
 #include <array>
 #include <cstdint>

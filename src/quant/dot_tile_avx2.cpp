@@ -16,13 +16,7 @@
 //     the one-row kernel.
 // Integer sums equal the one-row kernels' and the float part is theirs, step
 // for step, so each output is bit-identical to kDotAvx2 (dot_avx2.cpp).
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#include <immintrin.h>
+#include "core/x86_kernel_prelude.h"
 
 #include <cstdint>
 #include <cstring>

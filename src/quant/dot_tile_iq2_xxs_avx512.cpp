@@ -18,13 +18,7 @@
 // bit-identical to scalar) bit for bit.
 //
 // Few activations (< kMinActsIq2Xxs) go through the one-row kernels instead.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#include "core/x86_intrinsics.h"
+#include "core/x86_kernel_prelude.h"
 
 #include <array>
 #include <cstdint>
@@ -65,26 +59,7 @@ inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
 inline float f16_value(uint16_t h) { return _cvtsh_ss(h); }
 
-// acc + sum of adjacent int16 products per int32 lane.
-template <bool kVnni>
-inline __m512i dot_words(__m512i acc, __m512i a, __m512i b) {
-  if constexpr (kVnni) {
-    return _mm512_dpwssd_epi32(acc, a, b);
-  } else {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
-  }
-}
-
-// acc + sum of four u8 (a) x s8 (b) products per int32 lane; no pair of
-// products may exceed int16 (true here: (x + 128) * 45 * 2 < 32768).
-template <bool kVnni>
-inline __m512i dot_bytes(__m512i acc, __m512i a, __m512i b) {
-  if constexpr (kVnni) {
-    return _mm512_dpbusd_epi32(acc, a, b);
-  } else {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), _mm512_set1_epi16(1)));
-  }
-}
+// dot_bytes (dot_tile_avx512.h) is exact here: (x + 128) * 43 * 2 < 32768.
 
 // 16 x 16 transpose of dwords: row r of src (stride src_stride dwords) becomes
 // register r of dst (16 lanes = the 16 rows).

@@ -24,13 +24,7 @@
 // Rows go 16 at a time (rows past the end repeat the last one; their lanes are
 // never stored); activations in passes of up to kMaxActs over a re-laid-out
 // row group. Few activations (< kMinActs) go through the one-row kernels.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#include "core/x86_intrinsics.h"
+#include "core/x86_kernel_prelude.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -73,26 +67,8 @@ constexpr size_t kActBytes = 320;
 thread_local TileScratch t_weights;
 thread_local TileScratch t_acts;
 
-// acc + sum of four u8 (a) x s8 (b) products per int32 lane; exact here (no
-// int16 pair of products exceeds 2 * 15 * 128).
-template <bool kVnni>
-inline __m512i dot_bytes(__m512i acc, __m512i a, __m512i b) {
-  if constexpr (kVnni) {
-    return _mm512_dpbusd_epi32(acc, a, b);
-  } else {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), _mm512_set1_epi16(1)));
-  }
-}
-
-// acc + sum of the two int16 products per int32 lane.
-template <bool kVnni>
-inline __m512i dot_words(__m512i acc, __m512i a, __m512i b) {
-  if constexpr (kVnni) {
-    return _mm512_dpwssd_epi32(acc, a, b);
-  } else {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
-  }
-}
+// dot_bytes (dot_tile_avx512.h) is exact here: no int16 pair of products
+// exceeds 2 * 15 * 128.
 
 inline __m512i broadcast_dword(const uint8_t* p) {
   int32_t v;

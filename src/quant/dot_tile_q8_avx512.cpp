@@ -33,13 +33,7 @@
 //
 // This file is built with the VNNI/BF16/VBMI flags, so the plain "avx512" kernels
 // use explicit intrinsics only (no VNNI), as dot_avx512.cpp does.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#include "core/x86_intrinsics.h"
+#include "core/x86_kernel_prelude.h"
 
 #include <algorithm>
 #include <cstddef>

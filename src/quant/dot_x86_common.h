@@ -1,6 +1,5 @@
 // Helpers the AVX2 and AVX-512 dot kernels share (dot_avx2.cpp, dot_avx512.cpp);
-// include it only from those files, after <immintrin.h> and after their
-// fp-contract pragmas.
+// include it only from those files, after core/x86_kernel_prelude.h.
 //
 // Everything here is in an anonymous namespace, so each including file gets its
 // own copy compiled with its own ISA flags: an ordinary inline function would be

@@ -10,13 +10,7 @@
 // then one rounding to float. Each step is the same IEEE operation as glibc's,
 // so each result is the same float. Arguments glibc treats apart (|x| >= 88,
 // infinities, NaN) go to std::exp itself, lane by lane.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#include "core/x86_intrinsics.h"
+#include "core/x86_kernel_prelude.h"
 
 #include <cmath>
 #include <cstddef>
