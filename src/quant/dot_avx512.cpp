@@ -37,6 +37,7 @@
 #include <cstring>
 
 #include "quant/dot.h"
+#include "quant/dot_iq2_xxs_interleaved.h"
 #include "quant/dot_x86_common.h"
 #include "quant/iq2_xxs_avx512.h"
 #include "quant/iq2_xxs_tables.h"
@@ -639,6 +640,72 @@ float dot_float(int64_t n, const T* w, const float* x) {
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
+// ---- IQ2_XXS x Q8_K, the activation interleaved (decode) ----
+//
+// A matrix-vector product dots every row with the same activation, so the
+// activation is laid out once (iq2_xxs_interleave_act) to suit the weight
+// blocks: chunk c (64 bytes) of an interleaved block holds, in its qword s,
+// the 8 elements of group 4s + c (sub-block s). Then every chunk's int32
+// lanes 2s, 2s+1 belong to sub-block s, so vpdpbusd accumulates all four
+// chunks in one register and each sub-block's scale is applied once per
+// block; each group's sign byte and grid code sit in qword s of their
+// registers, where in-qword byte selects (vpmultishiftqb) reach them.
+// Per block this is about half the vector work of iq2_xxs_block_partials_vbmi.
+// The integer sums are the scalar reference's (the order of integer adds
+// does not matter), so results are bit-identical to the other levels.
+
+// vpermb indices (low bytes of words): word 4s+k = grid index byte k of
+// sub-block s (byte 8s+k of the block's codes).
+constexpr std::array<int8_t, 64> make_iq2_subblock_index_words() {
+  std::array<int8_t, 64> a{};
+  for (int s = 0; s < 8; ++s) {
+    for (int k = 0; k < 4; ++k) a[static_cast<size_t>(2 * (4 * s + k))] = static_cast<int8_t>(8 * s + k);
+  }
+  return a;
+}
+alignas(64) constexpr std::array<int8_t, 64> kIq2SubblockIndexWords = make_iq2_subblock_index_words();
+
+// vpmultishiftqb controls for chunk c: byte j of qword s reads from bit
+// 8c + j - 7 (mod 64), which puts bit j of sign byte c (group 4s+c) in bit 7.
+constexpr std::array<std::array<int8_t, 64>, 4> make_iq2_sign_bit_shifts() {
+  std::array<std::array<int8_t, 64>, 4> a{};
+  for (int c = 0; c < 4; ++c) {
+    for (int b = 0; b < 64; ++b) {
+      a[static_cast<size_t>(c)][static_cast<size_t>(b)] = static_cast<int8_t>((8 * c + b % 8 - 7) & 63);
+    }
+  }
+  return a;
+}
+alignas(64) constexpr std::array<std::array<int8_t, 64>, 4> kIq2SignBitShifts = make_iq2_sign_bit_shifts();
+
+// Integer partials of one block against its interleaved activation (their
+// total is the block's isum). Exact unless the activation holds -128
+// (negating it overflows); iq2_xxs_interleave_act flags those blocks.
+inline __m512i iq2_xxs_interleaved_partials(const BlockIQ2_XXS& w, const BlockQ8_K& xi, const Iq2CompactGrid& grid,
+                                            __m512i signs_lo, __m512i signs_hi) {
+  const __m512i q = load512(w.qs);
+  // Qword s: 2 * (W1 >> 28) + 1 in its low dword (bit 59 is W1's bit 27).
+  const __m512i scale = _mm512_or_si512(_mm512_srli_epi64(q, 59), _mm512_set1_epi64(1));
+  // Word 4s+k: the grid code of group 4s+k.
+  constexpr __mmask64 kWordLowBytes = 0x5555555555555555ull;
+  const __m512i codes =
+      iq2_xxs_codes(_mm512_maskz_permutexvar_epi8(kWordLowBytes, load512(kIq2SubblockIndexWords.data()), q), grid);
+  // Byte 8s+k: ksigns of group 4s+k's 7-bit field (vpermi2b reads index bits 0..6).
+  const __m512i signs =
+      _mm512_permutex2var_epi8(signs_lo, _mm512_multishift_epi64_epi8(load512(kIq2SignFieldShifts), q), signs_hi);
+  __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i g = iq2_xxs_chunk_magnitudes(codes, c);
+    const __mmask64 negate =
+        _mm512_movepi8_mask(_mm512_multishift_epi64_epi8(load512(kIq2SignBitShifts[static_cast<size_t>(c)].data()), signs));
+    const __m512i xv = load512(xi.qs + 64 * c);
+    acc = _mm512_dpbusd_epi32(acc, g, _mm512_mask_sub_epi8(xv, negate, _mm512_setzero_si512(), xv));
+  }
+  // Lanes 2s and 2s+1 summed into lane 2s, times the scale; lane 2s+1 becomes 0.
+  return _mm512_mullo_epi32(_mm512_add_epi32(acc, _mm512_srli_epi64(acc, 32)), scale);
+}
+
 float dot_f16_f32(int64_t n, const uint16_t* w, const float* x) { return dot_float<F16Weights>(n, w, x); }
 float dot_bf16_f32(int64_t n, const uint16_t* w, const float* x) { return dot_float<BF16Weights>(n, w, x); }
 float dot_f32_f32(int64_t n, const float* w, const float* x) { return dot_float<F32Weights>(n, w, x); }
@@ -682,4 +749,70 @@ extern const DotKernels kDotAvx512Vbmi = {
     dot_f32_f32,
 };
 
+namespace avx512_detail {
+
+void iq2_xxs_interleave_act(int64_t nb, const BlockQ8_K* x, BlockQ8_K* xi, uint8_t* exact) {
+  for (int64_t i = 0; i < nb; ++i) {
+    xi[i].d = x[i].d;
+    std::memcpy(xi[i].bsums, x[i].bsums, sizeof(x[i].bsums));
+    __m512i x_min = _mm512_set1_epi8(127);
+    const __m512i part[4] = {load512(x[i].qs), load512(x[i].qs + 64), load512(x[i].qs + 128),
+                             load512(x[i].qs + 192)};
+    for (const __m512i& v : part) x_min = _mm512_min_epi8(x_min, v);
+    exact[i] = _mm512_cmpeq_epi8_mask(x_min, _mm512_set1_epi8(-128)) != 0;
+    // Source qword 4s + c (sub-block s, group c) -> chunk c, qword s.
+    const auto* src = reinterpret_cast<const unsigned char*>(x[i].qs);
+    auto* dst = reinterpret_cast<unsigned char*>(xi[i].qs);
+    for (int c = 0; c < 4; ++c) {
+      for (int s = 0; s < 8; ++s) std::memcpy(dst + 8 * (8 * c + s), src + 8 * (4 * s + c), 8);
+    }
+  }
+}
+
+namespace {
+
+// kAnyExact: some block takes the exact path. Without it the loop has no
+// call, so the grid and sign tables stay in registers (every vector
+// register is caller-saved).
+template <bool kAnyExact>
+float dot_iq2_xxs_interleaved(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x, const BlockQ8_K* xi,
+                              const uint8_t* exact) {
+  const Iq2CompactGrid grid = load_iq2_compact_grid();
+  const __m512i signs_lo = load512(kIq2xsSigns.data()), signs_hi = load512(kIq2xsSigns.data() + 64);
+  const auto partials = [&](int64_t i) {
+    if (kAnyExact && exact[i]) return iq2_xxs_exact_partials<true>(w[i], x[i]);
+    return iq2_xxs_interleaved_partials(w[i], xi[i], grid, signs_lo, signs_hi);
+  };
+  const int64_t nb = n / kQK_K;
+  float sumf = 0.0f;
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    const __m512i isum = block_sums16([&](int k) {
+      const __m256i lo = fold512(partials(i + k));
+      const __m256i hi = fold512(partials(i + k + 1));
+      return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    });
+    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(block_u16x16<sizeof(BlockIQ2_XXS)>(w + i)),
+                                   block_f32x16<sizeof(BlockQ8_K)>(x + i));
+    sumf = add_in_block_order(sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+  }
+  for (; i < nb; ++i) {
+    const int32_t isum = _mm512_reduce_add_epi32(partials(i));
+    sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(isum);
+  }
+  return 0.125f * sumf;
+}
+
+}  // namespace
+
+float dot_iq2_xxs_q8_K_interleaved(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x, const BlockQ8_K* xi,
+                                   const uint8_t* exact) {
+  const int64_t nb = n / kQK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    if (exact[i]) return dot_iq2_xxs_interleaved<true>(n, w, x, xi, exact);
+  }
+  return dot_iq2_xxs_interleaved<false>(n, w, x, xi, exact);
+}
+
+}  // namespace avx512_detail
 }  // namespace ds4::quant

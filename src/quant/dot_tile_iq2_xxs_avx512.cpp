@@ -17,7 +17,9 @@
 // lane by lane, so each output equals the one-row kernels (themselves
 // bit-identical to scalar) bit for bit.
 //
-// Few activations (< kMinActsIq2Xxs) go through the one-row kernels instead.
+// Few activations (< kMinActsIq2Xxs) go through the one-row kernels instead
+// (at the avx512vbmi level: against an interleaved copy of each activation,
+// dot_iq2_xxs_interleaved.h).
 #include "core/x86_kernel_prelude.h"
 
 #include <array>
@@ -25,6 +27,7 @@
 #include <cstring>
 #include <vector>
 
+#include "quant/dot_iq2_xxs_interleaved.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_avx512.h"
 #include "quant/dot_tile_loop.h"
@@ -36,7 +39,6 @@ namespace ds4::quant {
 
 extern const DotKernels kDotAvx512;
 extern const DotKernels kDotAvx512Vnni;
-extern const DotKernels kDotAvx512Vbmi;
 namespace tile_avx512 {
 namespace {
 
@@ -477,6 +479,35 @@ void tile(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const
   }
 }
 
+// Few activations at the avx512vbmi level (decode): each activation is
+// interleaved once for the call's rows (dot_iq2_xxs_interleaved.h), then
+// every row is dotted with it, the row kPrefetchRows ahead asked for
+// meanwhile, as loop_dots does.
+void rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                      int64_t n_acts, float* out, int64_t ldo) {
+  const int64_t nb = n / kQK_K;
+  const size_t act_bytes = static_cast<size_t>(nb) * (sizeof(BlockQ8_K) + 1);
+  uint8_t* scratch = t_acts.get(act_bytes * static_cast<size_t>(n_acts));
+  // Per activation: its nb interleaved blocks, then nb exact-path flags.
+  const auto interleaved = [&](int64_t t) {
+    return reinterpret_cast<BlockQ8_K*>(scratch + act_bytes * static_cast<size_t>(t));
+  };
+  const auto exact = [&](int64_t t) { return reinterpret_cast<uint8_t*>(interleaved(t) + nb); };
+  for (int64_t t = 0; t < n_acts; ++t) {
+    avx512_detail::iq2_xxs_interleave_act(nb, static_cast<const BlockQ8_K*>(acts[t]), interleaved(t), exact(t));
+  }
+  constexpr uint64_t kPrefetchRows = 4;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint8_t* ahead = w + (static_cast<uint64_t>(r) + kPrefetchRows) * row_bytes;
+    for (uint64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(ahead + off, 0, 3);
+    const auto* row = reinterpret_cast<const BlockIQ2_XXS*>(w + static_cast<uint64_t>(r) * row_bytes);
+    for (int64_t t = 0; t < n_acts; ++t) {
+      out[t * ldo + r] = avx512_detail::dot_iq2_xxs_q8_K_interleaved(n, row, static_cast<const BlockQ8_K*>(acts[t]),
+                                                                     interleaved(t), exact(t));
+    }
+  }
+}
+
 }  // namespace
 
 template <bool kVnni>
@@ -497,8 +528,7 @@ template void iq2_xxs_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, con
 void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo) {
   if (n_acts < kMinActsIq2Xxs) {
-    tile_detail::loop_dots<BlockIQ2_XXS, BlockQ8_K>(kDotAvx512Vbmi.iq2_xxs_q8_K, n, w, row_bytes, n_rows, acts, n_acts,
-                                                    out, ldo);
+    rows_interleaved(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
     return;
   }
   tile<true, Kind::kIq2XxsVbmi, BlockIQ2_XXS>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
