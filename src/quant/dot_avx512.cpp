@@ -32,12 +32,14 @@
 // FMAs the float kernels want are written as intrinsics.
 #include "core/x86_kernel_prelude.h"
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "quant/dot.h"
-#include "quant/dot_iq2_xxs_interleaved.h"
+#include "quant/dot_rows_avx512.h"
 #include "quant/dot_x86_common.h"
 #include "quant/iq2_xxs_avx512.h"
 #include "quant/iq2_xxs_tables.h"
@@ -136,14 +138,23 @@ inline int32_t q8_0_single(const BlockQ8_0& w, const BlockQ8_0& x) {
 // The u16 at the start of each of 16 consecutive blocks of kStride bytes,
 // in transpose_sum's lane order. Scalar loads through a small buffer:
 // hardware gathers are far slower than this on AMD cores.
-template <size_t kStride>
-inline __m256i block_u16x16(const void* blocks) {
+// blocks past kCount read as 0.
+template <size_t kStride, int kCount = 16>
+inline __m256i block_u16xN(const void* blocks) {
   const auto* p = static_cast<const unsigned char*>(blocks);
   alignas(32) uint16_t v[16];
 #pragma GCC unroll 16
-  for (int lane = 0; lane < 16; ++lane) std::memcpy(&v[lane], p + kStride * transposed_block(lane), 2);
+  for (int lane = 0; lane < 16; ++lane) {
+    if (transposed_block(lane) < kCount) {
+      std::memcpy(&v[lane], p + kStride * transposed_block(lane), 2);
+    } else {
+      v[lane] = 0;
+    }
+  }
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
 }
+template <size_t kStride>
+inline __m256i block_u16x16(const void* blocks) { return block_u16xN<kStride>(blocks); }
 
 // The first byte of each of 16 consecutive blocks, same order, as u32 lanes.
 template <size_t kStride>
@@ -156,22 +167,32 @@ inline __m512i block_u8x16(const void* blocks) {
 }
 
 // The f32 at the start of each of 16 consecutive blocks, in transpose_sum's lane order.
-template <size_t kStride>
-inline __m512 block_f32x16(const void* blocks) {
+// Blocks past kCount read as 0.
+template <size_t kStride, int kCount = 16>
+inline __m512 block_f32xN(const void* blocks) {
   const auto* p = static_cast<const unsigned char*>(blocks);
   alignas(64) float v[16];
 #pragma GCC unroll 16
-  for (int lane = 0; lane < 16; ++lane) std::memcpy(&v[lane], p + kStride * transposed_block(lane), 4);
+  for (int lane = 0; lane < 16; ++lane) {
+    if (transposed_block(lane) < kCount) {
+      std::memcpy(&v[lane], p + kStride * transposed_block(lane), 4);
+    } else {
+      v[lane] = 0.0f;
+    }
+  }
   return _mm512_load_ps(v);
 }
+template <size_t kStride>
+inline __m512 block_f32x16(const void* blocks) { return block_f32xN<kStride>(blocks); }
 
-// Adds 16 per-block terms (in transpose_sum's lane order) to sum one block
-// at a time, in block order, as the scalar reference does.
+// Adds the first kCount of 16 per-block terms (in transpose_sum's lane order)
+// to sum one block at a time, in block order, as the scalar reference does.
+template <int kCount = 16>
 inline float add_in_block_order(float sum, __m512 terms) {
   alignas(64) float t[16];
   _mm512_store_ps(t, terms);
 #pragma GCC unroll 16
-  for (int k = 0; k < 16; ++k) sum += t[transposed_block(k)];
+  for (int k = 0; k < kCount; ++k) sum += t[transposed_block(k)];
   return sum;
 }
 
@@ -294,31 +315,46 @@ struct KBlockParts {
 // A K-quant row (Q2_K, Q4_K) dotted with x: integer sums of 16 blocks at once
 // (parts(i) for block i), then the scalar's per-block float term
 // d * isum - dmin * msum, added in block order.
+//
+// The last group may be short (kCount < 16 blocks: 8 for a 2048-wide expert
+// down row): its missing blocks get zero parts and their terms are not added.
+template <typename Block, int kCount, typename Parts>
+inline float k_quant_group(float sumf, const Block* w, const BlockQ8_K* x, Parts parts) {
+  __m512i min_pairs[8];
+  const auto block = [&](int k) {
+    return k < kCount ? parts(k) : KBlockParts{_mm512_setzero_si512(), _mm256_setzero_si256()};
+  };
+  const __m512i isum = block_sums16([&](int k) {
+    __m256i part[2];
+    __m256i mins[2];
+#pragma GCC unroll 2
+    for (int b = 0; b < 2; ++b) {
+      const KBlockParts p = block(k + b);
+      mins[b] = p.mins;
+      part[b] = fold512(p.codes);
+    }
+    min_pairs[k / 2] = _mm512_inserti64x4(_mm512_castsi256_si512(mins[0]), mins[1], 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(part[0]), part[1], 1);
+  });
+  const __m512i summs = block_sums16([&](int k) { return min_pairs[k / 2]; });
+  const __m512 xd = block_f32xN<sizeof(BlockQ8_K), kCount>(x);
+  const __m512 dall = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16xN<sizeof(Block), kCount>(&w[0].d)));
+  const __m512 dmin = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16xN<sizeof(Block), kCount>(&w[0].dmin)));
+  return add_in_block_order<kCount>(sumf, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
+                                                        _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs))));
+}
+
 template <typename Block, typename Parts>
 inline float k_quant_dot(int64_t n, const Block* w, const BlockQ8_K* x, Parts parts) {
   const int64_t nb = n / kQK_K;
   float sumf = 0.0f;
   int64_t i = 0;
   for (; i + 16 <= nb; i += 16) {
-    __m512i min_pairs[8];
-    const __m512i isum = block_sums16([&](int k) {
-      __m256i part[2];
-      __m256i mins[2];
-#pragma GCC unroll 2
-      for (int b = 0; b < 2; ++b) {
-        const KBlockParts p = parts(i + k + b);
-        mins[b] = p.mins;
-        part[b] = fold512(p.codes);
-      }
-      min_pairs[k / 2] = _mm512_inserti64x4(_mm512_castsi256_si512(mins[0]), mins[1], 1);
-      return _mm512_inserti64x4(_mm512_castsi256_si512(part[0]), part[1], 1);
-    });
-    const __m512i summs = block_sums16([&](int k) { return min_pairs[k / 2]; });
-    const __m512 xd = block_f32x16<sizeof(BlockQ8_K)>(x + i);
-    const __m512 dall = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(Block)>(&w[i].d)));
-    const __m512 dmin = _mm512_mul_ps(xd, _mm512_cvtph_ps(block_u16x16<sizeof(Block)>(&w[i].dmin)));
-    sumf = add_in_block_order(sumf, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
-                                                  _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs))));
+    sumf = k_quant_group<Block, 16>(sumf, w + i, x + i, [&](int k) { return parts(i + k); });
+  }
+  if (i + 8 <= nb) {
+    sumf = k_quant_group<Block, 8>(sumf, w + i, x + i, [&](int k) { return parts(i + k); });
+    i += 8;
   }
   for (; i < nb; ++i) {
     const KBlockParts p = parts(i);
@@ -387,6 +423,100 @@ float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
     const Q4KScales s = unpack_q4_K_scales(w[i].scales);
     return KBlockParts{q4_K_code_partials<kVnni>(w[i], x[i], s), q4_K_min_products(s, x[i])};
   });
+}
+
+// ---- 16 rows against one activation (decode) ----
+//
+// A matrix-vector product through the one-row kernels pays, per row, for the
+// horizontal sums, the gathered block scales and a chain of float adds. Taken
+// 16 rows at a time instead, the rows are the lanes: block_sums16 turns the
+// 16 rows' partials of one block into one register of row sums (row k in lane
+// transposed_block(k)), the per-block float term is formed for all 16 rows at
+// once and added to each lane in block order from 0, exactly the sum the
+// one-row kernel forms for that row.
+//
+// Reading 16 short rows (1-2.3 KB) block by block defeats the hardware
+// prefetchers: the next 16 rows (contiguous) are asked for while these are
+// dotted, swept linearly, an equal share per block. Asking instead for each
+// row's block a fixed distance ahead left IQ2_XXS at 7.7 GB/s from DRAM
+// (ds4-bench-matvec, 2 threads) against 18 for the one-row loop; the sweep
+// gives 20.
+
+// The f16 at `offset` in block b of each of the 16 rows, as f32, lane order of
+// block_sums16.
+template <typename Block>
+inline __m512 rows_f16_f32(const Block* const* rows, int64_t b, size_t offset) {
+  alignas(32) uint16_t v[16];
+#pragma GCC unroll 16
+  for (int lane = 0; lane < 16; ++lane) {
+    std::memcpy(&v[lane], reinterpret_cast<const unsigned char*>(&rows[transposed_block(lane)][b]) + offset, 2);
+  }
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(v)));
+}
+
+// acc lanes (block_sums16 order) -> out[r] for the first `count` rows.
+inline void store_rows(__m512 acc, float* out, int count) {
+  alignas(64) float t[16];
+  _mm512_store_ps(t, acc);
+  for (int r = 0; r < count; ++r) out[r] = t[transposed_block(r)];
+}
+
+// Runs block(b, acc) for b = 0..nb-1, sweeping the next group (`next`, null
+// for the last) into cache meanwhile.
+template <typename Block, typename PerBlock>
+inline __m512 rows16_blocks(int64_t nb, const Block* const* rows, const Block* const* next, PerBlock block) {
+  if (nb <= 0) return _mm512_setzero_ps();
+  const char* sweep = next != nullptr ? reinterpret_cast<const char*>(next[0]) : nullptr;
+  const size_t span = next != nullptr ? static_cast<size_t>(reinterpret_cast<const char*>(&next[15][nb]) - sweep) : 0;
+  const size_t share = (span + static_cast<size_t>(nb) - 1) / static_cast<size_t>(nb);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (sweep != nullptr) {
+      const char* p = sweep + static_cast<size_t>(b) * share;
+      for (size_t off = 0; off < share; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+    }
+    acc = block(b, acc);
+  }
+  return acc;
+}
+
+// K-quant rows: parts(row, block) as k_quant_dot's, terms as k_quant_group's.
+template <typename Block, typename Parts>
+inline __m512 k_quant_rows16(int64_t nb, const Block* const* rows, const Block* const* next, const BlockQ8_K* x,
+                             Parts parts) {
+  return rows16_blocks(nb, rows, next, [&](int64_t b, __m512 acc) {
+    __m512i min_pairs[8];
+    const __m512i isum = block_sums16([&](int k) {
+      __m256i part[2];
+      __m256i mins[2];
+#pragma GCC unroll 2
+      for (int r = 0; r < 2; ++r) {
+        const KBlockParts p = parts(rows[k + r][b], x[b]);
+        mins[r] = p.mins;
+        part[r] = fold512(p.codes);
+      }
+      min_pairs[k / 2] = _mm512_inserti64x4(_mm512_castsi256_si512(mins[0]), mins[1], 1);
+      return _mm512_inserti64x4(_mm512_castsi256_si512(part[0]), part[1], 1);
+    });
+    const __m512i summs = block_sums16([&](int k) { return min_pairs[k / 2]; });
+    const __m512 xd = _mm512_set1_ps(x[b].d);
+    const __m512 dall = _mm512_mul_ps(xd, rows_f16_f32(rows, b, offsetof(Block, d)));
+    const __m512 dmin = _mm512_mul_ps(xd, rows_f16_f32(rows, b, offsetof(Block, dmin)));
+    return _mm512_add_ps(acc, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
+                                            _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs))));
+  });
+}
+
+template <bool kVnni>
+inline KBlockParts q4_K_parts(const BlockQ4_K& w, const BlockQ8_K& x) {
+  const Q4KScales s = unpack_q4_K_scales(w.scales);
+  return KBlockParts{q4_K_code_partials<kVnni>(w, x, s), q4_K_min_products(s, x)};
+}
+
+template <bool kVnni>
+inline KBlockParts q2_K_parts(const BlockQ2_K& w, const BlockQ8_K& x) {
+  const __m128i sc = load128(w.scales);
+  return KBlockParts{q2_K_code_partials<kVnni>(w, x, sc), q2_K_min_products(sc, x)};
 }
 
 // ---- IQ2_XXS x Q8_K ----
@@ -803,6 +933,54 @@ float dot_iq2_xxs_interleaved(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K*
   return 0.125f * sumf;
 }
 
+
+template <bool kAnyExact>
+__m512 iq2_xxs_rows16(int64_t nb, const BlockIQ2_XXS* const* rows, const BlockIQ2_XXS* const* next,
+                      const BlockQ8_K* x, const BlockQ8_K* xi, const uint8_t* exact) {
+  const Iq2CompactGrid grid = load_iq2_compact_grid();
+  const __m512i signs_lo = load512(kIq2xsSigns.data()), signs_hi = load512(kIq2xsSigns.data() + 64);
+  const __m512 acc = rows16_blocks(nb, rows, next, [&](int64_t b, __m512 sum) {
+    const auto partials = [&](const BlockIQ2_XXS& w) {
+      if (kAnyExact && exact[b]) return iq2_xxs_exact_partials<true>(w, x[b]);
+      return iq2_xxs_interleaved_partials(w, xi[b], grid, signs_lo, signs_hi);
+    };
+    const __m512i isum = block_sums16([&](int k) {
+      const __m256i lo = fold512(partials(rows[k][b]));
+      const __m256i hi = fold512(partials(rows[k + 1][b]));
+      return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    });
+    // As dot_iq2_xxs_q8_K: (d_w * d_x) * isum per block.
+    const __m512 d = _mm512_mul_ps(rows_f16_f32(rows, b, offsetof(BlockIQ2_XXS, d)), _mm512_set1_ps(x[b].d));
+    return _mm512_add_ps(sum, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+  });
+  return _mm512_mul_ps(_mm512_set1_ps(0.125f), acc);
+}
+
+// Rows r0 .. r0+15 of w (rows past n_rows repeat the last one and are not
+// stored) and the next 16 rows' pointers (null at the end).
+template <typename Block>
+int row_group(const uint8_t* w, uint64_t row_bytes, int64_t r0, int64_t n_rows, const Block* rows[16],
+              const Block* next_rows[16], const Block* const** next) {
+  for (int r = 0; r < 16; ++r) {
+    rows[r] = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(std::min<int64_t>(r0 + r, n_rows - 1)) * row_bytes);
+    next_rows[r] = reinterpret_cast<const Block*>(
+        w + static_cast<uint64_t>(std::min<int64_t>(r0 + 16 + r, n_rows - 1)) * row_bytes);
+  }
+  *next = r0 + 16 < n_rows ? next_rows : nullptr;
+  return static_cast<int>(std::min<int64_t>(16, n_rows - r0));
+}
+
+template <typename Block, typename Group>
+void for_row_groups(const uint8_t* w, uint64_t row_bytes, int64_t n_rows, float* out, Group group) {
+  for (int64_t r0 = 0; r0 < n_rows; r0 += 16) {
+    const Block* rows[16];
+    const Block* next_rows[16];
+    const Block* const* next;
+    const int count = row_group(w, row_bytes, r0, n_rows, rows, next_rows, &next);
+    store_rows(group(rows, next), out + r0, count);
+  }
+}
+
 }  // namespace
 
 float dot_iq2_xxs_q8_K_interleaved(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x, const BlockQ8_K* xi,
@@ -813,6 +991,38 @@ float dot_iq2_xxs_q8_K_interleaved(int64_t n, const BlockIQ2_XXS* w, const Block
   }
   return dot_iq2_xxs_interleaved<false>(n, w, x, xi, exact);
 }
+
+void iq2_xxs_rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x,
+                              const BlockQ8_K* xi, const uint8_t* exact, float* out) {
+  const int64_t nb = n / kQK_K;
+  bool any_exact = false;
+  for (int64_t i = 0; i < nb; ++i) any_exact |= exact[i] != 0;
+  for_row_groups<BlockIQ2_XXS>(w, row_bytes, n_rows, out, [&](const BlockIQ2_XXS* const* rows,
+                                                              const BlockIQ2_XXS* const* next) {
+    return any_exact ? iq2_xxs_rows16<true>(nb, rows, next, x, xi, exact)
+                     : iq2_xxs_rows16<false>(nb, rows, next, x, xi, exact);
+  });
+}
+
+template <bool kVnni>
+void q4_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  for_row_groups<BlockQ4_K>(w, row_bytes, n_rows, out, [&](const BlockQ4_K* const* rows, const BlockQ4_K* const* next) {
+    return k_quant_rows16(n / kQK_K, rows, next, x,
+                          [](const BlockQ4_K& wb, const BlockQ8_K& xb) { return q4_K_parts<kVnni>(wb, xb); });
+  });
+}
+template void q4_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void q4_K_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+
+template <bool kVnni>
+void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  for_row_groups<BlockQ2_K>(w, row_bytes, n_rows, out, [&](const BlockQ2_K* const* rows, const BlockQ2_K* const* next) {
+    return k_quant_rows16(n / kQK_K, rows, next, x,
+                          [](const BlockQ2_K& wb, const BlockQ8_K& xb) { return q2_K_parts<kVnni>(wb, xb); });
+  });
+}
+template void q2_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void q2_K_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 
 }  // namespace avx512_detail
 }  // namespace ds4::quant

@@ -18,8 +18,8 @@
 // bit-identical to scalar) bit for bit.
 //
 // Few activations (< kMinActsIq2Xxs) go through the one-row kernels instead
-// (at the avx512vbmi level: against an interleaved copy of each activation,
-// dot_iq2_xxs_interleaved.h).
+// (at the avx512vbmi level: 16 rows at a time against an interleaved copy of
+// each activation, dot_rows_avx512.h).
 #include "core/x86_kernel_prelude.h"
 
 #include <array>
@@ -27,7 +27,7 @@
 #include <cstring>
 #include <vector>
 
-#include "quant/dot_iq2_xxs_interleaved.h"
+#include "quant/dot_rows_avx512.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_avx512.h"
 #include "quant/dot_tile_loop.h"
@@ -480,9 +480,8 @@ void tile(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const
 }
 
 // Few activations at the avx512vbmi level (decode): each activation is
-// interleaved once for the call's rows (dot_iq2_xxs_interleaved.h), then
-// every row is dotted with it, the row kPrefetchRows ahead asked for
-// meanwhile, as loop_dots does.
+// interleaved once for the call's rows, then the rows are dotted with it 16 at
+// a time (dot_rows_avx512.h).
 void rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                       int64_t n_acts, float* out, int64_t ldo) {
   const int64_t nb = n / kQK_K;
@@ -496,15 +495,9 @@ void rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n
   for (int64_t t = 0; t < n_acts; ++t) {
     avx512_detail::iq2_xxs_interleave_act(nb, static_cast<const BlockQ8_K*>(acts[t]), interleaved(t), exact(t));
   }
-  constexpr uint64_t kPrefetchRows = 4;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const uint8_t* ahead = w + (static_cast<uint64_t>(r) + kPrefetchRows) * row_bytes;
-    for (uint64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(ahead + off, 0, 3);
-    const auto* row = reinterpret_cast<const BlockIQ2_XXS*>(w + static_cast<uint64_t>(r) * row_bytes);
-    for (int64_t t = 0; t < n_acts; ++t) {
-      out[t * ldo + r] = avx512_detail::dot_iq2_xxs_q8_K_interleaved(n, row, static_cast<const BlockQ8_K*>(acts[t]),
-                                                                     interleaved(t), exact(t));
-    }
+  for (int64_t t = 0; t < n_acts; ++t) {
+    avx512_detail::iq2_xxs_rows_interleaved(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]),
+                                            interleaved(t), exact(t), out + t * ldo);
   }
 }
 

@@ -23,7 +23,8 @@
 //
 // Rows go 16 at a time (rows past the end repeat the last one; their lanes are
 // never stored); activations in passes of up to kMaxActs over a re-laid-out
-// row group. Few activations (< kMinActs) go through the one-row kernels.
+// row group. Few activations (< kMinActs) go through the one-row kernels' sums
+// with the rows in lanes (dot_rows_avx512.h).
 #include "core/x86_kernel_prelude.h"
 
 #include <algorithm>
@@ -31,15 +32,12 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/dot_rows_avx512.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_avx512.h"
-#include "quant/dot_tile_loop.h"
 #include "quant/dot_x86_common.h"
 
 namespace ds4::quant {
-
-extern const DotKernels kDotAvx512;
-extern const DotKernels kDotAvx512Vnni;
 
 namespace tile_avx512 {
 namespace {
@@ -419,25 +417,26 @@ void tile(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const
   }
 }
 
-// The one-row kernel of the level for few activations, else the tile.
-template <bool kVnni, typename Rows, typename Dot>
-void tile_or_loop(Dot dot, int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                  int64_t n_acts, float* out, int64_t ldo) {
+// Few activations: the one-row kernels' sums, 16 rows at a time with the rows
+// in lanes (dot_rows_avx512.h), one activation after another; else the tile.
+template <bool kVnni, typename Rows, typename RowsKernel>
+void tile_or_rows(RowsKernel rows_kernel, int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
+                  const void* const* acts, int64_t n_acts, float* out, int64_t ldo) {
   if (n_acts < kMinActs) {
-    tile_detail::loop_dots<typename Rows::Block, BlockQ8_K>(dot, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+    for (int64_t t = 0; t < n_acts; ++t) {
+      rows_kernel(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]), out + t * ldo);
+    }
   } else {
     tile<kVnni, Rows>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
   }
 }
-
-const DotKernels& level(bool vnni) { return vnni ? kDotAvx512Vnni : kDotAvx512; }
 
 }  // namespace
 
 template <bool kVnni>
 void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
-  tile_or_loop<kVnni, Q4KRows>(level(kVnni).q4_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  tile_or_rows<kVnni, Q4KRows>(avx512_detail::q4_K_rows<kVnni>, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 template void q4_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
                                int64_t);
@@ -446,7 +445,7 @@ template void q4_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const 
 template <bool kVnni>
 void q2_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
-  tile_or_loop<kVnni, Q2KRows>(level(kVnni).q2_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  tile_or_rows<kVnni, Q2KRows>(avx512_detail::q2_K_rows<kVnni>, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 template void q2_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
                                int64_t);

@@ -283,8 +283,8 @@ const Format<BlockMXFP4, BlockQ8_0> kMxfp4{"mxfp4", kQKMxfp4, &DotKernels::mxfp4
                                            truth_mxfp4};
 
 // Block counts: odd ones, and ones around the 4- and 16-block groups the
-// 32-element kernels batch.
-const int64_t kBlockCounts[] = {1, 2, 3, 4, 5, 7, 15, 16, 17, 33, 47};
+// 32-element kernels batch and the 8-block group K-quant rows end with.
+const int64_t kBlockCounts[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 33, 47};
 
 template <typename W, typename X>
 void check_format(const Format<W, X>& f, int seeds, bool extreme_scales) {

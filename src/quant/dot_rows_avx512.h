@@ -1,0 +1,39 @@
+// Internal to the AVX-512 levels (dot_avx512.cpp defines these, the tile
+// kernels call them): matrix-vector products against one activation (decode),
+// 16 rows at a time with the rows in register lanes, each output bit-identical
+// to the level's one-row kernel. The IQ2_XXS ones take an activation laid out
+// once per matrix and need the avx512vbmi level; call each only where its
+// level runs.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/blocks.h"
+
+namespace ds4::quant::avx512_detail {
+
+// xi[i] = x[i] with its codes interleaved for the weight blocks: qword s of
+// 64-byte chunk c = the 8 codes of group 4s + c. exact[i] = 1 where x[i]
+// holds -128, which the interleaved kernel cannot negate; those blocks take
+// the exact path. nb blocks each.
+void iq2_xxs_interleave_act(int64_t nb, const BlockQ8_K* x, BlockQ8_K* xi, uint8_t* exact);
+
+// The dot of an IQ2_XXS row of n elements with activation x (xi, exact as
+// iq2_xxs_interleave_act made them): bit-identical to every level's
+// iq2_xxs_q8_K(n, w, x).
+float dot_iq2_xxs_q8_K_interleaved(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x, const BlockQ8_K* xi,
+                                   const uint8_t* exact);
+
+// out[r] = row r . x for the n_rows rows of n elements, row_bytes apart,
+// bit-identical to dot_iq2_xxs_q8_K_interleaved row by row.
+void iq2_xxs_rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x,
+                              const BlockQ8_K* xi, const uint8_t* exact, float* out);
+
+// The same for Q4_K and Q2_K rows, bit-identical to the level's one-row
+// kernels (kVnni: the avx512vnni and avx512vbmi levels).
+template <bool kVnni>
+void q4_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
+template <bool kVnni>
+void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
+
+}  // namespace ds4::quant::avx512_detail
