@@ -234,12 +234,27 @@ alignas(64) constexpr int32_t kLsQwords[4][16] = {
 #undef DS4_LSQ
 };
 
+// The decoded block's tail: the sub-block multipliers in split order, the
+// weighted sum times 128, d.
+template <int S>
+inline void store_iq2_xxs_tail(const BlockIQ2_XXS& w, __m512i ls, int32_t weighted, uint32_t* out) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64),
+                      _mm512_castsi512_si256(_mm512_permutexvar_epi32(load512(kLsStoreOrder<S>.data()), ls)));
+  out[72] = static_cast<uint32_t>(128 * weighted);
+  const float d = f16_value(w.d);
+  std::memcpy(out + 73, &d, 4);
+}
+
+// Odd dwords (sign words): ls = 2 * (top 4 bits) + 1; the even ones are unused.
+inline __m512i iq2_xxs_ls(__m512i q) {
+  return _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
+}
+
 // The decoded block from each 64-element chunk's signed grid bytes
 // (chunk(c), c = 0..3): the bytes, the sub-block scales, the weighted sum, d.
 template <int S, typename Chunk>
 inline void store_iq2_xxs_block(const BlockIQ2_XXS& w, __m512i q, uint32_t* out, Chunk chunk) {
-  // Odd dwords (sign words): ls = 2 * (top 4 bits) + 1; the even ones are unused.
-  const __m512i ls = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
+  const __m512i ls = iq2_xxs_ls(q);
   // Sum over groups of ls * (sum of the group's 8 values), via psadbw of
   // value + 128 less 8 * 128 (signed, so the product is a signed multiply).
   __m512i weighted = _mm512_setzero_si512();
@@ -252,11 +267,7 @@ inline void store_iq2_xxs_block(const BlockIQ2_XXS& w, __m512i q, uint32_t* out,
         _mm512_set1_epi64(8 * 128));
     weighted = _mm512_add_epi64(weighted, _mm512_mul_epi32(sums, _mm512_permutexvar_epi32(load512(kLsQwords[c]), ls)));
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64),
-                      _mm512_castsi512_si256(_mm512_permutexvar_epi32(load512(kLsStoreOrder<S>.data()), ls)));
-  out[72] = static_cast<uint32_t>(128 * _mm512_reduce_add_epi64(weighted));
-  const float d = f16_value(w.d);
-  std::memcpy(out + 73, &d, 4);
+  store_iq2_xxs_tail<S>(w, ls, static_cast<int32_t>(_mm512_reduce_add_epi64(weighted)), out);
 }
 
 template <int S>
@@ -276,16 +287,65 @@ void decode_iq2_xxs(const BlockIQ2_XXS& w, uint32_t* out) {
 }
 
 // The same decoded block with the grid from registers (avx512vbmi level).
+// Each group's sign byte comes from ksigns by vpermi2b and is spread over its
+// 8 bytes by vpermb (no round trip through general registers); the weighted
+// sum is one vpdpbusd per chunk of the multipliers (as bytes) with the signed
+// grid bytes.
+
+// vpermb indices for chunk c: byte 8j + i = the sign byte of group 8c + j
+// (byte 8s + k of the sign register holds sub-block s's group k).
+constexpr std::array<std::array<int8_t, 64>, 4> make_chunk_sign_bytes() {
+  std::array<std::array<int8_t, 64>, 4> a{};
+  for (int c = 0; c < 4; ++c) {
+    for (int b = 0; b < 64; ++b) {
+      const int j = b / 8;
+      a[static_cast<size_t>(c)][static_cast<size_t>(b)] = static_cast<int8_t>(16 * c + 8 * (j / 4) + j % 4);
+    }
+  }
+  return a;
+}
+alignas(64) constexpr std::array<std::array<int8_t, 64>, 4> kChunkSignBytes = make_chunk_sign_bytes();
+// Byte 8j + i: bit i (element i of a group).
+constexpr std::array<uint8_t, 64> make_group_bits() {
+  std::array<uint8_t, 64> a{};
+  for (int b = 0; b < 64; ++b) a[static_cast<size_t>(b)] = static_cast<uint8_t>(1u << (b % 8));
+  return a;
+}
+alignas(64) constexpr std::array<uint8_t, 64> kGroupBits = make_group_bits();
+// vpermb indices for chunk c: byte e = sub-block 2c + e / 32's multiplier
+// (byte 8s of the multiplier register).
+constexpr std::array<std::array<int8_t, 64>, 4> make_chunk_ls_bytes() {
+  std::array<std::array<int8_t, 64>, 4> a{};
+  for (int c = 0; c < 4; ++c) {
+    for (int b = 0; b < 64; ++b) a[static_cast<size_t>(c)][static_cast<size_t>(b)] = static_cast<int8_t>(16 * c + 8 * (b / 32));
+  }
+  return a;
+}
+alignas(64) constexpr std::array<std::array<int8_t, 64>, 4> kChunkLsBytes = make_chunk_ls_bytes();
+
 template <int S>
-void decode_iq2_xxs_vbmi(const BlockIQ2_XXS& w, uint32_t* out, const Iq2CompactGrid& grid) {
+void decode_iq2_xxs_vbmi(const BlockIQ2_XXS& w, uint32_t* out, const Iq2CompactGrid& grid, __m512i signs_lo,
+                         __m512i signs_hi) {
   const __m512i q = load512(w.qs);
   const __m512i codes = iq2_xxs_chunk_codes(q, grid);
-  uint64_t signs[4];
-  iq2_xxs_chunk_signs(q, signs);
-  store_iq2_xxs_block<S>(w, q, out, [&](int c) {
+  // Byte 8s + k: ksigns of sub-block s's 7-bit field k (vpermi2b reads index bits 0..6).
+  const __m512i signs =
+      _mm512_permutex2var_epi8(signs_lo, _mm512_multishift_epi64_epi8(load512(kIq2SignFieldShifts), q), signs_hi);
+  // Byte 8s: sub-block s's multiplier 2 * (W1 >> 28) + 1 (bit 59 is W1's bit 27).
+  const __m512i ls_bytes = _mm512_or_si512(_mm512_srli_epi64(q, 59), _mm512_set1_epi64(1));
+  __m512i weighted = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
     const __m512i g = iq2_xxs_chunk_magnitudes(codes, c);
-    return _mm512_mask_sub_epi8(g, _cvtu64_mask64(signs[c]), _mm512_setzero_si512(), g);
-  });
+    const __mmask64 neg = _mm512_test_epi8_mask(
+        _mm512_permutexvar_epi8(load512(kChunkSignBytes[static_cast<size_t>(c)].data()), signs),
+        load512(kGroupBits.data()));
+    const __m512i gs = _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
+    _mm512_storeu_si512(out + 16 * c, gs);
+    weighted = _mm512_dpbusd_epi32(
+        weighted, _mm512_permutexvar_epi8(load512(kChunkLsBytes[static_cast<size_t>(c)].data()), ls_bytes), gs);
+  }
+  store_iq2_xxs_tail<S>(w, iq2_xxs_ls(q), _mm512_reduce_add_epi32(weighted), out);
 }
 
 // ---- Per-group compute ----
@@ -428,7 +488,12 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
   auto* xpack = reinterpret_cast<__m512i*>(
       t_acts.get(static_cast<size_t>(pass_groups_max * nb * layout.per_block()) * sizeof(__m512i)));
   [[maybe_unused]] Iq2CompactGrid grid{};
-  if constexpr (kKind == Kind::kIq2XxsVbmi) grid = load_iq2_compact_grid();
+  [[maybe_unused]] __m512i signs_lo{}, signs_hi{};
+  if constexpr (kKind == Kind::kIq2XxsVbmi) {
+    grid = load_iq2_compact_grid();
+    signs_lo = load512(kIq2xsSigns.data());
+    signs_hi = load512(kIq2xsSigns.data() + 64);
+  }
   for (int64_t p0 = 0; p0 < n_rows; p0 += kRowsPerPass) {
     const int64_t pass_rows = n_rows - p0 < kRowsPerPass ? n_rows - p0 : kRowsPerPass;
     for (int64_t r = 0; r < pass_rows; ++r) {
@@ -442,7 +507,7 @@ void tile_split(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
         if constexpr (kKind == Kind::kIq2Xxs) {
           decode_iq2_xxs<S>(row[i], dst);
         } else {
-          decode_iq2_xxs_vbmi<S>(row[i], dst, grid);
+          decode_iq2_xxs_vbmi<S>(row[i], dst, grid, signs_lo, signs_hi);
         }
         split_units<S, 64>(dst);  // the scales are decoded in split order
       }
