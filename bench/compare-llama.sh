@@ -4,15 +4,18 @@
 # the same thread count. For each mix, a `bench`-preset model (Flash widths) is made
 # once and kept; then RUNS alternating runs (ours, llama, ours, llama, ...), each
 # prefilling P tokens in one go and decoding G tokens greedily; the memory-read
-# bandwidth (ds4-bench-bandwidth) is measured once per mix, halfway through the runs.
+# bandwidth (ds4-bench-bandwidth) is measured after every pair of runs: this VM's host
+# moves it by 2x within minutes (34 and 74 GB/s in one session), so each decode run is
+# set against the probe taken next to it.
 # Ours runs with --huge-pages (its mapping touched before timing, in 2 MiB pages: the
 # first run may read the file again to get them), as llama.cpp reads and repacks its
 # weights at load; neither side's load is timed. Both then read the same page cache.
 #
 # Reported per mix: median and every run of prefill and decode tokens/s for both, the
 # ratios ours/llama, the decode weight bandwidth of each (decode weight bytes/token,
-# as ds4-bench reports it, x decode tokens/s) and ours as % of the measured read
-# bandwidth. --out FILE also writes all of it as JSON. Not part of `make test`.
+# as ds4-bench reports it, x decode tokens/s) and, per engine, the median over the
+# rounds of its decode weight bandwidth as % of that round's probe. --out FILE also
+# writes all of it as JSON. Not part of `make test`.
 #
 # Usage: bench/compare-llama.sh [options]
 #   --build DIR      build folder with bin/ds4-bench, bin/ds4-mkmodel, bin/ds4-ref-runner and
@@ -127,9 +130,10 @@ run_llama() {  # mix model run
     "$work/llama.out" "$1" "$3" >>"$results"
 }
 
-run_bandwidth() {  # mix
+run_bandwidth() {  # mix run
   "$bandwidth" --threads "$threads" --bytes "$bandwidth_bytes" >"$work/bw.out" 2>"$work/bw.err" || fail "ds4-bench-bandwidth" "$work/bw.err"
-  printf '%s\tbandwidth\t%s\n' "$1" "$(cat "$work/bw.out")" >>"$results"
+  python3 -c 'import json, sys; r = json.loads(open(sys.argv[1]).read()); r["run"] = int(sys.argv[3]); print(f"{sys.argv[2]}\tbandwidth\t{json.dumps(r)}")' \
+    "$work/bw.out" "$1" "$2" >>"$results"
 }
 
 IFS=, read -r -a mix_list <<<"$mixes"
@@ -148,7 +152,7 @@ for mix in "${mix_list[@]}"; do
   for ((r = 1; r <= runs; r++)); do
     run_ours "$mix" "$model" "$r"
     run_llama "$mix" "$model" "$r"
-    if [[ $r -eq $(((runs + 1) / 2)) ]]; then run_bandwidth "$mix"; fi
+    run_bandwidth "$mix" "$r"
   done
   printf '%s\tload\t{"start": %s, "end": %s}\n' "$mix" "$load_start" "$(cut -d' ' -f1 /proc/loadavg)" >>"$results"
 done
@@ -160,8 +164,8 @@ warmup = warmup != "0"
 mixes = {}
 for line in open(results):
     mix, kind, text = line.rstrip("\n").split("\t", 2)
-    m = mixes.setdefault(mix, {"ours": [], "llama": []})
-    if kind in ("ours", "llama"):
+    m = mixes.setdefault(mix, {"ours": [], "llama": [], "bandwidth": []})
+    if kind in ("ours", "llama", "bandwidth"):
         m[kind].append(json.loads(text))
     else:
         m[kind] = json.loads(text)
@@ -185,12 +189,15 @@ for mix, m in mixes.items():
     s["decode_weight_bytes_per_token"] = wb[0] if wb else None
     s["ours_decode_weight_gbps"] = wb[0] * s["ours_gen_tps"] / 1e9 if wb else None
     s["llama_decode_weight_gbps"] = wb[0] * s["llama_gen_tps"] / 1e9 if wb else None
-    bw = m["bandwidth"]
-    s["read_bandwidth_median_gbps"] = bw["median_gbps"]
-    s["read_bandwidth_max_gbps"] = bw["max_gbps"]
-    pct = lambda v: None if v is None else 100 * v / bw["median_gbps"]
-    s["ours_decode_weight_pct_of_read"] = pct(s["ours_decode_weight_gbps"])
-    s["llama_decode_weight_pct_of_read"] = pct(s["llama_decode_weight_gbps"])
+    # Each round's probe (its median over repeats) against that round's decode runs.
+    bw = {r["run"]: r for r in m["bandwidth"]}
+    s["read_bandwidth_runs_gbps"] = [bw[r]["median_gbps"] for r in sorted(bw)]
+    s["read_bandwidth_median_gbps"] = statistics.median(s["read_bandwidth_runs_gbps"])
+    s["read_bandwidth_max_gbps"] = max(r["max_gbps"] for r in m["bandwidth"])
+    for eng in ("ours", "llama"):
+        pcts = [100 * wb[0] * r["gen_tps"] / 1e9 / bw[r["run"]]["median_gbps"] for r in m[eng] if wb and r["run"] in bw]
+        s[f"{eng}_decode_weight_pct_of_read_runs"] = pcts
+        s[f"{eng}_decode_weight_pct_of_read"] = statistics.median(pcts) if pcts else None
     summary["mixes"][mix] = s
 
     print(f"\n{mix}: {preset} preset, {layers} layers, {s['model_bytes'] / 1e9:.2f} GB; "
@@ -208,9 +215,13 @@ for mix, m in mixes.items():
     for label, key in (("decode weight GB/s ours", "ours"), ("decode weight GB/s llama", "llama")):
         v = s[f"{key}_decode_weight_gbps"]
         p = s[f"{key}_decode_weight_pct_of_read"]
-        print(f"  {label:24} {fmt(v):>10}   {'' if p is None else f'{p:.0f} % of read bandwidth'}")
-    print(f"  {'read bandwidth GB/s':24} {bw['median_gbps']:10.2f}   (max {bw['max_gbps']:.2f}; "
-          f"{bw['threads']} threads, {bw['bytes'] / 2**30:.1f} GiB)")
+        runs_p = " ".join(f"{x:.0f}" for x in s[f"{key}_decode_weight_pct_of_read_runs"])
+        print(f"  {label:24} {fmt(v):>10}   " +
+              ("" if p is None else f"{p:.0f} % of read bandwidth (median of rounds: {runs_p})"))
+    probe = m["bandwidth"][0]
+    print(f"  {'read bandwidth GB/s':24} {s['read_bandwidth_median_gbps']:10.2f}   " +
+          " ".join(fmt(v) for v in s["read_bandwidth_runs_gbps"]) +
+          f"  (max {s['read_bandwidth_max_gbps']:.2f}; {probe['threads']} threads, {probe['bytes'] / 2**30:.1f} GiB)")
 
 if out_path:
     with open(out_path, "w") as f:
