@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "quant/dot.h"
 #include "quant/dot_rows_avx512.h"
@@ -1004,23 +1005,33 @@ void iq2_xxs_rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, i
   });
 }
 
+namespace {
+
+template <bool kVnni, typename Block>
+void k_quant_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  for_row_groups<Block>(w, row_bytes, n_rows, out, [&](const Block* const* rows, const Block* const* next) {
+    return k_quant_rows16(n / kQK_K, rows, next, x, [](const Block& wb, const BlockQ8_K& xb) {
+      if constexpr (std::is_same_v<Block, BlockQ4_K>) {
+        return q4_K_parts<kVnni>(wb, xb);
+      } else {
+        return q2_K_parts<kVnni>(wb, xb);
+      }
+    });
+  });
+}
+
+}  // namespace
+
 template <bool kVnni>
 void q4_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  for_row_groups<BlockQ4_K>(w, row_bytes, n_rows, out, [&](const BlockQ4_K* const* rows, const BlockQ4_K* const* next) {
-    return k_quant_rows16(n / kQK_K, rows, next, x,
-                          [](const BlockQ4_K& wb, const BlockQ8_K& xb) { return q4_K_parts<kVnni>(wb, xb); });
-  });
+  k_quant_rows<kVnni, BlockQ4_K>(n, w, row_bytes, n_rows, x, out);
+}
+template <bool kVnni>
+void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  k_quant_rows<kVnni, BlockQ2_K>(n, w, row_bytes, n_rows, x, out);
 }
 template void q4_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 template void q4_K_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
-
-template <bool kVnni>
-void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  for_row_groups<BlockQ2_K>(w, row_bytes, n_rows, out, [&](const BlockQ2_K* const* rows, const BlockQ2_K* const* next) {
-    return k_quant_rows16(n / kQK_K, rows, next, x,
-                          [](const BlockQ2_K& wb, const BlockQ8_K& xb) { return q2_K_parts<kVnni>(wb, xb); });
-  });
-}
 template void q2_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 template void q2_K_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 
