@@ -550,7 +550,8 @@ void tile(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const
 void rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                       int64_t n_acts, float* out, int64_t ldo) {
   const int64_t nb = n / kQK_K;
-  const size_t act_bytes = static_cast<size_t>(nb) * (sizeof(BlockQ8_K) + 1);
+  // Each activation's slot 64-byte aligned (BlockQ8_K needs 4).
+  const size_t act_bytes = (static_cast<size_t>(nb) * (sizeof(BlockQ8_K) + 1) + 63) & ~size_t{63};
   uint8_t* scratch = t_acts.get(act_bytes * static_cast<size_t>(n_acts));
   // Per activation: its nb interleaved blocks, then nb exact-path flags.
   const auto interleaved = [&](int64_t t) {
