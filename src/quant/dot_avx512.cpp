@@ -41,6 +41,7 @@
 
 #include "quant/dot.h"
 #include "quant/dot_rows_avx512.h"
+#include "quant/dot_words_avx512.h"
 #include "quant/dot_x86_common.h"
 #include "quant/iq2_xxs_avx512.h"
 #include "quant/iq2_xxs_tables.h"
@@ -61,16 +62,6 @@ inline __m512i load_pair256(const void* lo, const void* hi) {
 
 inline __m256i fold512(__m512i v) {
   return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-}
-
-// acc + sum of adjacent int16 products, per int32 lane.
-template <bool kVnni>
-inline __m512i dot_words(__m512i acc, __m512i a, __m512i b) {
-  if constexpr (kVnni) {
-    return _mm512_dpwssd_epi32(acc, a, b);
-  } else {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
-  }
 }
 
 // ---- Per-block integer sums, 16 blocks at a time ----

@@ -1,6 +1,6 @@
 // Internal to the dot_tile_*_avx512.cpp files: the per-thread scratch buffer
 // the tile kernels re-lay their operands out in, the 16-row dword transpose
-// of the one-lane-per-row kernels, and the integer multiply-adds at both
+// of the one-lane-per-row kernels, and the byte multiply-add at both
 // avx512 levels. Include after
 // core/x86_kernel_prelude.h; everything is in an anonymous namespace, so each file
 // gets its own copy built with its own flags (as dot_x86_common.h).
@@ -12,6 +12,7 @@
 
 #include "core/scratch_vector.h"
 #include "core/x86_intrinsics.h"
+#include "quant/dot_words_avx512.h"
 
 namespace ds4::quant::tile_avx512 {
 namespace {
@@ -62,17 +63,6 @@ inline void transpose_rows(const __m256i rows[16], __m512i out[8]) {
   for (int k = 0; k < 4; ++k) {
     out[k] = _mm512_shuffle_i64x2(u[k], u[4 + k], _MM_SHUFFLE(2, 0, 2, 0));
     out[k + 4] = _mm512_shuffle_i64x2(u[k], u[4 + k], _MM_SHUFFLE(3, 1, 3, 1));
-  }
-}
-
-// acc + sum of the two int16 products per int32 lane (plain avx512: vpmaddwd
-// and an add, the same integers).
-template <bool kVnni>
-inline __m512i dot_words(__m512i acc, __m512i a, __m512i b) {
-  if constexpr (kVnni) {
-    return _mm512_dpwssd_epi32(acc, a, b);
-  } else {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
   }
 }
 
