@@ -5,6 +5,7 @@
 // a completion count, and no allocation.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -64,6 +65,25 @@ class ThreadPool {
   std::mutex error_mutex_;
   std::exception_ptr error_;
 };
+
+// Splits [0, n) into contiguous ranges and calls fn(begin, end) once for each,
+// over the pool: for per-token loops whose iterations are independent (each
+// iteration computes the same values whatever the split). A few ranges per
+// thread, claimed dynamically, so a thread that starts late (a worker asleep,
+// a preempted vCPU) leaves its share to the others. Inline (one range) when
+// pool is null, has one thread, or n < 2.
+template <typename Fn>
+void parallel_ranges(ThreadPool* pool, int64_t n, Fn&& fn) {
+  if (n <= 0) return;
+  if (pool == nullptr || pool->size() < 2 || n < 2) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  const int64_t ranges = std::min<int64_t>(n, int64_t{4} * pool->size());
+  pool->run(static_cast<int>(ranges), [&](int task, int n_tasks) {
+    fn(n * task / n_tasks, n * (task + 1) / n_tasks);
+  });
+}
 
 // Physical cores this process may run on (SMT siblings counted once), from
 // the affinity mask and /sys/devices/system/cpu/cpu*/topology; falls back to

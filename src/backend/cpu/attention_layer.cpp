@@ -129,19 +129,26 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, Layer
   s.heads.resize(un * hq);
   s.low.resize(un * o_groups_ * o_lora_);
 
-  for (int64_t t = 0; t < n; ++t)
-    rms_norm(std::span<const float>(X + t * n_embd_, static_cast<size_t>(n_embd_)), attn_norm_,
-             std::span<float>(s.xn).subspan(static_cast<size_t>(t) * n_embd_, static_cast<size_t>(n_embd_)), eps_,
-             numerics_);
+  // Per-token loops run split over the pool (each token's values are the
+  // same whatever the split); `s` is this thread's scratch, shared with the
+  // workers by reference.
+  parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      rms_norm(std::span<const float>(X + t * n_embd_, static_cast<size_t>(n_embd_)), attn_norm_,
+               std::span<float>(s.xn).subspan(static_cast<size_t>(t) * n_embd_, static_cast<size_t>(n_embd_)), eps_,
+               numerics_);
+  });
   // q_a, kv and the compressors read the same xn: each form converted once.
   s.xn_batch.reset(s.xn.data(), n, n_embd_, n_embd_, numerics_);
   matmul(w_->attn_q_a, -1, s.xn_batch, s.qa.data(), q_lora_, pool);
   matmul(w_->attn_kv, -1, s.xn_batch, s.kv.data(), head_dim_, pool);
-  for (int64_t t = 0; t < n; ++t) {
-    const auto off = static_cast<size_t>(t) * q_lora_;
-    rms_norm(std::span<const float>(s.qa).subspan(off, static_cast<size_t>(q_lora_)), q_a_norm_,
-             std::span<float>(s.qr).subspan(off, static_cast<size_t>(q_lora_)), eps_, numerics_);
-  }
+  parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const auto off = static_cast<size_t>(t) * q_lora_;
+      rms_norm(std::span<const float>(s.qa).subspan(off, static_cast<size_t>(q_lora_)), q_a_norm_,
+               std::span<float>(s.qr).subspan(off, static_cast<size_t>(q_lora_)), eps_, numerics_);
+    }
+  });
   s.qr_batch.reset(s.qr.data(), n, q_lora_, q_lora_, numerics_);
   matmul(w_->attn_q_b, -1, s.qr_batch, s.q.data(), static_cast<int64_t>(hq), pool);
   if (Compressor *c = state.attn_compressor()) {
@@ -165,8 +172,18 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, Layer
     }
   }
 
+  parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      prepare_q_kv(std::span<float>(s.q).subspan(static_cast<size_t>(t) * hq, hq),
+                   std::span<float>(s.kv).subspan(static_cast<size_t>(t) * head_dim_, static_cast<size_t>(head_dim_)),
+                   pos0 + t);
+  });
   // Token by token: each token updates the cache, then attends over it.
   for (int64_t t = 0; t < n; ++t) token_core(t, pos0 + t, state, pool);
+  parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      unrope_heads(std::span<float>(s.heads).subspan(static_cast<size_t>(t) * hq, hq), pos0 + t);
+  });
 
   // Grouped output LoRA: group g's o_lora outputs read only its heads.
   const int64_t group_in = static_cast<int64_t>(n_head_ / o_groups_) * head_dim_;
@@ -179,12 +196,7 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, Layer
   matmul(w_->attn_output_b, -1, s.low_batch, OUT, n_embd_, pool);
 }
 
-void AttentionLayer::token_core(int64_t t, int64_t pos, LayerKvState &state, ThreadPool *pool) {
-  AttentionPassScratch &s = ps();
-  const size_t hq = static_cast<size_t>(n_head_) * head_dim_;
-  const std::span<float> q(s.q.data() + static_cast<size_t>(t) * hq, hq);
-  const std::span<float> kv(s.kv.data() + static_cast<size_t>(t) * head_dim_, static_cast<size_t>(head_dim_));
-  const std::span<const float> xn = this->xn(t), qr = this->qr(t);
+void AttentionLayer::prepare_q_kv(std::span<float> q, std::span<float> kv, int64_t pos) const {
   for (int h = 0; h < n_head_; ++h) {
     std::span<float> qh = q.subspan(static_cast<size_t>(h) * head_dim_, static_cast<size_t>(head_dim_));
     rms_norm_unweighted(qh, qh, eps_, numerics_);
@@ -195,6 +207,18 @@ void AttentionLayer::token_core(int64_t t, int64_t pos, LayerKvState &state, Thr
   rope_heads(q, n_head_, head_dim_, fwd);
   rope_apply(kv.subspan(static_cast<size_t>(head_dim_ - n_rot_)), fwd);
   if (numerics_ == Numerics::Default) fp8_e4m3_round_trip(kv.first(static_cast<size_t>(head_dim_ - n_rot_)));
+}
+
+void AttentionLayer::unrope_heads(std::span<float> heads, int64_t pos) const {
+  rope_heads(heads, n_head_, head_dim_, rope_cache(rope_, pos, /*inverse=*/true));
+}
+
+void AttentionLayer::token_core(int64_t t, int64_t pos, LayerKvState &state, ThreadPool *pool) {
+  AttentionPassScratch &s = ps();
+  const size_t hq = static_cast<size_t>(n_head_) * head_dim_;
+  const std::span<float> q(s.q.data() + static_cast<size_t>(t) * hq, hq);
+  const std::span<float> kv(s.kv.data() + static_cast<size_t>(t) * head_dim_, static_cast<size_t>(head_dim_));
+  const std::span<const float> xn = this->xn(t), qr = this->qr(t);
 
   // Cache update before attention: this token's row, and a compressed row
   // this token completes, are visible to it (trap T9).
@@ -230,8 +254,6 @@ void AttentionLayer::token_core(int64_t t, int64_t pos, LayerKvState &state, Thr
 
   float *heads = s.heads.data() + static_cast<size_t>(t) * hq;
   attend(state, q.data(), heads, pool);
-  const RopeCache inv = rope_cache(rope_, pos, /*inverse=*/true);
-  rope_heads(std::span<float>(heads, hq), n_head_, head_dim_, inv);
 }
 
 void AttentionLayer::attend(const LayerKvState &state, const float *q, float *heads, ThreadPool *pool) {

@@ -73,7 +73,12 @@ class AttentionLayer {
   // 4096 tokens would need ~0.5 GB for q and heads alone).
   static constexpr int64_t kMaxBatch = 128;
   void forward_pass(const float *X, int64_t n, int64_t pos0, LayerKvState &state, float *OUT, ThreadPool *pool);
+  // Token t's q heads and kv as they enter the cache and attention: normed,
+  // roped, kv QAT'd. Needs nothing from the cache, so a pass runs it for all
+  // its tokens at once, split over the pool.
+  void prepare_q_kv(std::span<float> q, std::span<float> kv, int64_t pos) const;
   void token_core(int64_t t, int64_t pos, LayerKvState &state, ThreadPool *pool);
+  void unrope_heads(std::span<float> heads, int64_t pos) const;
   void attend(const LayerKvState &state, const float *q, float *heads, ThreadPool *pool);
 
   const model::LayerWeights *w_;

@@ -83,9 +83,11 @@ void Forward::hc_mixes_batch(const float *H, int64_t n, const model::TensorView 
   for (int64_t at = 0; at < n; at += kPass) {
     const int64_t m = std::min(kPass, n - at);
     batch_flat_.resize(static_cast<size_t>(m) * hd);
-    for (int64_t t = 0; t < m; ++t)
-      rms_norm_unweighted(std::span<const float>(H + (at + t) * hc_dim_, hd),
-                          std::span<float>(batch_flat_.data() + t * hc_dim_, hd), rms_eps_, numerics_);
+    parallel_ranges(pool_, m, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        rms_norm_unweighted(std::span<const float>(H + (at + t) * hc_dim_, hd),
+                            std::span<float>(batch_flat_.data() + t * hc_dim_, hd), rms_eps_, numerics_);
+    });
     flat_batch_.reset(batch_flat_.data(), m, hc_dim_, hc_dim_, numerics_);
     matmul(fn, -1, flat_batch_, batch_mix_.data() + at * n_mixes, n_mixes, pool_);
   }
@@ -95,15 +97,18 @@ void Forward::hc_pre_batch(const float *H, int64_t n, const HcWeights &w, float 
   const size_t hd = static_cast<size_t>(hc_dim_);
   splits_.resize(static_cast<size_t>(n));
   hc_mixes_batch(H, n, w.fn, kHcMixes);
-  for (int64_t t = 0; t < n; ++t) {
-    HcSplit &split = splits_[static_cast<size_t>(t)];
-    split = hc_split_sinkhorn(std::span<const float, kHcMixes>(batch_mix_.data() + t * kHcMixes, kHcMixes),
-                              std::span<const float, 3>(w.scale.data(), 3),
-                              std::span<const float, kHcMixes>(w.base.data(), kHcMixes), hc_eps_, numerics_,
-                              sinkhorn_iters_);
-    hc_weighted_sum(std::span<const float>(H + t * hc_dim_, hd), split.pre,
-                    std::span<float>(X + t * n_embd_, static_cast<size_t>(n_embd_)), numerics_);
-  }
+  // Tokens are independent (each its own split and output row).
+  parallel_ranges(pool_, n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      HcSplit &split = splits_[static_cast<size_t>(t)];
+      split = hc_split_sinkhorn(std::span<const float, kHcMixes>(batch_mix_.data() + t * kHcMixes, kHcMixes),
+                                std::span<const float, 3>(w.scale.data(), 3),
+                                std::span<const float, kHcMixes>(w.base.data(), kHcMixes), hc_eps_, numerics_,
+                                sinkhorn_iters_);
+      hc_weighted_sum(std::span<const float>(H + t * hc_dim_, hd), split.pre,
+                      std::span<float>(X + t * n_embd_, static_cast<size_t>(n_embd_)), numerics_);
+    }
+  });
 }
 
 void Forward::hc_post_batch(const float *F, int64_t n, float *H) {
@@ -120,13 +125,7 @@ void Forward::hc_post_batch(const float *F, int64_t n, float *H) {
       std::copy(next.begin(), next.end(), h.begin());
     }
   };
-  if (pool_ == nullptr || n < 2) {
-    post(0, n);
-    return;
-  }
-  pool_->run(static_cast<int>(std::min<int64_t>(n, pool_->size())), [&](int task, int n_tasks) {
-    post(n * task / n_tasks, n * (task + 1) / n_tasks);
-  });
+  parallel_ranges(pool_, n, post);
 }
 
 void Forward::head_batch(const float *H, int64_t n, float *logits) {
@@ -156,11 +155,13 @@ void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, floa
 
   // Embedding: every stream starts as the token's embedding row.
   const auto &embd = model_->weights().token_embd;
-  for (size_t t = 0; t < n; ++t) {
-    float *h = h_.data() + t * hd;
-    quant::dequantize_row(embd.type, embd.row(static_cast<uint64_t>(tokens[t])), h, n_embd_);
-    for (int s = 1; s < kHcStreams; ++s) std::memcpy(h + static_cast<size_t>(s) * n_embd_, h, sizeof(float) * n_embd_);
-  }
+  parallel_ranges(pool_, static_cast<int64_t>(n), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float *h = h_.data() + static_cast<size_t>(t) * hd;
+      quant::dequantize_row(embd.type, embd.row(static_cast<uint64_t>(tokens[static_cast<size_t>(t)])), h, n_embd_);
+      for (int s = 1; s < kHcStreams; ++s) std::memcpy(h + static_cast<size_t>(s) * n_embd_, h, sizeof(float) * n_embd_);
+    }
+  });
 
   // Sublayers run over the whole chunk at once (batched matmuls; results do
   // not depend on the batch). A trace reports every token's intermediates,

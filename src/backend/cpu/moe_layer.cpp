@@ -38,8 +38,8 @@ namespace {
 struct MoePassScratch {
   // Every element is written before it is read (down: each (token, slot)
   // pair belongs to exactly one expert, whose output fills its row).
-  ScratchVector<float> xn, logits, gate, up, mid, down, shared, expert_down, pair_weight;
-  std::vector<int32_t> pair_slot;
+  ScratchVector<float> xn, logits, gate, up, mid, down, shared, pair_weight;
+  std::vector<int32_t> pair_slot, pair_row;
   std::vector<const void*> gate_acts, up_acts;
   ActivationBatch xn_batch, mid_batch;
 };
@@ -91,7 +91,6 @@ MoeLayer::MoeLayer(const model::LayerWeights& layer, const model::Deepseek4HPara
 
   expert_count_.resize(static_cast<size_t>(ne));
   expert_start_.resize(static_cast<size_t>(ne) + 1);
-  tid_row_.resize(static_cast<size_t>(n_used_));
 }
 
 void MoeLayer::expert_ffn(const model::TensorView& gate, const model::TensorView& up, const model::TensorView& down,
@@ -148,18 +147,18 @@ void MoeLayer::forward_batch(const float* X, const int32_t* token_ids, int64_t n
   }
 }
 
-void MoeLayer::route(int64_t t, int32_t token_id) {
+void MoeLayer::route(int64_t t, int32_t token_id, const float* logits_row, std::span<int32_t> tid_row) {
   const size_t ne = static_cast<size_t>(n_expert_), nu = static_cast<size_t>(n_used_);
-  const std::span<const float> logits(pass_scratch().logits.data() + static_cast<size_t>(t) * ne, ne);
+  const std::span<const float> logits(logits_row, ne);
   const std::span<float> scores(scores_.data() + static_cast<size_t>(t) * ne, ne);
   const std::span<int32_t> ids(ids_.data() + static_cast<size_t>(t) * nu, nu);
   const std::span<float> weights(weights_.data() + static_cast<size_t>(t) * nu, nu);
   router_scores(logits, scores, numerics_);
   if (hash_routed_) {
     // The mapping gives no alignment promise for an int32 row: copy it.
-    std::memcpy(tid_row_.data(), w_->ffn_gate_tid2eid.row(static_cast<uint64_t>(token_id)), nu * sizeof(int32_t));
+    std::memcpy(tid_row.data(), w_->ffn_gate_tid2eid.row(static_cast<uint64_t>(token_id)), nu * sizeof(int32_t));
     try {
-      route_hash(scores, tid_row_, scale_, ids, weights, numerics_);
+      route_hash(scores, tid_row, scale_, ids, weights, numerics_);
     } catch (const std::out_of_range& e) {
       fail(index_, std::string(e.what()) + " (token " + std::to_string(token_id) + ")");
     }
@@ -180,13 +179,22 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
   s.down.resize(un * nu * d);
   s.shared.resize(un * d);
 
-  for (int64_t t = 0; t < n; ++t)
-    rms_norm(std::span<const float>(X + t * n_embd_, d), norm_, std::span<float>(s.xn.data() + t * n_embd_, d), eps_,
-             numerics_);
+  // Per-token loops run split over the pool (each token's values are the
+  // same whatever the split); `s` is this thread's scratch, shared with the
+  // workers by reference.
+  parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      rms_norm(std::span<const float>(X + t * n_embd_, d), norm_, std::span<float>(s.xn.data() + t * n_embd_, d), eps_,
+               numerics_);
+  });
   // Router, gate_exps and up_exps all read xn: each activation form once.
   s.xn_batch.reset(s.xn.data(), n, n_embd_, n_embd_, numerics_);
   matmul(w.ffn_gate_inp, -1, s.xn_batch, s.logits.data(), n_expert_, pool);
-  for (int64_t t = 0; t < n; ++t) route(t, token_ids[t]);
+  parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
+    std::vector<int32_t> tid_row(nu);
+    for (int64_t t = t0; t < t1; ++t)
+      route(t, token_ids[t], s.logits.data() + static_cast<size_t>(t) * static_cast<size_t>(n_expert_), tid_row);
+  });
   last_ = n - 1;
 
   // (token, slot) pairs grouped by expert (counting sort, tokens in order).
@@ -195,16 +203,22 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
   expert_start_[0] = 0;
   for (int e = 0; e < n_expert_; ++e)
     expert_start_[static_cast<size_t>(e) + 1] = expert_start_[static_cast<size_t>(e)] + expert_count_[static_cast<size_t>(e)];
+  // pair_slot: sorted position -> pair (token * n_used + slot); pair_row: the
+  // inverse, the pair's row in the down buffer.
   s.pair_slot.resize(un * nu);
+  s.pair_row.resize(un * nu);
   {
     std::vector<int32_t>& fill = expert_count_;  // reused as the next free index per expert
     for (int e = 0; e < n_expert_; ++e) fill[static_cast<size_t>(e)] = expert_start_[static_cast<size_t>(e)];
-    for (size_t p = 0; p < un * nu; ++p) s.pair_slot[static_cast<size_t>(fill[static_cast<size_t>(ids_[p])]++)] =
-        static_cast<int32_t>(p);
+    for (size_t p = 0; p < un * nu; ++p) {
+      const int32_t row = fill[static_cast<size_t>(ids_[p])]++;
+      s.pair_slot[static_cast<size_t>(row)] = static_cast<int32_t>(p);
+      s.pair_row[p] = row;
+    }
   }
 
-  // Each routed expert once over its tokens; its outputs land in the pairs'
-  // rows of the pass's down buffer (pair p = token * n_used + slot).
+  // Each routed expert once over its tokens; its outputs fill rows
+  // [begin, end) of the pass's down buffer (sorted order, no gather copy).
   const bool before = expert_weight_before_down(numerics_);
   s.xn_batch.prepare(w.ffn_gate_exps.type, pool);
   s.xn_batch.prepare(w.ffn_up_exps.type, pool);
@@ -223,20 +237,8 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
       s.up_acts[static_cast<size_t>(i)] = up_rows[p / nu];
       s.pair_weight[static_cast<size_t>(i)] = weights_[p];
     }
-    // One token: write straight into its pair's row; several: gather after.
-    if (c == 1) {
-      const size_t p = static_cast<size_t>(s.pair_slot[static_cast<size_t>(begin)]);
-      expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e, s.gate_acts.data(), s.up_acts.data(), 1, clamp_exp_,
-                 before ? s.pair_weight.data() : nullptr, s.down.data() + p * d, n_embd_, pool);
-      continue;
-    }
-    s.expert_down.resize(static_cast<size_t>(c) * d);
     expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e, s.gate_acts.data(), s.up_acts.data(), c, clamp_exp_,
-               before ? s.pair_weight.data() : nullptr, s.expert_down.data(), n_embd_, pool);
-    for (int64_t i = 0; i < c; ++i) {
-      const size_t p = static_cast<size_t>(s.pair_slot[static_cast<size_t>(begin + i)]);
-      std::memcpy(s.down.data() + p * d, s.expert_down.data() + static_cast<size_t>(i) * d, d * sizeof(float));
-    }
+               before ? s.pair_weight.data() : nullptr, s.down.data() + static_cast<size_t>(begin) * d, n_embd_, pool);
   }
 
   // Shared expert over every token, unweighted.
@@ -247,17 +249,28 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
 
   // Routed experts summed in slot order (ds4 and llama.cpp agree), then the
   // shared expert added.
-  for (int64_t t = 0; t < n; ++t) {
-    float* out = OUT + t * n_embd_;
-    const float* shared = s.shared.data() + static_cast<size_t>(t) * d;
-    const float* wt = weights_.data() + static_cast<size_t>(t) * nu;
-    const float* down = s.down.data() + static_cast<size_t>(t) * nu * d;
-    for (size_t i = 0; i < d; ++i) {
-      float acc = 0.0f;
-      for (size_t s = 0; s < nu; ++s) acc += before ? down[s * d + i] : down[s * d + i] * wt[s];
-      out[i] = acc + shared[i];
+  // Slot by slot into a row of sums (per element the same additions, in the
+  // same order, as one element at a time).
+  parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
+    std::vector<float> sum(d);
+    for (int64_t t = t0; t < t1; ++t) {
+      float* __restrict acc = sum.data();
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      for (size_t k = 0; k < nu; ++k) {
+        const size_t pair = static_cast<size_t>(t) * nu + k;
+        const float* __restrict down = s.down.data() + static_cast<size_t>(s.pair_row[pair]) * d;
+        if (before) {
+          for (size_t i = 0; i < d; ++i) acc[i] += down[i];
+        } else {
+          const float wk = weights_[pair];
+          for (size_t i = 0; i < d; ++i) acc[i] += down[i] * wk;
+        }
+      }
+      float* out = OUT + t * n_embd_;
+      const float* shared = s.shared.data() + static_cast<size_t>(t) * d;
+      for (size_t i = 0; i < d; ++i) out[i] = acc[i] + shared[i];
     }
-  }
+  });
 }
 
 }  // namespace ds4::cpu

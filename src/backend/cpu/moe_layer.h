@@ -67,7 +67,9 @@ class MoeLayer {
   // Flash widths instead of ~80 MB. --prefill-chunk bounds a pass too.
   static constexpr int64_t kMaxBatch = 2048;
   void forward_pass(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool);
-  void route(int64_t t, int32_t token_id);
+  // Token t's scores, ids and weights from its router logits; thread-safe
+  // for distinct t (tid_row: n_used ids of scratch).
+  void route(int64_t t, int32_t token_id, const float* logits, std::span<int32_t> tid_row);
   // MID (n_acts x ff) = swiglu_clamp(gate . x, up . x) [* weight], DOWN = down . MID
   // (n_acts x n_embd, rows ldd apart), for the activations `acts` (xn rows in
   // the gate/up form) of one expert (or the shared expert, expert = -1).
@@ -87,7 +89,7 @@ class MoeLayer {
   // The routing of the last pass (what the accessors report); the pass's
   // working buffers are per thread, shared by every layer (moe_layer.cpp).
   std::vector<float> scores_, weights_;  // per token of the pass
-  std::vector<int32_t> ids_, tid_row_;
+  std::vector<int32_t> ids_;
   std::vector<int32_t> expert_count_, expert_start_;  // tokens grouped by expert
   int64_t last_ = 0;  // the last token's row in ids_ / weights_ / scores_
 };
