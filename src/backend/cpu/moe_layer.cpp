@@ -217,28 +217,44 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
     }
   }
 
-  // Each routed expert once over its tokens; its outputs fill rows
+  // Each routed expert once over its tokens, one expert per pool task: a
+  // thread runs an expert's three products and its activation alone (on its
+  // own scratch), so no barrier falls inside an expert. Its outputs fill rows
   // [begin, end) of the pass's down buffer (sorted order, no gather copy).
+  // The most-used experts go first, so the pass does not end on a large one
+  // (an expert's result does not depend on the order or the thread).
   const bool before = expert_weight_before_down(numerics_);
   s.xn_batch.prepare(w.ffn_gate_exps.type, pool);
   s.xn_batch.prepare(w.ffn_up_exps.type, pool);
   const void* const* gate_rows = s.xn_batch.rows(w.ffn_gate_exps.type);
   const void* const* up_rows = s.xn_batch.rows(w.ffn_up_exps.type);
-  for (int e = 0; e < n_expert_; ++e) {
-    const int32_t begin = expert_start_[static_cast<size_t>(e)], end = expert_start_[static_cast<size_t>(e) + 1];
-    if (begin == end) continue;
-    const int64_t c = end - begin;
-    s.gate_acts.resize(static_cast<size_t>(c));
-    s.up_acts.resize(static_cast<size_t>(c));
-    s.pair_weight.resize(static_cast<size_t>(c));
+  active_.clear();
+  for (int e = 0; e < n_expert_; ++e)
+    if (expert_start_[static_cast<size_t>(e) + 1] > expert_start_[static_cast<size_t>(e)]) active_.push_back(e);
+  auto count = [&](int e) { return expert_start_[static_cast<size_t>(e) + 1] - expert_start_[static_cast<size_t>(e)]; };
+  std::stable_sort(active_.begin(), active_.end(), [&](int a, int b) { return count(a) > count(b); });
+  auto run_expert = [&](int task, int /*n_tasks*/) {
+    const int e = active_[static_cast<size_t>(task)];
+    const int32_t begin = expert_start_[static_cast<size_t>(e)];
+    const int64_t c = count(e);
+    MoePassScratch& mine = pass_scratch();  // this thread's
+    mine.gate_acts.resize(static_cast<size_t>(c));
+    mine.up_acts.resize(static_cast<size_t>(c));
+    mine.pair_weight.resize(static_cast<size_t>(c));
     for (int64_t i = 0; i < c; ++i) {
       const size_t p = static_cast<size_t>(s.pair_slot[static_cast<size_t>(begin + i)]);
-      s.gate_acts[static_cast<size_t>(i)] = gate_rows[p / nu];
-      s.up_acts[static_cast<size_t>(i)] = up_rows[p / nu];
-      s.pair_weight[static_cast<size_t>(i)] = weights_[p];
+      mine.gate_acts[static_cast<size_t>(i)] = gate_rows[p / nu];
+      mine.up_acts[static_cast<size_t>(i)] = up_rows[p / nu];
+      mine.pair_weight[static_cast<size_t>(i)] = weights_[p];
     }
-    expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e, s.gate_acts.data(), s.up_acts.data(), c, clamp_exp_,
-               before ? s.pair_weight.data() : nullptr, s.down.data() + static_cast<size_t>(begin) * d, n_embd_, pool);
+    expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e, mine.gate_acts.data(), mine.up_acts.data(), c,
+               clamp_exp_, before ? mine.pair_weight.data() : nullptr, s.down.data() + static_cast<size_t>(begin) * d,
+               n_embd_, nullptr);
+  };
+  if (pool != nullptr) {
+    pool->run(static_cast<int>(active_.size()), run_expert);
+  } else {
+    for (size_t i = 0; i < active_.size(); ++i) run_expert(static_cast<int>(i), static_cast<int>(active_.size()));
   }
 
   // Shared expert over every token, unweighted.

@@ -90,6 +90,7 @@ class MoeLayer {
   // working buffers are per thread, shared by every layer (moe_layer.cpp).
   std::vector<float> scores_, weights_;  // per token of the pass
   std::vector<int32_t> ids_;
+  std::vector<int> active_;  // the pass's experts with tokens, in run order
   std::vector<int32_t> expert_count_, expert_start_;  // tokens grouped by expert
   int64_t last_ = 0;  // the last token's row in ids_ / weights_ / scores_
 };
