@@ -2,6 +2,7 @@
 // by hand from the definitions in MODEL.md section 3.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -43,6 +44,37 @@ TEST(OpsQat, E4m3RoundsToNearestTiesToEvenCode) {
   EXPECT_EQ(e4m3_round(3 * 0x1p-10f), 2 * 0x1p-9f);  // 1|2 tie -> 2
   EXPECT_EQ(e4m3_round(460.0f), 448.0f);             // clamp to the largest finite
   EXPECT_EQ(e4m3_round(-1000.0f), -448.0f);
+}
+
+// The rounding against its definition: the nearest of the 127 code values by
+// exhaustive search (ties to the even code), for every float in [0, 480]
+// whose low 9 mantissa bits are zero or a sampled pattern, with either sign.
+TEST(OpsQat, E4m3RoundMatchesTheNearestCodeBySearch) {
+  std::array<float, 127> values{};
+  for (int c = 0; c <= 126; ++c) values[static_cast<size_t>(c)] = e4m3_value(c);
+  auto nearest = [&](float v) {
+    const float a = std::fmin(std::fabs(v), 448.0f);
+    // The first code >= a and the one below it: whichever is nearer.
+    const int hi = static_cast<int>(std::lower_bound(values.begin(), values.end(), a) - values.begin());
+    int best = hi;
+    if (hi > 0) {
+      const float up = values[static_cast<size_t>(hi)] - a, down = a - values[static_cast<size_t>(hi - 1)];
+      if (down < up || (down == up && (hi - 1) % 2 == 0)) best = hi - 1;
+    }
+    return v < 0.0f ? -values[static_cast<size_t>(best)] : values[static_cast<size_t>(best)];
+  };
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (uint32_t top = 0; top < (std::bit_cast<uint32_t>(480.0f) >> 9); ++top) {
+    const uint32_t bits = top << 9 | (rng() & 0x1ff);
+    for (const uint32_t b : {top << 9, bits}) {
+      const float v = std::bit_cast<float>(b);
+      ASSERT_EQ(e4m3_round(v), nearest(v)) << v;
+      ASSERT_EQ(e4m3_round(-v), nearest(-v)) << -v;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 2000000);
 }
 
 TEST(OpsQat, Fp8RoundTripPowerOfTwoScale) {

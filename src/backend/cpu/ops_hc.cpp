@@ -77,13 +77,24 @@ void hc_weighted_sum(std::span<const float> state, std::span<const float, kHcStr
                      std::span<float> out, Numerics n) {
   const std::size_t n_embd = out.size();
   assert(state.size() == kN * n_embd);
-  for (std::size_t d = 0; d < n_embd; ++d) {
-    float acc = 0.0f;
-    if (n == Numerics::Quality)
-      for (int i = 0; i < kN; ++i) acc = std::fma(state[i * n_embd + d], weights[i], acc);
-    else
-      for (int i = 0; i < kN; ++i) acc += state[i * n_embd + d] * weights[i];
-    out[d] = acc;
+  const float* __restrict s = state.data();
+  float* __restrict o = out.data();
+  float w[kN];
+  for (int i = 0; i < kN; ++i) w[i] = weights[i];
+  if (n == Numerics::Quality) {
+    for (std::size_t d = 0; d < n_embd; ++d) {
+      float acc = 0.0f;
+      for (int i = 0; i < kN; ++i) acc = std::fma(s[i * n_embd + d], w[i], acc);
+      o[d] = acc;
+    }
+  } else {
+    // Vectorises over d; per element the same additions in the same order.
+    for (std::size_t d = 0; d < n_embd; ++d) {
+      float acc = 0.0f;
+#pragma GCC unroll 8
+      for (int i = 0; i < kN; ++i) acc += s[i * n_embd + d] * w[i];
+      o[d] = acc;
+    }
   }
 }
 
@@ -91,15 +102,28 @@ void hc_post(std::span<const float> f, std::span<const float> state_in, const Hc
              std::span<float> out, Numerics n) {
   const std::size_t n_embd = f.size();
   assert(state_in.size() == kN * n_embd && out.size() == kN * n_embd);
-  const bool fused = n == Numerics::Quality;
+  const float* __restrict fv = f.data();
+  const float* __restrict state = state_in.data();
   for (int j = 0; j < kN; ++j) {
-    for (std::size_t d = 0; d < n_embd; ++d) {
-      float acc = f[d] * split.post[j];
-      for (int i = 0; i < kN; ++i) {
-        const float r = state_in[i * n_embd + d], c = split.comb[i * kN + j];
-        acc = fused ? std::fma(r, c, acc) : acc + r * c;
+    const float post = split.post[j];
+    float comb[kN];
+    for (int i = 0; i < kN; ++i) comb[i] = split.comb[i * kN + j];
+    float* __restrict o = out.data() + j * n_embd;
+    // Element by element the same operations in the same order either way;
+    // Default's loop (no fma) vectorises over d.
+    if (n == Numerics::Quality) {
+      for (std::size_t d = 0; d < n_embd; ++d) {
+        float acc = fv[d] * post;
+        for (int i = 0; i < kN; ++i) acc = std::fma(state[i * n_embd + d], comb[i], acc);
+        o[d] = acc;
       }
-      out[j * n_embd + d] = acc;
+    } else {
+      for (std::size_t d = 0; d < n_embd; ++d) {
+        float acc = fv[d] * post;
+#pragma GCC unroll 8
+        for (int i = 0; i < kN; ++i) acc = acc + state[i * n_embd + d] * comb[i];
+        o[d] = acc;
+      }
     }
   }
 }

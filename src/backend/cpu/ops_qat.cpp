@@ -1,14 +1,15 @@
 #include "backend/cpu/ops_qat.h"
 
 #include <array>
+#include <bit>
 #include <cassert>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 namespace ds4::cpu {
 namespace {
 
-constexpr int kE4m3MaxCode = 126;
 constexpr float kE4m3Max = 448.0f;
 constexpr float kE2m1Max = 6.0f;
 constexpr std::array<float, 8> kE2m1Values = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -36,28 +37,21 @@ float e4m3_value(int code) {
 }
 
 float e4m3_round(float v) {
-  const float sign = v < 0.0f ? -1.0f : 1.0f;
   const float a = std::fmin(std::fabs(v), kE4m3Max);
-  // Largest code whose value is <= a (values increase with the code).
-  int lo = 0;
-  int hi = kE4m3MaxCode;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (e4m3_value(mid) <= a) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
+  float r;
+  if (a < 0x1p-6f) {
+    // Subnormal codes: the multiples of 2^-9, ties to the even multiple (the
+    // even code); a * 512 is exact.
+    r = std::nearbyint(a * 512.0f) * 0x1p-9f;
+  } else {
+    // Normal codes: the float's mantissa rounded to its top 3 bits, ties to
+    // even (the even code). A carry out of the mantissa moves to the next
+    // binade, which is the next code; a <= 448 never rounds past 448.
+    uint32_t bits = std::bit_cast<uint32_t>(a);
+    bits += 0x7ffffu + ((bits >> 20) & 1u);
+    r = std::bit_cast<float>(bits & 0xfff00000u);
   }
-  int best = lo;
-  if (best < kE4m3MaxCode) {
-    // Neighbouring E4M3 values and a lie within a factor of two, so these
-    // differences are exact and the tie test is exact.
-    const float down = a - e4m3_value(best);
-    const float up = e4m3_value(best + 1) - a;
-    if (up < down || (up == down && (best & 1) != 0)) ++best;
-  }
-  return sign * e4m3_value(best);
+  return v < 0.0f ? -r : r;
 }
 
 float e2m1_round(float v) {
