@@ -500,12 +500,6 @@ inline __m512 k_quant_rows16(int64_t nb, const Block* const* rows, const Block* 
 }
 
 template <bool kVnni>
-inline KBlockParts q4_K_parts(const BlockQ4_K& w, const BlockQ8_K& x) {
-  const Q4KScales s = unpack_q4_K_scales(w.scales);
-  return KBlockParts{q4_K_code_partials<kVnni>(w, x, s), q4_K_min_products(s, x)};
-}
-
-template <bool kVnni>
 inline KBlockParts q2_K_parts(const BlockQ2_K& w, const BlockQ8_K& x) {
   const __m128i sc = load128(w.scales);
   return KBlockParts{q2_K_code_partials<kVnni>(w, x, sc), q2_K_min_products(sc, x)};
@@ -996,33 +990,14 @@ void iq2_xxs_rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, i
   });
 }
 
-namespace {
-
-template <bool kVnni, typename Block>
-void k_quant_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  for_row_groups<Block>(w, row_bytes, n_rows, out, [&](const Block* const* rows, const Block* const* next) {
-    return k_quant_rows16(n / kQK_K, rows, next, x, [](const Block& wb, const BlockQ8_K& xb) {
-      if constexpr (std::is_same_v<Block, BlockQ4_K>) {
-        return q4_K_parts<kVnni>(wb, xb);
-      } else {
-        return q2_K_parts<kVnni>(wb, xb);
-      }
+template <bool kVnni>
+void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  for_row_groups<BlockQ2_K>(w, row_bytes, n_rows, out, [&](const BlockQ2_K* const* rows, const BlockQ2_K* const* next) {
+    return k_quant_rows16(n / kQK_K, rows, next, x, [](const BlockQ2_K& wb, const BlockQ8_K& xb) {
+      return q2_K_parts<kVnni>(wb, xb);
     });
   });
 }
-
-}  // namespace
-
-template <bool kVnni>
-void q4_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  k_quant_rows<kVnni, BlockQ4_K>(n, w, row_bytes, n_rows, x, out);
-}
-template <bool kVnni>
-void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  k_quant_rows<kVnni, BlockQ2_K>(n, w, row_bytes, n_rows, x, out);
-}
-template void q4_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
-template void q4_K_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 template void q2_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 template void q2_K_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 

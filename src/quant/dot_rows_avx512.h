@@ -29,10 +29,9 @@ float dot_iq2_xxs_q8_K_interleaved(int64_t n, const BlockIQ2_XXS* w, const Block
 void iq2_xxs_rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x,
                               const BlockQ8_K* xi, const uint8_t* exact, float* out);
 
-// The same for Q4_K and Q2_K rows, bit-identical to the level's one-row
-// kernels (kVnni: the avx512vnni and avx512vbmi levels).
-template <bool kVnni>
-void q4_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
+// The same for Q2_K rows, bit-identical to the level's one-row kernel (kVnni:
+// the avx512vnni and avx512vbmi levels). Q4_K's decode is the tile file's
+// (dot_tile_kquant_avx512.cpp: rows in lanes without the tile's re-layout).
 template <bool kVnni>
 void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
 

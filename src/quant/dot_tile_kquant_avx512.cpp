@@ -202,6 +202,213 @@ struct Q4KRows {
   }
 };
 
+// ---- Q4_K against one activation (decode): rows in lanes, no re-layout ----
+//
+// Per row and block, the 128 code bytes as two 64-byte loads: their low and
+// high nibbles are four registers of 64 codes, which meet an activation laid
+// out once per call to match (register 2h + n: the nibble plane n of code
+// bytes 64h..64h+63, elements 128h + 32n + 0..31 and 128h + 64 + 32n + 0..31).
+// One vpdpbusd each leaves 16 int32 lanes, 8 per 32-element sub-block (each
+// |lane| <= 4 * 15 * 128: exact, and no vpmaddubsw pair saturates); two rounds
+// of unpack-add fold a row's four registers into one holding each of its 8
+// sub-block sums in two halves, and a pairwise add plus a 3-level two-source
+// permute over the 16 rows gives each sub-block s a register S_s with row r in
+// lane r. The rows' headers are transposed as the tile's re-layout does, so
+// the scale and min terms are formed for 16 rows at once: isum = sum_s
+// scale_s * S_s (vpmulld; |S_s| <= 32 * 15 * 128), msum = the min words
+// against the activation's sub-block sums (vpdpwssd), and the float term is
+// k_block_value's, lane by lane, added in block order from 0: every output is
+// the one-row kernel's bits.
+
+// One prepared activation block: the four 64-code registers, then the min
+// operand (Q4KRows::prepare_min_operand) and d.
+struct Q4KDecodeAct {
+  alignas(64) uint8_t codes[4][64];
+  uint8_t min_operand[16];
+  float d;
+  uint8_t pad[44];
+};
+static_assert(sizeof(Q4KDecodeAct) == 320);
+
+thread_local TileScratch t_decode_act;
+
+// Lane j of register w_p (rows 2p, 2p+1 after the pairwise add) holds row
+// 2p + j / 8's sub-block kPairSub[j % 8].
+constexpr int kPairSub[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+constexpr int pair_lane_of(int sub) {
+  for (int j = 0; j < 8; ++j)
+    if (kPairSub[j] == sub) return j;
+  return -1;
+}
+struct PermuteIndex {
+  alignas(64) int32_t v[16];
+};
+// Level 1: rows 4q..4q+3 from (w_2q, w_2q+1); output `half` holds sub-blocks
+// 4 * half + j / 4 of row 4q + j % 4 in lane j.
+constexpr PermuteIndex level1_index(int half) {
+  PermuteIndex p{};
+  for (int j = 0; j < 16; ++j) {
+    const int sub = 4 * half + j / 4, row = j % 4;
+    p.v[j] = (row >= 2 ? 16 : 0) + 8 * (row & 1) + pair_lane_of(sub);
+  }
+  return p;
+}
+// Level 2: rows 8m..8m+7 from two level-1 registers of the same half; output
+// `pair` (0, 1) holds the half's sub-blocks 2 * pair + j / 8 of row 8m + j % 8.
+constexpr PermuteIndex level2_index(int pair) {
+  PermuteIndex p{};
+  for (int j = 0; j < 16; ++j) {
+    const int sub = 2 * pair + j / 8, row = j % 8;
+    p.v[j] = (row >= 4 ? 16 : 0) + 4 * sub + (row & 3);
+  }
+  return p;
+}
+// Level 3: all 16 rows from two level-2 registers; output t (0, 1) holds their
+// t-th sub-block, row j in lane j.
+constexpr PermuteIndex level3_index(int t) {
+  PermuteIndex p{};
+  for (int j = 0; j < 16; ++j) p.v[j] = (j >= 8 ? 16 : 0) + 8 * t + (j & 7);
+  return p;
+}
+constexpr PermuteIndex kLevel1[2] = {level1_index(0), level1_index(1)};
+constexpr PermuteIndex kLevel2[2] = {level2_index(0), level2_index(1)};
+constexpr PermuteIndex kLevel3[2] = {level3_index(0), level3_index(1)};
+
+void prepare_q4_K_decode_act(int64_t nb, const BlockQ8_K* x, Q4KDecodeAct* dst) {
+  for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      // Register 2h + n: elements 128h + 32n + 0..31, then 128h + 64 + 32n + 0..31.
+      const int base = 128 * (k / 2) + 32 * (k % 2);
+      std::memcpy(dst[b].codes[k], x[b].qs + base, 32);
+      std::memcpy(dst[b].codes[k] + 32, x[b].qs + base + 64, 32);
+    }
+    Q4KRows::prepare_min_operand(x[b], dst[b].min_operand);
+    dst[b].d = x[b].d;
+  }
+}
+
+// Row r's block folded to one register: lane 4L + e holds part of sub-block
+// (L < 2 ? 0, 1, 4, 5 : 2, 3, 6, 7)[e]; lanes 4L + e and 4(L ^ 1) + e add up
+// to the whole.
+template <bool kVnni>
+inline __m512i q4_K_row_folded(const BlockQ4_K& w, const __m512i x[4]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i q0 = _mm512_loadu_si512(w.qs), q1 = _mm512_loadu_si512(w.qs + 64);
+  const __m512i p0 = dot_bytes<kVnni>(zero, _mm512_and_si512(q0, low4), x[0]);
+  const __m512i p1 = dot_bytes<kVnni>(zero, _mm512_and_si512(_mm512_srli_epi16(q0, 4), low4), x[1]);
+  const __m512i p2 = dot_bytes<kVnni>(zero, _mm512_and_si512(q1, low4), x[2]);
+  const __m512i p3 = dot_bytes<kVnni>(zero, _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4), x[3]);
+  const __m512i u01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+  const __m512i u23 = _mm512_add_epi32(_mm512_unpacklo_epi32(p2, p3), _mm512_unpackhi_epi32(p2, p3));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(u01, u23), _mm512_unpackhi_epi64(u01, u23));
+}
+
+// 16 rows of Q4_K against one prepared activation: row r's dot in lane r.
+template <bool kVnni>
+__m512 q4_K_decode_group(int64_t nb, const BlockQ4_K* const* rows, const char* sweep, size_t sweep_share,
+                         const Q4KDecodeAct* xa) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f), top2 = _mm512_set1_epi8(0x30);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (sweep != nullptr) {
+      const char* p = sweep + static_cast<size_t>(b) * sweep_share;
+      for (size_t off = 0; off < sweep_share; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+    }
+    const Q4KDecodeAct& xb = xa[b];
+    __m512i x[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) x[k] = _mm512_load_si512(xb.codes[k]);
+    // Rows paired: w[p] lanes 0..7 row 2p's eight sub-block sums, 8..15 row 2p+1's.
+    __m512i w[8];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      const __m512i a = q4_K_row_folded<kVnni>(rows[2 * p][b], x);
+      const __m512i c = q4_K_row_folded<kVnni>(rows[2 * p + 1][b], x);
+      w[p] = _mm512_add_epi32(_mm512_shuffle_i64x2(a, c, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_i64x2(a, c, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+    __m512i l1[2][4];  // [half][q]
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h)
+        l1[h][q] = _mm512_permutex2var_epi32(w[2 * q], _mm512_load_si512(kLevel1[h].v), w[2 * q + 1]);
+    }
+    __m512i l2[4][2];  // [sub-block pair 0..3][m]
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+      for (int m = 0; m < 2; ++m) {
+#pragma GCC unroll 2
+        for (int pr = 0; pr < 2; ++pr)
+          l2[2 * h + pr][m] =
+              _mm512_permutex2var_epi32(l1[h][2 * m], _mm512_load_si512(kLevel2[pr].v), l1[h][2 * m + 1]);
+      }
+    }
+    // Headers: d | dmin << 16, then the 12 scale bytes unpacked as
+    // unpack_q4_K_scales does (Q4KRows::relayout_block).
+    __m512i hdr[4];
+    transpose_16_bytes(rows, b, 0, hdr);
+    const __m512i sc_lo = _mm512_and_si512(hdr[1], low6);
+    const __m512i sc_hi =
+        _mm512_or_si512(_mm512_and_si512(hdr[3], low4), _mm512_and_si512(_mm512_srli_epi32(hdr[1], 2), top2));
+    const __m512i mn_lo = _mm512_and_si512(hdr[2], low6);
+    const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hdr[3], 4), low4),
+                                          _mm512_and_si512(_mm512_srli_epi32(hdr[2], 2), top2));
+    const __m512i scale[8] = {byte_to_dword<0>(sc_lo), byte_to_dword<1>(sc_lo), byte_to_dword<2>(sc_lo),
+                              byte_to_dword<3>(sc_lo), byte_to_dword<0>(sc_hi), byte_to_dword<1>(sc_hi),
+                              byte_to_dword<2>(sc_hi), byte_to_dword<3>(sc_hi)};
+    __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 2
+      for (int t = 0; t < 2; ++t) {
+        const __m512i sub_sums = _mm512_permutex2var_epi32(l2[k][0], _mm512_load_si512(kLevel3[t].v), l2[k][1]);
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sub_sums, scale[2 * k + t]));
+      }
+    }
+    const __m512i mins[4] = {byte_pair_to_words<0>(mn_lo), byte_pair_to_words<1>(mn_lo),
+                             byte_pair_to_words<0>(mn_hi), byte_pair_to_words<1>(mn_hi)};
+    __m512i msum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) msum = dot_words<kVnni>(msum, mins[p], broadcast_dword(xb.min_operand + 4 * p));
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdr[0]));
+    const __m512 dminw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hdr[0], 16)));
+    // k_block_value lane by lane: (x.d * d) * isum - (x.d * dmin) * msum.
+    const __m512 dall = _mm512_mul_ps(_mm512_set1_ps(xb.d), dw);
+    const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(xb.d), dminw);
+    acc = _mm512_add_ps(acc, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
+                                           _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum))));
+  }
+  return acc;
+}
+
+// out[r] = row r . x, bit-identical to the level's one-row kernel. The next 16
+// rows (contiguous) are swept into cache meanwhile, an equal share per block.
+template <bool kVnni>
+void q4_K_decode(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  const int64_t nb = n / kQK_K;
+  if (n_rows <= 0 || nb <= 0) return;
+  auto* xa = reinterpret_cast<Q4KDecodeAct*>(t_decode_act.get(static_cast<size_t>(nb) * sizeof(Q4KDecodeAct)));
+  prepare_q4_K_decode_act(nb, x, xa);
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kGroupRows) {
+    const BlockQ4_K* rows[kGroupRows];
+    group_row_pointers(w, row_bytes, r0, n_rows, rows);
+    const char* sweep = nullptr;
+    size_t share = 0;
+    if (r0 + kGroupRows < n_rows) {
+      const int64_t next_rows = std::min<int64_t>(kGroupRows, n_rows - r0 - kGroupRows);
+      sweep = reinterpret_cast<const char*>(w + static_cast<uint64_t>(r0 + kGroupRows) * row_bytes);
+      share = (static_cast<size_t>(next_rows) * row_bytes + static_cast<size_t>(nb) - 1) / static_cast<size_t>(nb);
+    }
+    const __m512 acc = q4_K_decode_group<kVnni>(nb, rows, sweep, share, xa);
+    const int64_t left = n_rows - r0;
+    _mm512_mask_storeu_ps(out + r0, static_cast<__mmask16>(left >= kGroupRows ? 0xffffu : (1u << left) - 1), acc);
+  }
+}
+
 // Q2_K: 16-element group g has its own 4-bit scale; min pair p is
 // (min 2p, min 2p+1) against bsums 2p, 2p+1 as stored.
 struct Q2KRows {
@@ -436,7 +643,7 @@ void tile_or_rows(RowsKernel rows_kernel, int64_t n, const uint8_t* w, uint64_t 
 template <bool kVnni>
 void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
-  tile_or_rows<kVnni, Q4KRows>(avx512_detail::q4_K_rows<kVnni>, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  tile_or_rows<kVnni, Q4KRows>(q4_K_decode<kVnni>, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 template void q4_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
                                int64_t);
