@@ -142,6 +142,46 @@ inline void store_d_dmin(__m512i packed, __m512i* d, __m512i* dmin) {
   _mm512_store_ps(reinterpret_cast<float*>(dmin), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(packed, 16))));
 }
 
+// The headers of 16 rows' block b, lane r = row r, the packed scale bytes
+// unpacked as unpack_q4_K_scales does, lane by lane (each lane's four bytes of
+// sc_lo are scales 0..3, of sc_hi 4..7; mn_* the mins). The per-register
+// forms are taken where used (fewer live registers).
+struct Q4KHeaders {
+  __m512i d_dmin, sc_lo, sc_hi, mn_lo, mn_hi;
+
+  // Scale s (0..7) of each lane as an int32.
+  __m512i scale(int s) const {
+    const __m512i v = s < 4 ? sc_lo : sc_hi;
+    switch (s & 3) {
+      case 0: return byte_to_dword<0>(v);
+      case 1: return byte_to_dword<1>(v);
+      case 2: return byte_to_dword<2>(v);
+      default: return byte_to_dword<3>(v);
+    }
+  }
+  // Mins 2p, 2p+1 (p = 0..3) of each lane as an int16 pair.
+  __m512i min_pair(int p) const {
+    const __m512i v = p < 2 ? mn_lo : mn_hi;
+    return (p & 1) == 0 ? byte_pair_to_words<0>(v) : byte_pair_to_words<1>(v);
+  }
+  __m512 d() const { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d_dmin)); }
+  __m512 dmin() const { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(d_dmin, 16))); }
+};
+
+inline Q4KHeaders q4_K_headers(const BlockQ4_K* const* rows, int64_t b) {
+  __m512i h[4];  // d | dmin << 16, then the 12 packed scale bytes
+  transpose_16_bytes(rows, b, 0, h);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i low6 = _mm512_set1_epi8(0x3f);
+  const __m512i top2 = _mm512_set1_epi8(0x30);
+  return Q4KHeaders{
+      h[0], _mm512_and_si512(h[1], low6),
+      _mm512_or_si512(_mm512_and_si512(h[3], low4), _mm512_and_si512(_mm512_srli_epi32(h[1], 2), top2)),
+      _mm512_and_si512(h[2], low6),
+      _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), low4),
+                      _mm512_and_si512(_mm512_srli_epi32(h[2], 2), top2))};
+}
+
 // Q4_K: 16-element group g has sub-block g / 2's 6-bit scale; min pair p is
 // (min 2p, min 2p+1) against the activation's sub-block sums 2p, 2p+1.
 struct Q4KRows {
@@ -164,34 +204,16 @@ struct Q4KRows {
         _mm512_store_si512(out + 16 * c + 8 + j, _mm512_and_si512(_mm512_srli_epi16(t[j], 4), low4));
       }
     }
-    // Header dwords: d | dmin << 16, then the 12 packed scale bytes, unpacked
-    // as unpack_q4_K_scales does, lane by lane: each lane's four bytes are
-    // scales (or mins) 0..3 and 4..7.
-    __m512i h[4];
-    transpose_16_bytes(rows, b, 0, h);
-    const __m512i low6 = _mm512_set1_epi8(0x3f);
-    const __m512i top2 = _mm512_set1_epi8(0x30);
-    const __m512i sc_lo = _mm512_and_si512(h[1], low6);
-    const __m512i sc_hi =
-        _mm512_or_si512(_mm512_and_si512(h[3], low4), _mm512_and_si512(_mm512_srli_epi32(h[1], 2), top2));
-    const __m512i mn_lo = _mm512_and_si512(h[2], low6);
-    const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), low4),
-                                          _mm512_and_si512(_mm512_srli_epi32(h[2], 2), top2));
+    // Headers: the scales, mins, d and dmin of the 16 rows, one register each.
+    const Q4KHeaders hdr = q4_K_headers(rows, b);
     __m512i* scale = out + kScaleReg;
     __m512i* min = scale + kScaleRegs;
-    _mm512_store_si512(scale + 0, byte_to_dword<0>(sc_lo));
-    _mm512_store_si512(scale + 1, byte_to_dword<1>(sc_lo));
-    _mm512_store_si512(scale + 2, byte_to_dword<2>(sc_lo));
-    _mm512_store_si512(scale + 3, byte_to_dword<3>(sc_lo));
-    _mm512_store_si512(scale + 4, byte_to_dword<0>(sc_hi));
-    _mm512_store_si512(scale + 5, byte_to_dword<1>(sc_hi));
-    _mm512_store_si512(scale + 6, byte_to_dword<2>(sc_hi));
-    _mm512_store_si512(scale + 7, byte_to_dword<3>(sc_hi));
-    _mm512_store_si512(min + 0, byte_pair_to_words<0>(mn_lo));
-    _mm512_store_si512(min + 1, byte_pair_to_words<1>(mn_lo));
-    _mm512_store_si512(min + 2, byte_pair_to_words<0>(mn_hi));
-    _mm512_store_si512(min + 3, byte_pair_to_words<1>(mn_hi));
-    store_d_dmin(h[0], min + kMinRegs, min + kMinRegs + 1);
+#pragma GCC unroll 8
+    for (int s = 0; s < kScaleRegs; ++s) _mm512_store_si512(scale + s, hdr.scale(s));
+#pragma GCC unroll 4
+    for (int p = 0; p < kMinRegs; ++p) _mm512_store_si512(min + p, hdr.min_pair(p));
+    _mm512_store_ps(reinterpret_cast<float*>(min + kMinRegs), hdr.d());
+    _mm512_store_ps(reinterpret_cast<float*>(min + kMinRegs + 1), hdr.dmin());
   }
 
   // Sub-block s covers bsums 2s and 2s+1; each sum is at most 32 * 128.
@@ -309,7 +331,6 @@ inline __m512i q4_K_row_folded(const BlockQ4_K& w, const __m512i x[4]) {
 template <bool kVnni>
 __m512 q4_K_decode_group(int64_t nb, const BlockQ4_K* const* rows, const char* sweep, size_t sweep_share,
                          const Q4KDecodeAct* xa) {
-  const __m512i low4 = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f), top2 = _mm512_set1_epi8(0x30);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     if (sweep != nullptr) {
@@ -347,38 +368,22 @@ __m512 q4_K_decode_group(int64_t nb, const BlockQ4_K* const* rows, const char* s
               _mm512_permutex2var_epi32(l1[h][2 * m], _mm512_load_si512(kLevel2[pr].v), l1[h][2 * m + 1]);
       }
     }
-    // Headers: d | dmin << 16, then the 12 scale bytes unpacked as
-    // unpack_q4_K_scales does (Q4KRows::relayout_block).
-    __m512i hdr[4];
-    transpose_16_bytes(rows, b, 0, hdr);
-    const __m512i sc_lo = _mm512_and_si512(hdr[1], low6);
-    const __m512i sc_hi =
-        _mm512_or_si512(_mm512_and_si512(hdr[3], low4), _mm512_and_si512(_mm512_srli_epi32(hdr[1], 2), top2));
-    const __m512i mn_lo = _mm512_and_si512(hdr[2], low6);
-    const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hdr[3], 4), low4),
-                                          _mm512_and_si512(_mm512_srli_epi32(hdr[2], 2), top2));
-    const __m512i scale[8] = {byte_to_dword<0>(sc_lo), byte_to_dword<1>(sc_lo), byte_to_dword<2>(sc_lo),
-                              byte_to_dword<3>(sc_lo), byte_to_dword<0>(sc_hi), byte_to_dword<1>(sc_hi),
-                              byte_to_dword<2>(sc_hi), byte_to_dword<3>(sc_hi)};
+    const Q4KHeaders hdr = q4_K_headers(rows, b);
     __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
 #pragma GCC unroll 2
       for (int t = 0; t < 2; ++t) {
         const __m512i sub_sums = _mm512_permutex2var_epi32(l2[k][0], _mm512_load_si512(kLevel3[t].v), l2[k][1]);
-        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sub_sums, scale[2 * k + t]));
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sub_sums, hdr.scale(2 * k + t)));
       }
     }
-    const __m512i mins[4] = {byte_pair_to_words<0>(mn_lo), byte_pair_to_words<1>(mn_lo),
-                             byte_pair_to_words<0>(mn_hi), byte_pair_to_words<1>(mn_hi)};
     __m512i msum = _mm512_setzero_si512();
 #pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) msum = dot_words<kVnni>(msum, mins[p], broadcast_dword(xb.min_operand + 4 * p));
-    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdr[0]));
-    const __m512 dminw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hdr[0], 16)));
+    for (int p = 0; p < 4; ++p) msum = dot_words<kVnni>(msum, hdr.min_pair(p), broadcast_dword(xb.min_operand + 4 * p));
     // k_block_value lane by lane: (x.d * d) * isum - (x.d * dmin) * msum.
-    const __m512 dall = _mm512_mul_ps(_mm512_set1_ps(xb.d), dw);
-    const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(xb.d), dminw);
+    const __m512 dall = _mm512_mul_ps(_mm512_set1_ps(xb.d), hdr.d());
+    const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(xb.d), hdr.dmin());
     acc = _mm512_add_ps(acc, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
                                            _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum))));
   }
