@@ -31,6 +31,7 @@
 #include "model/deepseek4_memory.h"
 #include "model/deepseek4_model.h"
 #include "quant/dot.h"
+#include "runtime/sampler.h"
 
 #include "bench_options.h"
 #include "bench_prompt.h"
@@ -86,13 +87,7 @@ class CsvOut {
 
 // Argmax of the logits, lowest id on ties, never `eos` (when given).
 int32_t argmax_except(std::span<const float> logits, std::optional<int32_t> eos) {
-  int32_t best = -1;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const auto id = static_cast<int32_t>(i);
-    if (eos && id == *eos) continue;
-    if (best < 0 || logits[i] > logits[static_cast<size_t>(best)]) best = id;
-  }
-  return best;
+  return ds4::runtime::argmax_except(logits, eos ? *eos : -1);
 }
 
 uint64_t peak_rss_bytes() {

@@ -162,19 +162,62 @@ void validate(const SamplingParams& p) {
   if (p.top_k < 0) throw Error(field_error("top_k", "must be >= 0, got " + std::to_string(p.top_k)));
 }
 
-int32_t argmax(std::span<const float> logits) {
-  if (logits.empty()) throw Error("argmax of an empty logits vector");
-  int32_t best = 0;
-  float best_v = std::numeric_limits<float>::quiet_NaN();
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float v = logits[i];
-    if (std::isnan(v)) continue;
-    if (std::isnan(best_v) || v > best_v) {
-      best_v = v;
-      best = static_cast<int32_t>(i);
+namespace {
+
+struct Best {
+  float value = -std::numeric_limits<float>::infinity();
+  int64_t index = -1;  // -1: no non-NaN entry seen
+  // Keeps the larger value, the lower index on ties.
+  void take(float v, int64_t i) {
+    if (index < 0 || v > value || (v == value && i < index)) {
+      value = v;
+      index = i;
     }
   }
+};
+
+// The largest non-NaN entry of x[begin, end), lowest index on ties. Eight
+// lanes, each the first maximum of its own entries, so the compares do not
+// form one chain through the whole vocabulary (a decode step's greedy pick).
+Best best_in(const float* x, int64_t begin, int64_t end) {
+  constexpr int kLanes = 8;
+  Best lane[kLanes];
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = x[i + l];
+      if (v > lane[l].value || (lane[l].index < 0 && !std::isnan(v))) {
+        lane[l].value = v;
+        lane[l].index = i + l;
+      }
+    }
+  }
+  Best best;
+  for (const Best& b : lane)
+    if (b.index >= 0) best.take(b.value, b.index);
+  for (; i < end; ++i)
+    if (!std::isnan(x[i])) best.take(x[i], i);
   return best;
+}
+
+}  // namespace
+
+int32_t argmax_except(std::span<const float> logits, int32_t excluded) {
+  const auto n = static_cast<int64_t>(logits.size());
+  const bool skip = excluded >= 0 && excluded < n;
+  Best best = best_in(logits.data(), 0, skip ? excluded : n);
+  if (skip) {
+    const Best after = best_in(logits.data(), excluded + 1, n);
+    if (after.index >= 0) best.take(after.value, after.index);
+  }
+  if (best.index >= 0) return static_cast<int32_t>(best.index);
+  if (!skip || excluded > 0) return n > 0 ? 0 : -1;
+  return n > 1 ? 1 : -1;
+}
+
+int32_t argmax(std::span<const float> logits) {
+  if (logits.empty()) throw Error("argmax of an empty logits vector");
+  return argmax_except(logits, -1);
 }
 
 // ---- Sampler ---------------------------------------------------------------

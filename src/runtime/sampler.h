@@ -60,6 +60,10 @@ void validate(const SamplingParams& p);
 // First index of the largest logit (NaN entries ignored; 0 if all are NaN).
 // Throws ds4::Error on an empty vector.
 int32_t argmax(std::span<const float> logits);
+// The same over every index but `excluded` (-1 or out of range: none): the
+// first index of the largest non-NaN logit, else the first index left; -1
+// when no index is left.
+int32_t argmax_except(std::span<const float> logits, int32_t excluded);
 
 class Sampler {
  public:

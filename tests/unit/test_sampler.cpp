@@ -154,6 +154,39 @@ TEST(Argmax, IgnoresNaNAndHandlesInfinities) {
   EXPECT_THROW(argmax(std::vector<float>{}), ds4::Error);
 }
 
+// Against the definition, one index at a time: random vectors with ties,
+// NaN and infinities, lengths around the 8-lane blocks, every exclusion.
+TEST(Argmax, MatchesTheSequentialDefinition) {
+  auto reference = [](const std::vector<float>& l, int32_t excluded) {
+    int32_t best = -1, first = -1;
+    for (size_t i = 0; i < l.size(); ++i) {
+      const auto id = static_cast<int32_t>(i);
+      if (id == excluded) continue;
+      if (first < 0) first = id;
+      if (std::isnan(l[i])) continue;
+      if (best < 0 || l[i] > l[static_cast<size_t>(best)]) best = id;
+    }
+    return best >= 0 ? best : first;
+  };
+  std::mt19937 rng(11);
+  const float kValues[] = {-kInf, -3.0f, -1.0f, 0.0f, 0.5f, 2.0f, kInf, kNaN};
+  int checked = 0;
+  for (size_t n = 1; n <= 40; ++n) {
+    for (int rep = 0; rep < 20; ++rep) {
+      std::vector<float> l(n);
+      // Few distinct values: ties across lanes and blocks are common.
+      for (float& v : l) v = kValues[std::uniform_int_distribution<int>(0, rep % 2 == 0 ? 7 : 5)(rng)];
+      for (int32_t excluded = -1; excluded <= static_cast<int32_t>(n); ++excluded) {
+        ASSERT_EQ(argmax_except(l, excluded), reference(l, excluded)) << "n=" << n << " excluded=" << excluded;
+        ++checked;
+      }
+      ASSERT_EQ(argmax(l), std::max(0, reference(l, -1)));
+    }
+  }
+  EXPECT_EQ(argmax_except(std::vector<float>{1.0f}, 0), -1);
+  EXPECT_GT(checked, 16000);
+}
+
 TEST(Sampler, NonPositiveTemperatureIsArgmaxWithoutDraws) {
   const std::vector<float> l{0.1f, 2.0f, 2.0f, 1.9f};
   for (float t : {0.0f, -0.5f}) {
