@@ -36,7 +36,7 @@ endif()
 # AVX-512 files serve the avx512, avx512vnni and avx512vbmi levels and get the
 # flags of the highest: code for a lower level uses explicit intrinsics only.
 set(DS4_AVX2_FLAGS -mavx2 -mfma -mf16c -mbmi2)
-set(DS4_AVX512_FLAGS -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx512vbmi)
+set(DS4_AVX512_FLAGS -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx512vbmi -mavx512bitalg)
 
 # The fuzz build leaves these kernel files uninstrumented: no fuzz target
 # reaches them, and clang's ASan+UBSan instrumentation of their unrolled

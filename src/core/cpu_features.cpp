@@ -65,10 +65,11 @@ CpuFeatures detect() {
     f.avx512vl = bit(l7.ebx, 31);
     f.avx512vnni = bit(l7.ecx, 11);
     f.avx512vbmi = bit(l7.ecx, 1);
+    f.avx512bitalg = bit(l7.ecx, 12);
   }
   if (!f.avx512f) {
     // The AVX-512 sub-features are meaningless without the foundation.
-    f.avx512dq = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512vbmi = f.avx512bf16 = false;
+    f.avx512dq = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512vbmi = f.avx512bitalg = f.avx512bf16 = false;
   }
   return f;
 }

@@ -16,6 +16,7 @@ struct CpuFeatures {
   bool avx512dq = false;
   bool avx512vnni = false;
   bool avx512vbmi = false;
+  bool avx512bitalg = false;
   bool avx512bf16 = false;
   bool avx_vnni = false;
   bool amd = false;  // vendor AuthenticAMD (kernel choices measured to differ by vendor)

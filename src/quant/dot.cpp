@@ -38,7 +38,9 @@ bool has_avx512(const CpuFeatures& f) {
   return has_avx2(f) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
 }
 bool has_avx512vnni(const CpuFeatures& f) { return has_avx512(f) && f.avx512vnni; }
-bool has_avx512vbmi(const CpuFeatures& f) { return has_avx512vnni(f) && f.avx512vbmi; }
+// The level's IQ2_XXS decode also reads sign bits with vpshufbitqmb (BITALG,
+// present wherever VBMI is but on Cannon Lake).
+bool has_avx512vbmi(const CpuFeatures& f) { return has_avx512vnni(f) && f.avx512vbmi && f.avx512bitalg; }
 // avx512vbmi differs from avx512vnni only in decoding IQ2_XXS's grid from
 // registers instead of gathering it: 1.6x the one-row speed on AMD Zen 5,
 // where vpgatherqq is slow, while on Intel (Sapphire/Emerald Rapids) the

@@ -18,14 +18,9 @@ namespace ds4::quant::avx512_detail {
 // the exact path. nb blocks each.
 void iq2_xxs_interleave_act(int64_t nb, const BlockQ8_K* x, BlockQ8_K* xi, uint8_t* exact);
 
-// The dot of an IQ2_XXS row of n elements with activation x (xi, exact as
-// iq2_xxs_interleave_act made them): bit-identical to every level's
-// iq2_xxs_q8_K(n, w, x).
-float dot_iq2_xxs_q8_K_interleaved(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x, const BlockQ8_K* xi,
-                                   const uint8_t* exact);
-
-// out[r] = row r . x for the n_rows rows of n elements, row_bytes apart,
-// bit-identical to dot_iq2_xxs_q8_K_interleaved row by row.
+// out[r] = row r . x (xi, exact as iq2_xxs_interleave_act made them) for the
+// n_rows rows of n elements, row_bytes apart: bit-identical to every level's
+// iq2_xxs_q8_K(n, row, x).
 void iq2_xxs_rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x,
                               const BlockQ8_K* xi, const uint8_t* exact, float* out);
 

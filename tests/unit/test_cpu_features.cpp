@@ -40,6 +40,7 @@ TEST(CpuFeatures, MatchesProcCpuinfo) {
   EXPECT_EQ(f.avx512dq, has("avx512dq"));
   EXPECT_EQ(f.avx512vnni, has("avx512_vnni"));
   EXPECT_EQ(f.avx512vbmi, has("avx512vbmi"));
+  EXPECT_EQ(f.avx512bitalg, has("avx512_bitalg"));
   EXPECT_EQ(f.avx512bf16, has("avx512_bf16"));
   EXPECT_EQ(f.avx_vnni, has("avx_vnni"));
 }
@@ -66,7 +67,7 @@ TEST(CpuFeatures, VendorMatchesProcCpuinfo) {
 TEST(CpuFeatures, Consistent) {
   const CpuFeatures& f = cpu_features();
   EXPECT_EQ(&f, &cpu_features());  // computed once
-  if (f.avx512vnni || f.avx512vbmi || f.avx512bw || f.avx512vl || f.avx512dq || f.avx512bf16) {
+  if (f.avx512vnni || f.avx512vbmi || f.avx512bitalg || f.avx512bw || f.avx512vl || f.avx512dq || f.avx512bf16) {
     EXPECT_TRUE(f.avx512f);
   }
 }
