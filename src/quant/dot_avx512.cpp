@@ -843,8 +843,9 @@ inline __m512i iq2_table_bytes(__m512i idx, __mmask64 upper, const __m512i t[4])
 // q: the block's 64 code bytes; codes: word 4s+k = the grid code of group 4s+k.
 inline __m512i iq2_xxs_interleaved_partials(__m512i q, __m512i codes, const BlockQ8_K& xi, __m512i signs_lo,
                                             __m512i signs_hi) {
-  // Qword s: 2 * (W1 >> 28) + 1 in its low dword (bit 59 is W1's bit 27).
-  const __m512i scale = _mm512_or_si512(_mm512_srli_epi64(q, 59), _mm512_set1_epi64(1));
+  // Qword s: 2 * (W1 >> 28) + 1 in both dwords (bit 59 is W1's bit 27).
+  const __m512i scale =
+      _mm512_or_si512(_mm512_shuffle_epi32(_mm512_srli_epi64(q, 59), _MM_PERM_CCAA), _mm512_set1_epi32(1));
   // Byte 8s+k: ksigns of group 4s+k's 7-bit field (vpermi2b reads index bits 0..6).
   const __m512i signs =
       _mm512_permutex2var_epi8(signs_lo, _mm512_multishift_epi64_epi8(load512(kIq2SignFieldShifts), q), signs_hi);
@@ -857,8 +858,8 @@ inline __m512i iq2_xxs_interleaved_partials(__m512i q, __m512i codes, const Bloc
     const __m512i xv = load512(xi.qs + 64 * c);
     acc = _mm512_dpbusd_epi32(acc, g, _mm512_mask_sub_epi8(xv, negate, _mm512_setzero_si512(), xv));
   }
-  // Lanes 2s and 2s+1 summed into lane 2s, times the scale; lane 2s+1 becomes 0.
-  return _mm512_mullo_epi32(_mm512_add_epi32(acc, _mm512_srli_epi64(acc, 32)), scale);
+  // Lanes 2s and 2s+1 (sub-block s) times its scale.
+  return _mm512_mullo_epi32(acc, scale);
 }
 
 // The partials of two blocks (each against its own interleaved activation),
@@ -948,7 +949,9 @@ __m512 iq2_xxs_rows16(int64_t nb, const BlockIQ2_XXS* const* rows, const BlockIQ
   const Iq2GridBytes grid = load_iq2_grid_bytes();
   const __m512i signs_lo = load512(kIq2xsSigns.data()), signs_hi = load512(kIq2xsSigns.data() + 64);
   const __m512 acc = rows16_blocks(nb, rows, next, [&](int64_t b, __m512 sum) {
-    const __m512i isum = block_sums16([&](int k) {
+    // Inlined by force: GCC sometimes leaves this lambda out of line, and a
+    // call spills every vector register (the grid tables with them).
+    const __m512i isum = block_sums16([&](int k) __attribute__((always_inline)) {
       const BlockIQ2_XXS& w0 = rows[k][b];
       const BlockIQ2_XXS& w1 = rows[k + 1][b];
       if (kAnyExact && exact[b]) {
@@ -956,7 +959,9 @@ __m512 iq2_xxs_rows16(int64_t nb, const BlockIQ2_XXS* const* rows, const BlockIQ
                                   fold512(iq2_xxs_exact_partials<true>(w1, x[b])), 1);
       }
       const Iq2Partials2 p = iq2_xxs_interleaved_pair(w0, w1, xi[b], xi[b], grid, signs_lo, signs_hi);
-      return _mm512_inserti64x4(_mm512_castsi256_si512(fold512(p.p0)), fold512(p.p1), 1);
+      // Row k's 16 partials folded into the low half, row k+1's into the high.
+      return _mm512_add_epi32(_mm512_shuffle_i64x2(p.p0, p.p1, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_i64x2(p.p0, p.p1, _MM_SHUFFLE(3, 1, 3, 1)));
     });
     // As dot_iq2_xxs_q8_K: (d_w * d_x) * isum per block.
     const __m512 d = _mm512_mul_ps(rows_f16_f32(rows, b, offsetof(BlockIQ2_XXS, d)), _mm512_set1_ps(x[b].d));
