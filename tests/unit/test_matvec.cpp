@@ -129,7 +129,9 @@ TEST(Matvec, EveryTypeMatchesDequantizedDoubleDot) {
 TEST(Matvec, ResultIsIndependentOfThreadCount) {
   ThreadPool pool1(1), pool2(2), pool3(3);
   for (GgmlType type : kTypes) {
-    for (int64_t rows : {int64_t{1}, int64_t{17}, kRows, int64_t{64}}) {
+    // 1061 rows: decode's guided claims split them into many unequal chunks
+    // and a ragged last one.
+    for (int64_t rows : {int64_t{1}, int64_t{17}, kRows, int64_t{64}, int64_t{1061}}) {
       const Weight w = make_weight(type, rows, 1, 21);
       const std::vector<float> x = quant::test::gaussian(kCols, 22);
       for (Numerics numerics : {Numerics::Default, Numerics::Quality}) {

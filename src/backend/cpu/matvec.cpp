@@ -1,6 +1,7 @@
 #include "backend/cpu/matvec.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -298,6 +299,11 @@ constexpr int kTasksPerThread = 4;
 // activations out once, so bigger calls amortise that (64 rows measured
 // ~1.4x faster than 16 at 64 tokens); thread chunks stay 16-row aligned.
 constexpr int64_t kTileKernelRows = 64;
+// Decode's guided claims: a 1 / (threads * kGuidedShare) share of the rows
+// left, at least kMinGuidedBlocks 16-row blocks (64 rows: a few microseconds
+// of streaming, well above the cost of a claim and a cold first block).
+constexpr int64_t kGuidedShare = 2;
+constexpr int64_t kMinGuidedBlocks = 4;
 
 // Y[t * ldy + r] = row_r . acts[t] for t < n_tokens, r < n_rows.
 void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, int64_t ldy,
@@ -320,11 +326,10 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
   const int threads = pool ? pool->size() : 1;
   const int n_tasks = static_cast<int>(std::min<int64_t>(threads > 1 ? threads * kTasksPerThread : 1, n_blocks));
   if (n_tasks <= 0) return;
-  const int64_t chunk = (n_blocks + n_tasks - 1) / n_tasks * kRowAlign;
-  auto task = [&](int t, int /*n*/) {
-    const int64_t row_end = std::min(m.n_rows, (t + 1) * chunk);
-    const int64_t tile_rows = !tile ? kRowAlign : float_weights ? kTileKernelRows : row_end - t * chunk;
-    for (int64_t tile_start = t * chunk; tile_start < row_end; tile_start += tile_rows) {
+  // Rows [row_begin, row_end), 16-row aligned but for the matrix's end.
+  auto rows = [&](int64_t row_begin, int64_t row_end) {
+    const int64_t tile_rows = !tile ? kRowAlign : float_weights ? kTileKernelRows : row_end - row_begin;
+    for (int64_t tile_start = row_begin; tile_start < row_end; tile_start += tile_rows) {
       const int64_t tile_end = std::min(row_end, tile_start + tile_rows);
       if (tile) {
         tile(m.n_cols, m.data + static_cast<uint64_t>(tile_start) * m.row_bytes, m.row_bytes, tile_end - tile_start,
@@ -340,11 +345,33 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
       }
     }
   };
-  if (pool) {
-    pool->run(n_tasks, task);
-  } else {
-    task(0, 1);
+  if (!pool || n_tasks == 1) {
+    rows(0, m.n_rows);
+    return;
   }
+  if (n_tokens == 1) {
+    // Decode streams the weights once: guided self-scheduling, each claim a
+    // share of what is left (down to kMinGuidedBlocks), so the threads finish
+    // within a few rows of each other. With fixed chunks the last one ran alone
+    // for half a chunk on average (1/16 of the product at 8 chunks, 2 threads),
+    // at one core's bandwidth.
+    std::atomic<int64_t> next{0};
+    const int64_t divisor = static_cast<int64_t>(threads) * kGuidedShare;
+    pool->run(threads, [&](int, int) {
+      int64_t begin = next.load(std::memory_order_relaxed);
+      for (;;) {
+        const int64_t left = n_blocks - begin;
+        if (left <= 0) return;
+        const int64_t take = std::min(left, std::max(kMinGuidedBlocks, left / divisor));
+        if (!next.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed)) continue;
+        rows(begin * kRowAlign, std::min(m.n_rows, (begin + take) * kRowAlign));
+        begin = next.load(std::memory_order_relaxed);
+      }
+    });
+    return;
+  }
+  const int64_t chunk = (n_blocks + n_tasks - 1) / n_tasks * kRowAlign;
+  pool->run(n_tasks, [&](int t, int /*n*/) { rows(t * chunk, std::min(m.n_rows, (t + 1) * chunk)); });
 }
 
 }  // namespace
