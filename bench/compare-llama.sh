@@ -3,10 +3,12 @@
 # bench: flash attention on, F16 KV, its fastest CPU settings) on the same GGUF with
 # the same thread count. For each mix, a `bench`-preset model (Flash widths) is made
 # once and kept; then RUNS alternating runs (ours, llama, ours, llama, ...), each
-# prefilling P tokens in one go and decoding G tokens greedily; the memory-read
-# bandwidth (ds4-bench-bandwidth) is measured after every pair of runs: this VM's host
-# moves it by 2x within minutes (34 and 74 GB/s in one session), so each decode run is
-# set against the probe taken next to it.
+# prefilling P tokens in one go and decoding G tokens greedily. This VM's host moves
+# the memory-read bandwidth by 2x within minutes (34 and 74 GB/s in one session), so
+# each decode is set against the read bandwidth of the same moments: ours measures it
+# itself between its decode steps (ds4-bench --read-bandwidth: passes before, between
+# and after the steps, their median), and ds4-bench-bandwidth probes it right after
+# each llama.cpp run for llama.cpp's figure.
 # Ours runs with --huge-pages (its mapping touched before timing, in 2 MiB pages: the
 # first run may read the file again to get them), as llama.cpp reads and repacks its
 # weights at load; neither side's load is timed. Both then read the same page cache.
@@ -14,7 +16,9 @@
 # Reported per mix: median and every run of prefill and decode tokens/s for both, the
 # ratios ours/llama, the decode weight bandwidth of each (decode weight bytes/token,
 # as ds4-bench reports it, x decode tokens/s) and, per engine, the median over the
-# rounds of its decode weight bandwidth as % of that round's probe. --out FILE also
+# rounds of its decode weight bandwidth as % of the read bandwidth of its run (ours:
+# measured in the run; llama.cpp: the probe after it). Ours against the probe after
+# llama.cpp's run, the figure before ds4-bench measured it itself, is printed too. --out FILE also
 # writes all of it as JSON. Not part of `make test`.
 #
 # Usage: bench/compare-llama.sh [options]
@@ -108,17 +112,21 @@ run_ours() {  # mix model run
   local csv="$work/ours.csv"
   rm -f "$csv"
   "$ours" -m "$2" --tokens-file "$tokens" --ctx-start "$prompt" --ctx-max "$prompt" --gen-tokens "$gen" \
-    -t "$threads" --huge-pages "${warmup[@]}" --csv "$csv" >"$work/ours.out" 2>"$work/ours.err" || fail "ds4-bench (run $3)" "$work/ours.err"
+    -t "$threads" --huge-pages "${warmup[@]}" --read-bandwidth "$bandwidth_bytes" --csv "$csv" \
+    >"$work/ours.out" 2>"$work/ours.err" || fail "ds4-bench (run $3)" "$work/ours.err"
   python3 - "$csv" "$work/ours.err" "$1" "$3" >>"$results" <<'EOF'
 import csv, json, re, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 if not rows:
     sys.exit(f"compare-llama: {sys.argv[1]} has no rows")
 row = rows[-1]
-m = re.search(r"decode weight bytes/token: *([0-9]+)", open(sys.argv[2]).read())
+err = open(sys.argv[2]).read()
+m = re.search(r"decode weight bytes/token: *([0-9]+)", err)
+rb = re.findall(r"read bandwidth ([0-9.]+) GB/s \(median of", err)
 r = {"run": int(sys.argv[4]), "prefill_tokens": int(row["prefill_tokens"]), "prefill_tps": float(row["prefill_tps"]),
      "gen_tokens": int(row["gen_tokens"]), "gen_tps": float(row["gen_tps"]),
-     "kvcache_bytes": int(row["kvcache_bytes"]), "decode_weight_bytes": int(m.group(1)) if m else None}
+     "kvcache_bytes": int(row["kvcache_bytes"]), "decode_weight_bytes": int(m.group(1)) if m else None,
+     "read_gbps": float(rb[-1]) if rb else None}
 print(f"{sys.argv[3]}\tours\t{json.dumps(r)}")
 EOF
 }
@@ -194,10 +202,16 @@ for mix, m in mixes.items():
     s["read_bandwidth_runs_gbps"] = [bw[r]["median_gbps"] for r in sorted(bw)]
     s["read_bandwidth_median_gbps"] = statistics.median(s["read_bandwidth_runs_gbps"])
     s["read_bandwidth_max_gbps"] = max(r["max_gbps"] for r in m["bandwidth"])
-    for eng in ("ours", "llama"):
+    # Ours: against the read bandwidth measured inside its own run.
+    s["ours_read_bandwidth_runs_gbps"] = [r.get("read_gbps") for r in m["ours"]]
+    pcts = [100 * wb[0] * r["gen_tps"] / 1e9 / r["read_gbps"] for r in m["ours"] if wb and r.get("read_gbps")]
+    s["ours_decode_weight_pct_of_read_runs"] = pcts
+    s["ours_decode_weight_pct_of_read"] = statistics.median(pcts) if pcts else None
+    # llama.cpp (and ours, for comparison with earlier runs): against the probe after llama.cpp's run.
+    for eng, key in (("llama", "llama_decode_weight_pct_of_read"), ("ours", "ours_decode_weight_pct_of_probe_after")):
         pcts = [100 * wb[0] * r["gen_tps"] / 1e9 / bw[r["run"]]["median_gbps"] for r in m[eng] if wb and r["run"] in bw]
-        s[f"{eng}_decode_weight_pct_of_read_runs"] = pcts
-        s[f"{eng}_decode_weight_pct_of_read"] = statistics.median(pcts) if pcts else None
+        s[key + "_runs"] = pcts
+        s[key] = statistics.median(pcts) if pcts else None
     summary["mixes"][mix] = s
 
     print(f"\n{mix}: {preset} preset, {layers} layers, {s['model_bytes'] / 1e9:.2f} GB; "
@@ -212,14 +226,22 @@ for mix, m in mixes.items():
     print(f"  {'decode ours/llama.cpp':24} {s['decode_ratio']:9.2f}x")
     wbt = s["decode_weight_bytes_per_token"]
     print(f"  {'decode weight bytes/tok':24} {'-' if wbt is None else f'{wbt / 1e6:.1f} MB':>10}   (from ds4-bench)")
-    for label, key in (("decode weight GB/s ours", "ours"), ("decode weight GB/s llama", "llama")):
-        v = s[f"{key}_decode_weight_gbps"]
-        p = s[f"{key}_decode_weight_pct_of_read"]
-        runs_p = " ".join(f"{x:.0f}" for x in s[f"{key}_decode_weight_pct_of_read_runs"])
+    for label, key, where in (("decode weight GB/s ours", "ours_decode_weight_pct_of_read", "measured in its run"),
+                              ("decode weight GB/s llama", "llama_decode_weight_pct_of_read", "probed after its run")):
+        v = s[f"{label.split()[-1]}_decode_weight_gbps"]
+        p = s[key]
+        runs_p = " ".join(f"{x:.0f}" for x in s[key + "_runs"])
         print(f"  {label:24} {fmt(v):>10}   " +
-              ("" if p is None else f"{p:.0f} % of read bandwidth (median of rounds: {runs_p})"))
+              ("" if p is None else f"{p:.0f} % of the read bandwidth {where} (median of rounds: {runs_p})"))
+    p = s["ours_decode_weight_pct_of_probe_after"]
+    if p is not None:
+        runs_p = " ".join(f"{x:.0f}" for x in s["ours_decode_weight_pct_of_probe_after_runs"])
+        print(f"  {'':24} {'':>10}   ours: {p:.0f} % of the probe after llama.cpp's run (median of rounds: {runs_p})")
     probe = m["bandwidth"][0]
-    print(f"  {'read bandwidth GB/s':24} {s['read_bandwidth_median_gbps']:10.2f}   " +
+    in_run = s["ours_read_bandwidth_runs_gbps"]
+    if all(v is not None for v in in_run):
+        print(f"  {'read GB/s in our runs':24} {statistics.median(in_run):10.2f}   " + " ".join(fmt(v) for v in in_run))
+    print(f"  {'read GB/s after llama':24} {s['read_bandwidth_median_gbps']:10.2f}   " +
           " ".join(fmt(v) for v in s["read_bandwidth_runs_gbps"]) +
           f"  (max {s['read_bandwidth_max_gbps']:.2f}; {probe['threads']} threads, {probe['bytes'] / 2**30:.1f} GiB)")
 

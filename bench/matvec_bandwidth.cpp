@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/matvec.h"
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "core/ggml_type.h"
 #include "core/scratch_vector.h"
@@ -35,21 +36,6 @@
 
 namespace ds4::bench {
 namespace {
-
-uint64_t parse_bytes(const std::string& s) {
-  size_t used = 0;
-  const double v = std::stod(s, &used);
-  uint64_t mul = 1;
-  if (used < s.size()) {
-    switch (s[used]) {
-      case 'k': case 'K': mul = uint64_t{1} << 10; break;
-      case 'm': case 'M': mul = uint64_t{1} << 20; break;
-      case 'g': case 'G': mul = uint64_t{1} << 30; break;
-      default: throw Error("--bytes: unknown suffix in " + s);
-    }
-  }
-  return static_cast<uint64_t>(v * static_cast<double>(mul));
-}
 
 // 64 distinct rows quantized from normal floats, repeated down the matrix: valid
 // blocks (finite scales) for every type; the speed does not depend on the values.
@@ -88,7 +74,9 @@ int main(int argc, char** argv) {
   app.add_option("--types", types_arg, "comma-separated weight types");
   CLI11_PARSE(app, argc, argv);
   try {
-    const uint64_t want = parse_bytes(bytes_arg);
+    const std::optional<uint64_t> want_or = parse_size(bytes_arg);
+    if (!want_or) throw Error("--bytes '" + bytes_arg + "' is not a byte count (digits, then k, m or g)");
+    const uint64_t want = *want_or;
     ThreadPool pool(threads);
     std::stringstream list(types_arg);
     for (std::string name; std::getline(list, name, ',');) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 
 namespace ds4::bench {
@@ -49,7 +50,19 @@ void validate(const Options& o) {
   if (!o.prompt_file.empty()) check_input_file(o.prompt_file, "--prompt-file");
   if (!o.chat_prompt_file.empty()) check_input_file(o.chat_prompt_file, "--chat-prompt-file");
   if (!o.tokens_file.empty()) check_input_file(o.tokens_file, "--tokens-file");
+  if (!o.read_bandwidth.empty()) {
+    const std::optional<uint64_t> bytes = parse_size(o.read_bandwidth);
+    if (!bytes) throw Error("--read-bandwidth '" + o.read_bandwidth + "' is not a byte count (digits, then k, m or g)");
+    const uint64_t least = uint64_t{1024} * static_cast<uint64_t>(o.threads);
+    if (*bytes < least)
+      throw Error("--read-bandwidth " + o.read_bandwidth + " is below 1 KiB per thread (" + std::to_string(least) +
+                  " bytes for -t " + std::to_string(o.threads) + ")");
+  }
   check_input_file(o.model, "-m/--model");
+}
+
+uint64_t read_bandwidth_bytes(const Options& o) {
+  return o.read_bandwidth.empty() ? 0 : parse_size(o.read_bandwidth).value_or(0);
 }
 
 std::vector<int64_t> frontiers(int64_t ctx_start, int64_t ctx_max, int64_t step_incr, std::optional<double> step_mul) {

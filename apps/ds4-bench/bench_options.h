@@ -40,13 +40,23 @@ struct Options {
   bool huge_pages = false;
   bool warmup = false;  // one untimed prefill of the first frontier before the walk
   bool print_gen_tokens = false;  // diagnostics: each frontier's ids on stderr
+  // --read-bandwidth: a buffer of this many bytes (k/m/g suffix allowed) read
+  // by -t threads between decode steps (core/read_bandwidth.h); "" = none.
+  std::string read_bandwidth;
   std::string backend = "cpu";
 };
 
 // ds4::Error naming the flag for values no model can make valid: counts below
 // 1, --ctx-start > --ctx-max, --step-mul <= 1, not exactly one input, -sys
-// without --chat-prompt-file, missing input files, a backend other than cpu.
+// without --chat-prompt-file, missing input files, a backend other than cpu,
+// a --read-bandwidth that is no byte count or below 1 KiB per thread.
 void validate(const Options& o);
+
+// The --read-bandwidth buffer size (0 without the flag); needs validate(o).
+uint64_t read_bandwidth_bytes(const Options& o);
+
+// Read-bandwidth passes per decode probe, spread over its steps.
+inline constexpr int kReadPassesPerProbe = 8;
 
 // ctx_start, then prev + step_incr (or round(prev * step_mul), at least
 // prev + 1) while below ctx_max; the last frontier is ctx_max itself. Needs

@@ -2,16 +2,20 @@
 //   ds4-bench -m MODEL --prompt-file F | --chat-prompt-file F | --tokens-file T.json
 //             [--ctx-start 2048] [--ctx-max 32768] [--step-incr 2048 | --step-mul F]
 //             [-n 128] [--csv FILE] [-t N] [--quality] [--warm-weights] [--mlock] [--huge-pages] [--warmup]
+//             [--read-bandwidth 2g]
 // Walks frontiers through the prompt's tokens: at each one it evaluates only
 // the tokens since the previous frontier (timed: prefill), copies the session
 // (untimed), decodes -n tokens greedily with EOS excluded (timed: decode) and
 // restores the copy (untimed). One CSV row per frontier on stdout (and in
-// --csv FILE); the setup and memory figures go to stderr. Every failure is
+// --csv FILE); the setup and memory figures go to stderr, with --read-bandwidth
+// also the machine's read bandwidth measured between the decode steps and
+// decode's weight bandwidth as a share of it. Every failure is
 // one line "ds4-bench: <message>" on stderr and exit status 1.
 #include <CLI/CLI.hpp>
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
@@ -27,6 +31,7 @@
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/read_bandwidth.h"
 #include "core/thread_pool.h"
 #include "model/deepseek4_memory.h"
 #include "model/deepseek4_model.h"
@@ -144,6 +149,18 @@ int run(const Options& o) {
                static_cast<long long>(ctx_alloc), prompt.eos ? "" : "; no EOS id in the model: probes may pick any id");
   std::fflush(stderr);
 
+  // Its buffer is written (untimed) before any timing. Read passes (untimed
+  // for decode) come before a probe's first step, after its last and evenly
+  // between: the machine's bandwidth over the same minutes.
+  std::unique_ptr<ds4::ReadBandwidth> read_probe;
+  const int read_every = std::max(1, o.gen_tokens / kReadPassesPerProbe);
+  if (const uint64_t bytes = read_bandwidth_bytes(o)) {
+    read_probe = std::make_unique<ds4::ReadBandwidth>(static_cast<size_t>(bytes), o.threads);
+    std::fprintf(stderr, "read bandwidth: %s buffer, %d threads, %s loads, %d passes around each probe's decode steps\n",
+                 ds4::format_size(read_probe->bytes()).c_str(), o.threads, read_probe->isa(),
+                 (o.gen_tokens + read_every - 1) / read_every + 1);
+  }
+
   ds4::ThreadPool pool(o.threads);
   ds4::cpu::Forward forward(model, numerics, &pool);
   forward.set_prefill_chunk(o.prefill_chunk);
@@ -180,13 +197,16 @@ int run(const Options& o) {
     std::vector<int32_t> generated;
     generated.reserve(static_cast<size_t>(o.gen_tokens));
     double gen_secs = 0;
+    std::vector<double> read_gbps;
     for (int i = 0; i < o.gen_tokens; ++i) {
+      if (read_probe && i % read_every == 0) read_gbps.push_back(read_probe->pass());
       const auto t_step = Clock::now();
       const int32_t id = argmax_except(session.logits(), prompt.eos);
       forward.eval(session, std::span<const int32_t>(&id, 1));
       gen_secs += seconds_since(t_step);
       generated.push_back(id);
     }
+    if (read_probe) read_gbps.push_back(read_probe->pass());
     session.restore(snapshot);
 
     // The effective weight bandwidth of decode: what each step reads / its time.
@@ -194,6 +214,16 @@ int run(const Options& o) {
     std::fprintf(stderr,
                  "frontier %lld: prefill %zu tokens in %.3f s, decode %d tokens in %.3f s (%.2f GB/s of weights)\n",
                  static_cast<long long>(frontier), interval.size(), prefill_secs, o.gen_tokens, gen_secs, gen_gbps);
+    if (read_probe) {
+      std::sort(read_gbps.begin(), read_gbps.end());
+      const size_t n = read_gbps.size();
+      const double median = n % 2 ? read_gbps[n / 2] : (read_gbps[n / 2 - 1] + read_gbps[n / 2]) / 2;
+      std::fprintf(stderr,
+                   "frontier %lld: read bandwidth %.2f GB/s (median of %zu passes, %.2f..%.2f); decode weights at "
+                   "%.0f %% of it\n",
+                   static_cast<long long>(frontier), median, n, read_gbps.front(), read_gbps.back(),
+                   median > 0 ? 100.0 * gen_gbps / median : 0.0);
+    }
     if (o.print_gen_tokens)
       std::fprintf(stderr, "gen_ids %lld %s\n", static_cast<long long>(frontier), json_ids(generated).c_str());
     char row[256];
@@ -266,6 +296,9 @@ int main(int argc, char** argv) {
                "Have the weights in 2 MiB pages: read again (once) the file pages the page cache holds in 4 KiB pages; implies --warm-weights");
   app.add_flag_callback("--cpu", [&o] { o.backend = "cpu"; }, "CPU backend (the only one of this build)");
   app.add_option("--backend", o.backend, "Backend: cpu")->capture_default_str();
+  app.add_option("--read-bandwidth", o.read_bandwidth,
+                 "Memory-read bandwidth, measured between decode steps over a buffer of this size (k/m/g; e.g. "
+                 "2g, beyond the last-level cache) with -t threads; printed beside decode's weight bandwidth");
   app.add_flag("--print-gen-tokens", o.print_gen_tokens, "Print each frontier's generated ids on stderr")->group("");
 
   try {

@@ -271,6 +271,50 @@ TEST(Ds4Bench, WarmupLeavesTheWalkUnchanged) {
   }
 }
 
+// --read-bandwidth: read passes between the decode steps (-n 20: every 2nd
+// step from 0, then one after the last = 11), reported per frontier with
+// decode's weight bandwidth as a share of their median; the walk itself (KV
+// bytes, probe ids) is the one without it.
+TEST(Ds4Bench, ReadBandwidthIsMeasuredBetweenTheDecodeSteps) {
+  TempDir dir;
+  const std::vector<int32_t> t = test::random_tokens(n_vocab(), 40, 15);
+  const std::string tok = write_tokens(dir, "t.json", t);
+  const test::ProcessResult r = bench({"--tokens-file", tok, "--ctx-start", "8", "--ctx-max", "24", "--step-incr", "16",
+                                       "-n", "20", "-t", "2", "--read-bandwidth", "4m", "--print-gen-tokens"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("read bandwidth: 4.00 MiB buffer, 2 threads, "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(", 11 passes around each probe's decode steps"), std::string::npos) << r.err;
+  const std::vector<Row> rows = parse_csv(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  const std::vector<int64_t> ctx = {8, 24};
+  const std::vector<Probe> truth = probe_walk(t, ctx, 20);
+  const std::map<int64_t, std::vector<int32_t>> ids = gen_ids(r.err);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].kv_bytes, truth[i].state_bytes);
+    EXPECT_EQ(ids.at(ctx[i]), truth[i].ids) << "frontier " << ctx[i];
+    // "frontier N: ... (G GB/s of weights)" then "frontier N: read bandwidth R GB/s (median of 11 passes, lo..hi);
+    // decode weights at P % of it", P = 100 G / R.
+    const std::string head = "frontier " + std::to_string(ctx[i]) + ": ";
+    const size_t at = r.err.find(head + "read bandwidth ");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    double read = 0, lo = 0, hi = 0, pct = 0, weights = 0;
+    int passes = 0;
+    ASSERT_EQ(std::sscanf(r.err.c_str() + at + head.size(),
+                          "read bandwidth %lf GB/s (median of %d passes, %lf..%lf); decode weights at %lf %%", &read,
+                          &passes, &lo, &hi, &pct),
+              5)
+        << r.err.substr(at);
+    const size_t w = r.err.rfind(" GB/s of weights)", at);
+    ASSERT_NE(w, std::string::npos);
+    ASSERT_EQ(std::sscanf(r.err.c_str() + r.err.rfind('(', w) + 1, "%lf", &weights), 1);
+    EXPECT_EQ(passes, 11);
+    EXPECT_GT(lo, 0);
+    EXPECT_LE(lo, read);
+    EXPECT_LE(read, hi);
+    EXPECT_NEAR(pct, 100 * weights / read, 0.5 + 0.01 * pct) << r.err.substr(at);
+  }
+}
+
 // After these 6 ids the tiny model's argmax is EOS (margin 0.25 over the
 // next id, found by a search): ds4 --greedy stops there, the bench's probe
 // takes the best other id.
@@ -400,6 +444,9 @@ TEST(Ds4BenchErrors, EveryBadValueNamesItsFlag) {
   expect_one_error_line(run({"--backend", "metal"}), {"--backend"});
   expect_one_error_line(run({"-sys", "hi"}), {"--system", "--chat-prompt-file"});
   expect_one_error_line(run({"--no-such-flag"}), {"--no-such-flag"});
+  expect_one_error_line(run({"--read-bandwidth", "2x"}), {"--read-bandwidth", "2x"});
+  expect_one_error_line(run({"--read-bandwidth", "-1"}), {"--read-bandwidth"});
+  expect_one_error_line(run({"--read-bandwidth", "1k", "-t", "2"}), {"--read-bandwidth", "2048"});
   expect_one_error_line(run({"--prompt-file", tok}), {"--prompt-file", "--tokens-file"});
   // The prompt is shorter than --ctx-start.
   expect_one_error_line(bench({"--tokens-file", tok, "--ctx-start", "41", "--ctx-max", "50"}), {"--ctx-start", "40"});
