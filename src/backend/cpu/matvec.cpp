@@ -304,6 +304,7 @@ constexpr int64_t kTileKernelRows = 64;
 // of streaming, well above the cost of a claim and a cold first block).
 constexpr int64_t kGuidedShare = 2;
 constexpr int64_t kMinGuidedBlocks = 4;
+constexpr int64_t kFloatSplitRows = 4;
 
 // Y[t * ldy + r] = row_r . acts[t] for t < n_tokens, r < n_rows.
 void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, int64_t ldy,
@@ -326,7 +327,8 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
   const int threads = pool ? pool->size() : 1;
   const int n_tasks = static_cast<int>(std::min<int64_t>(threads > 1 ? threads * kTasksPerThread : 1, n_blocks));
   if (n_tasks <= 0) return;
-  // Rows [row_begin, row_end), 16-row aligned but for the matrix's end.
+  // Rows [row_begin, row_end), 16-row aligned but for the matrix's end and
+  // decode's split of a float matrix of few rows (4-row aligned).
   auto rows = [&](int64_t row_begin, int64_t row_end) {
     const int64_t tile_rows = !tile ? kRowAlign : float_weights ? kTileKernelRows : row_end - row_begin;
     for (int64_t tile_start = row_begin; tile_start < row_end; tile_start += tile_rows) {
@@ -355,16 +357,23 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
     // within a few rows of each other. With fixed chunks the last one ran alone
     // for half a chunk on average (1/16 of the product at 8 chunks, 2 threads),
     // at one core's bandwidth.
+    // A float matrix of few rows (the HC mixes: 24 rows of 16384) is split
+    // evenly in units of 4 rows instead, or one thread would stream all of it
+    // (two threads then share one output cache line, written once per row).
+    const bool few_float_rows = float_weights && m.n_rows < kRowAlign * kMinGuidedBlocks * threads;
+    const int64_t unit = few_float_rows ? kFloatSplitRows : kRowAlign;
+    const int64_t n_units = (m.n_rows + unit - 1) / unit;
+    const int64_t min_take = few_float_rows ? (n_units + threads - 1) / threads : kMinGuidedBlocks;
     std::atomic<int64_t> next{0};
     const int64_t divisor = static_cast<int64_t>(threads) * kGuidedShare;
     pool->run(threads, [&](int, int) {
       int64_t begin = next.load(std::memory_order_relaxed);
       for (;;) {
-        const int64_t left = n_blocks - begin;
+        const int64_t left = n_units - begin;
         if (left <= 0) return;
-        const int64_t take = std::min(left, std::max(kMinGuidedBlocks, left / divisor));
+        const int64_t take = std::min(left, std::max(min_take, left / divisor));
         if (!next.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed)) continue;
-        rows(begin * kRowAlign, std::min(m.n_rows, (begin + take) * kRowAlign));
+        rows(begin * unit, std::min(m.n_rows, (begin + take) * unit));
         begin = next.load(std::memory_order_relaxed);
       }
     });
