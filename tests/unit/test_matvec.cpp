@@ -192,6 +192,37 @@ TEST(Matvec, ExpertOfThreeDimensionalTensor) {
   }
 }
 
+// Every expert against its own activation in one run: each output is that
+// expert's matvec, for every type, pool size and a matrix large enough for
+// several guided claims per expert (and one of few rows).
+TEST(Matvec, ExpertsInOneRunEqualOneMatvecEach) {
+  ThreadPool pool2(2), pool3(3);
+  for (GgmlType type : kTypes) {
+    for (int64_t rows : {kRows, int64_t{300}}) {
+      const Weight w = make_weight(type, rows, kExperts, 61);
+      const std::vector<float> X = quant::test::gaussian(kCols * kExperts, 62);
+      for (Numerics numerics : {Numerics::Default, Numerics::Quality}) {
+        ActivationBatch batch;
+        batch.reset(X.data(), kExperts, kCols, kCols, numerics);
+        batch.prepare(type, nullptr);
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+          const int64_t ldy = rows + 5;
+          std::vector<float> Y(static_cast<size_t>(ldy * kExperts), -1.0f), y(static_cast<size_t>(rows));
+          matvec_experts(w.view, batch.rows(type), static_cast<int>(kExperts), Y.data(), ldy, numerics, p);
+          for (int64_t e = 0; e < kExperts; ++e) {
+            matvec(w.view, static_cast<int>(e), X.data() + e * kCols, y.data(), numerics, nullptr);
+            EXPECT_EQ(std::memcmp(y.data(), Y.data() + e * ldy, static_cast<size_t>(rows) * sizeof(float)), 0)
+                << label(type, numerics) << " rows " << rows << " expert " << e;
+            for (int64_t r = rows; r < ldy && e + 1 < kExperts; ++r) {
+              EXPECT_EQ(Y[static_cast<size_t>(e * ldy + r)], -1.0f) << "padding written";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Matvec, QualityF16IsF16WeightsTimesF16RoundedActivation) {
   const Weight w = make_weight(GgmlType::F16, kRows, 1, 51);
   // Values that f16 rounds visibly: not representable in 11 bits.

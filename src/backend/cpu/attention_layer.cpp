@@ -188,9 +188,18 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, Layer
   // Grouped output LoRA: group g's o_lora outputs read only its heads.
   const int64_t group_in = static_cast<int64_t>(n_head_ / o_groups_) * head_dim_;
   const int64_t low_width = static_cast<int64_t>(o_groups_) * o_lora_;
-  for (int g = 0; g < o_groups_; ++g) {
-    s.heads_batch.reset(s.heads.data() + g * group_in, n, group_in, static_cast<int64_t>(hq), numerics_);
-    matmul(out_a_grouped_, g, s.heads_batch, s.low.data() + static_cast<size_t>(g) * o_lora_, low_width, pool);
+  if (n == 1) {
+    // Decode: the token's heads as one activation row per group, all groups'
+    // products in one pool run.
+    s.heads_batch.reset(s.heads.data(), o_groups_, group_in, group_in, numerics_);
+    s.heads_batch.prepare(out_a_grouped_.type, pool);
+    matvec_experts(out_a_grouped_, s.heads_batch.rows(out_a_grouped_.type), o_groups_, s.low.data(), o_lora_, numerics_,
+                   pool);
+  } else {
+    for (int g = 0; g < o_groups_; ++g) {
+      s.heads_batch.reset(s.heads.data() + g * group_in, n, group_in, static_cast<int64_t>(hq), numerics_);
+      matmul(out_a_grouped_, g, s.heads_batch, s.low.data() + static_cast<size_t>(g) * o_lora_, low_width, pool);
+    }
   }
   s.low_batch.reset(s.low.data(), n, low_width, low_width, numerics_);
   matmul(w_->attn_output_b, -1, s.low_batch, OUT, n_embd_, pool);

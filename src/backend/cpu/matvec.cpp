@@ -306,30 +306,29 @@ constexpr int64_t kGuidedShare = 2;
 constexpr int64_t kMinGuidedBlocks = 4;
 constexpr int64_t kFloatSplitRows = 4;
 
-// Y[t * ldy + r] = row_r . acts[t] for t < n_tokens, r < n_rows.
-void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, int64_t ldy,
-              DotOrder order, ThreadPool* pool) {
+// Dots rows [row_begin, row_end) of m with n_tokens activations into Y.
+struct RowRange {
+  WeightMatrix m;
+  const void* const* acts;
+  int64_t n_tokens;
+  float* Y;
+  int64_t ldy;
+  DotOrder order;
   const quant::DotKernels& kernels = quant::dot_kernels();
   // In our own order: the tile kernels, bit-identical to the dot kernels, so
   // a token's result does not depend on its batch. They also serve a single
   // token (decode): several rows in flight stream weights from memory faster
   // than one row at a time, and they fall back to the one-row kernel where
   // that is faster.
-  const quant::TileKernel tile = order == DotOrder::Native ? tile_kernel(quant::tile_kernels(), m.type) : nullptr;
+  quant::TileKernel tile = order == DotOrder::Native ? tile_kernel(quant::tile_kernels(), m.type) : nullptr;
   // Integer tiles block their rows internally and lay each activation out
-  // once per call, so they get the whole chunk; the float tiles stream every
+  // once per call, so they get the whole range; the float tiles stream every
   // row of a call past each pass of activations, so their calls stay small.
-  const bool float_weights = m.type == GgmlType::F16 || m.type == GgmlType::BF16 || m.type == GgmlType::F32;
-  const int64_t n_blocks = (m.n_rows + kRowAlign - 1) / kRowAlign;
-  // Several tasks per thread, claimed as threads free up: a thread slowed by
-  // the rest of the machine then takes fewer of them instead of holding up
-  // the whole product.
-  const int threads = pool ? pool->size() : 1;
-  const int n_tasks = static_cast<int>(std::min<int64_t>(threads > 1 ? threads * kTasksPerThread : 1, n_blocks));
-  if (n_tasks <= 0) return;
-  // Rows [row_begin, row_end), 16-row aligned but for the matrix's end and
-  // decode's split of a float matrix of few rows (4-row aligned).
-  auto rows = [&](int64_t row_begin, int64_t row_end) {
+  bool float_weights = m.type == GgmlType::F16 || m.type == GgmlType::BF16 || m.type == GgmlType::F32;
+
+  // 16-row aligned but for the matrix's end and decode's split of a float
+  // matrix of few rows (4-row aligned).
+  void operator()(int64_t row_begin, int64_t row_end) const {
     const int64_t tile_rows = !tile ? kRowAlign : float_weights ? kTileKernelRows : row_end - row_begin;
     for (int64_t tile_start = row_begin; tile_start < row_end; tile_start += tile_rows) {
       const int64_t tile_end = std::min(row_end, tile_start + tile_rows);
@@ -346,37 +345,65 @@ void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, 
         }
       }
     }
-  };
+  }
+};
+
+// Decode streams the weights once: guided self-scheduling over the products'
+// rows (one pool run for all of them), each claim a share of what is left
+// (down to kMinGuidedBlocks 16-row blocks) within one product, so the threads
+// finish within a few rows of each other. With fixed chunks the last one ran
+// alone for half a chunk on average (1/16 of the product at 8 chunks, 2
+// threads), at one core's bandwidth. A float matrix of few rows (the HC mixes:
+// 24 rows of 16384) is split evenly in units of 4 rows instead, or one thread
+// would stream all of it (two threads then share one output cache line,
+// written once per row).
+void decode_rows(const std::vector<RowRange>& products, ThreadPool* pool) {
+  const int threads = pool->size();
+  std::vector<int64_t> unit(products.size()), first(products.size() + 1, 0);
+  int64_t min_take = kMinGuidedBlocks;
+  for (size_t i = 0; i < products.size(); ++i) {
+    const RowRange& p = products[i];
+    const bool few_float_rows = p.float_weights && p.m.n_rows < kRowAlign * kMinGuidedBlocks * threads;
+    unit[i] = few_float_rows ? kFloatSplitRows : kRowAlign;
+    const int64_t n_units = (p.m.n_rows + unit[i] - 1) / unit[i];
+    if (few_float_rows) min_take = std::min(min_take, (n_units + threads - 1) / threads);
+    first[i + 1] = first[i] + n_units;
+  }
+  const int64_t total = first.back();
+  const int64_t divisor = static_cast<int64_t>(threads) * kGuidedShare;
+  std::atomic<int64_t> next{0};
+  pool->run(threads, [&](int, int) {
+    int64_t begin = next.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t left = total - begin;
+      if (left <= 0) return;
+      const size_t i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), begin) - first.begin() - 1);
+      const int64_t take = std::min(first[i + 1] - begin, std::max(min_take, left / divisor));
+      if (!next.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed)) continue;
+      const int64_t u0 = begin - first[i];
+      products[i](u0 * unit[i], std::min(products[i].m.n_rows, (u0 + take) * unit[i]));
+      begin = next.load(std::memory_order_relaxed);
+    }
+  });
+}
+
+// Y[t * ldy + r] = row_r . acts[t] for t < n_tokens, r < n_rows.
+void dot_rows(const WeightMatrix& m, const void* const* acts, int64_t n_tokens, float* Y, int64_t ldy,
+              DotOrder order, ThreadPool* pool) {
+  const RowRange rows{m, acts, n_tokens, Y, ldy, order};
+  const int64_t n_blocks = (m.n_rows + kRowAlign - 1) / kRowAlign;
+  // Several tasks per thread, claimed as threads free up: a thread slowed by
+  // the rest of the machine then takes fewer of them instead of holding up
+  // the whole product.
+  const int threads = pool ? pool->size() : 1;
+  const int n_tasks = static_cast<int>(std::min<int64_t>(threads > 1 ? threads * kTasksPerThread : 1, n_blocks));
+  if (n_tasks <= 0) return;
   if (!pool || n_tasks == 1) {
     rows(0, m.n_rows);
     return;
   }
   if (n_tokens == 1) {
-    // Decode streams the weights once: guided self-scheduling, each claim a
-    // share of what is left (down to kMinGuidedBlocks), so the threads finish
-    // within a few rows of each other. With fixed chunks the last one ran alone
-    // for half a chunk on average (1/16 of the product at 8 chunks, 2 threads),
-    // at one core's bandwidth.
-    // A float matrix of few rows (the HC mixes: 24 rows of 16384) is split
-    // evenly in units of 4 rows instead, or one thread would stream all of it
-    // (two threads then share one output cache line, written once per row).
-    const bool few_float_rows = float_weights && m.n_rows < kRowAlign * kMinGuidedBlocks * threads;
-    const int64_t unit = few_float_rows ? kFloatSplitRows : kRowAlign;
-    const int64_t n_units = (m.n_rows + unit - 1) / unit;
-    const int64_t min_take = few_float_rows ? (n_units + threads - 1) / threads : kMinGuidedBlocks;
-    std::atomic<int64_t> next{0};
-    const int64_t divisor = static_cast<int64_t>(threads) * kGuidedShare;
-    pool->run(threads, [&](int, int) {
-      int64_t begin = next.load(std::memory_order_relaxed);
-      for (;;) {
-        const int64_t left = n_units - begin;
-        if (left <= 0) return;
-        const int64_t take = std::min(left, std::max(min_take, left / divisor));
-        if (!next.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed)) continue;
-        rows(begin * unit, std::min(m.n_rows, (begin + take) * unit));
-        begin = next.load(std::memory_order_relaxed);
-      }
-    });
+    decode_rows({rows}, pool);
     return;
   }
   const int64_t chunk = (n_blocks + n_tasks - 1) / n_tasks * kRowAlign;
@@ -404,6 +431,23 @@ void matmul(const model::TensorView& w, int expert, const void* const* acts, int
   if (n_acts <= 0) return;
   if (ldy < m.n_rows) throw Error("matmul: output stride below the row count of " + std::string(w.name));
   dot_rows(m, acts, n_acts, Y, ldy, dot_order(w, numerics), pool);
+}
+
+void matvec_experts(const model::TensorView& w, const void* const* acts, int n_experts, float* Y, int64_t ldy,
+                    Numerics numerics, ThreadPool* pool) {
+  if (n_experts <= 0) return;
+  std::vector<RowRange> products;
+  products.reserve(static_cast<size_t>(n_experts));
+  for (int e = 0; e < n_experts; ++e) {
+    const WeightMatrix m = select_matrix(w, e);
+    if (ldy < m.n_rows) throw Error("matvec_experts: output stride below the row count of " + std::string(w.name));
+    products.push_back(RowRange{m, acts + e, 1, Y + e * ldy, m.n_rows, dot_order(w, numerics)});
+  }
+  if (pool == nullptr || pool->size() == 1) {
+    for (const RowRange& p : products) p(0, p.m.n_rows);
+    return;
+  }
+  decode_rows(products, pool);
 }
 
 void matmul(const model::TensorView& w, int expert, ActivationBatch& X, float* Y, int64_t ldy, ThreadPool* pool) {

@@ -125,4 +125,13 @@ void matmul(const model::TensorView& w, int expert, const void* const* acts, int
 // Same over every row of a batch (the form is prepared here).
 void matmul(const model::TensorView& w, int expert, ActivationBatch& X, float* Y, int64_t ldy, ThreadPool* pool);
 
+// Several matrices of a 3-D w against one activation each, in one pool run:
+// Y + e * ldy (ne[1] outputs) = expert matrix e of w . acts[e] for
+// e < n_experts, acts[e] in the form w's type is dotted with. The grouped
+// output LoRA of decode (8 matrices of 1024 rows): one run instead of 8
+// spares 7 joins and 7 cold starts. Each output equals matmul(w, e,
+// &acts[e], 1, ...) bit for bit.
+void matvec_experts(const model::TensorView& w, const void* const* acts, int n_experts, float* Y, int64_t ldy,
+                    Numerics numerics, ThreadPool* pool);
+
 }  // namespace ds4::cpu
