@@ -192,23 +192,35 @@ TEST(Matvec, ExpertOfThreeDimensionalTensor) {
   }
 }
 
-// Every expert against its own activation in one run: each output is that
-// expert's matvec, for every type, pool size and a matrix large enough for
-// several guided claims per expert (and one of few rows).
-TEST(Matvec, ExpertsInOneRunEqualOneMatvecEach) {
+// Several products in one run (every expert against its own activation, then
+// a 2-D matrix of another shape and type): each output is its own matvec,
+// for every type, pool size and a matrix large enough for several guided
+// claims per product (and one of few rows).
+TEST(Matvec, ProductsInOneRunEqualOneMatvecEach) {
   ThreadPool pool2(2), pool3(3);
   for (GgmlType type : kTypes) {
     for (int64_t rows : {kRows, int64_t{300}}) {
       const Weight w = make_weight(type, rows, kExperts, 61);
+      const Weight other = make_weight(type == GgmlType::Q8_0 ? GgmlType::Q4_K : GgmlType::Q8_0, kRows, 1, 63);
       const std::vector<float> X = quant::test::gaussian(kCols * kExperts, 62);
       for (Numerics numerics : {Numerics::Default, Numerics::Quality}) {
+        ActivationCache other_x;
+        other_x.reset(X.data(), kCols, numerics);
         ActivationBatch batch;
         batch.reset(X.data(), kExperts, kCols, kCols, numerics);
         batch.prepare(type, nullptr);
         for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
           const int64_t ldy = rows + 5;
           std::vector<float> Y(static_cast<size_t>(ldy * kExperts), -1.0f), y(static_cast<size_t>(rows));
-          matvec_experts(w.view, batch.rows(type), static_cast<int>(kExperts), Y.data(), ldy, numerics, p);
+          std::vector<float> other_y(static_cast<size_t>(kRows));
+          std::vector<MatvecJob> jobs;
+          for (int64_t e = 0; e < kExperts; ++e)
+            jobs.push_back({&w.view, static_cast<int>(e), batch.rows(type)[e], Y.data() + e * ldy});
+          jobs.push_back({&other.view, -1, other_x.get(other.view.type), other_y.data()});
+          matvec_many(jobs, numerics, p);
+          std::vector<float> other_want(static_cast<size_t>(kRows));
+          matvec(other.view, -1, X.data(), other_want.data(), numerics, nullptr);
+          EXPECT_EQ(other_want, other_y) << label(type, numerics);
           for (int64_t e = 0; e < kExperts; ++e) {
             matvec(w.view, static_cast<int>(e), X.data() + e * kCols, y.data(), numerics, nullptr);
             EXPECT_EQ(std::memcmp(y.data(), Y.data() + e * ldy, static_cast<size_t>(rows) * sizeof(float)), 0)

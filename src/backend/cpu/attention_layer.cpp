@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/matvec.h"
 #include "backend/cpu/ops_attention.h"
@@ -140,8 +141,17 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, Layer
   });
   // q_a, kv and the compressors read the same xn: each form converted once.
   s.xn_batch.reset(s.xn.data(), n, n_embd_, n_embd_, numerics_);
-  matmul(w_->attn_q_a, -1, s.xn_batch, s.qa.data(), q_lora_, pool);
-  matmul(w_->attn_kv, -1, s.xn_batch, s.kv.data(), head_dim_, pool);
+  if (n == 1) {
+    // Decode: both products in one pool run.
+    s.xn_batch.prepare(w_->attn_q_a.type, pool);
+    s.xn_batch.prepare(w_->attn_kv.type, pool);
+    const MatvecJob jobs[] = {{&w_->attn_q_a, -1, s.xn_batch.rows(w_->attn_q_a.type)[0], s.qa.data()},
+                              {&w_->attn_kv, -1, s.xn_batch.rows(w_->attn_kv.type)[0], s.kv.data()}};
+    matvec_many(jobs, numerics_, pool);
+  } else {
+    matmul(w_->attn_q_a, -1, s.xn_batch, s.qa.data(), q_lora_, pool);
+    matmul(w_->attn_kv, -1, s.xn_batch, s.kv.data(), head_dim_, pool);
+  }
   parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const auto off = static_cast<size_t>(t) * q_lora_;
@@ -193,8 +203,12 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, Layer
     // products in one pool run.
     s.heads_batch.reset(s.heads.data(), o_groups_, group_in, group_in, numerics_);
     s.heads_batch.prepare(out_a_grouped_.type, pool);
-    matvec_experts(out_a_grouped_, s.heads_batch.rows(out_a_grouped_.type), o_groups_, s.low.data(), o_lora_, numerics_,
-                   pool);
+    const void* const* acts = s.heads_batch.rows(out_a_grouped_.type);
+    std::vector<MatvecJob> jobs;
+    jobs.reserve(static_cast<size_t>(o_groups_));
+    for (int g = 0; g < o_groups_; ++g)
+      jobs.push_back({&out_a_grouped_, g, acts[g], s.low.data() + static_cast<size_t>(g) * o_lora_});
+    matvec_many(jobs, numerics_, pool);
   } else {
     for (int g = 0; g < o_groups_; ++g) {
       s.heads_batch.reset(s.heads.data() + g * group_in, n, group_in, static_cast<int64_t>(hq), numerics_);

@@ -73,6 +73,14 @@ std::optional<std::vector<float>> Compressor::step(std::span<const float> xn, in
 
 void Compressor::project(ActivationBatch& xn, float* kv, float* score, ThreadPool* pool) const {
   const int64_t width = state_width();
+  if (xn.n_rows() == 1) {
+    // Decode: both products in one pool run.
+    xn.prepare(w_.kv.type, pool);
+    xn.prepare(w_.gate.type, pool);
+    const MatvecJob jobs[] = {{&w_.kv, -1, xn.rows(w_.kv.type)[0], kv}, {&w_.gate, -1, xn.rows(w_.gate.type)[0], score}};
+    matvec_many(jobs, xn.numerics(), pool);
+    return;
+  }
   matmul(w_.kv, -1, xn, kv, width, pool);
   matmul(w_.gate, -1, xn, score, width, pool);
 }

@@ -433,15 +433,13 @@ void matmul(const model::TensorView& w, int expert, const void* const* acts, int
   dot_rows(m, acts, n_acts, Y, ldy, dot_order(w, numerics), pool);
 }
 
-void matvec_experts(const model::TensorView& w, const void* const* acts, int n_experts, float* Y, int64_t ldy,
-                    Numerics numerics, ThreadPool* pool) {
-  if (n_experts <= 0) return;
+void matvec_many(std::span<const MatvecJob> jobs, Numerics numerics, ThreadPool* pool) {
+  if (jobs.empty()) return;
   std::vector<RowRange> products;
-  products.reserve(static_cast<size_t>(n_experts));
-  for (int e = 0; e < n_experts; ++e) {
-    const WeightMatrix m = select_matrix(w, e);
-    if (ldy < m.n_rows) throw Error("matvec_experts: output stride below the row count of " + std::string(w.name));
-    products.push_back(RowRange{m, acts + e, 1, Y + e * ldy, m.n_rows, dot_order(w, numerics)});
+  products.reserve(jobs.size());
+  for (const MatvecJob& job : jobs) {
+    const WeightMatrix m = select_matrix(*job.w, job.expert);
+    products.push_back(RowRange{m, &job.act, 1, job.y, m.n_rows, dot_order(*job.w, numerics)});
   }
   if (pool == nullptr || pool->size() == 1) {
     for (const RowRange& p : products) p(0, p.m.n_rows);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/cpu/numerics.h"
@@ -125,13 +126,22 @@ void matmul(const model::TensorView& w, int expert, const void* const* acts, int
 // Same over every row of a batch (the form is prepared here).
 void matmul(const model::TensorView& w, int expert, ActivationBatch& X, float* Y, int64_t ldy, ThreadPool* pool);
 
-// Several matrices of a 3-D w against one activation each, in one pool run:
-// Y + e * ldy (ne[1] outputs) = expert matrix e of w . acts[e] for
-// e < n_experts, acts[e] in the form w's type is dotted with. The grouped
-// output LoRA of decode (8 matrices of 1024 rows): one run instead of 8
-// spares 7 joins and 7 cold starts. Each output equals matmul(w, e,
-// &acts[e], 1, ...) bit for bit.
-void matvec_experts(const model::TensorView& w, const void* const* acts, int n_experts, float* Y, int64_t ldy,
-                    Numerics numerics, ThreadPool* pool);
+// One product of a decode step for matvec_many: y (w's ne[1] outputs) = the
+// matrix of w (expert -1: a 2-D tensor) . act, act in the form w's type is
+// dotted with (ActivationBatch::rows / ActivationCache::get).
+struct MatvecJob {
+  const model::TensorView* w = nullptr;
+  int expert = -1;
+  const void* act = nullptr;
+  float* y = nullptr;
+};
+
+// Several products in one pool run, their rows claimed from one queue:
+// decode's products that read the same activation (q_a and kv; a
+// compressor's kv and gate; an expert's gate and up) or one each (the grouped
+// output LoRA's 8 matrices) then pay one join and one cold start instead of
+// one per product. Each y equals matvec of its job bit for bit. ds4::Error on
+// a bad type, expert or shape.
+void matvec_many(std::span<const MatvecJob> jobs, Numerics numerics, ThreadPool* pool);
 
 }  // namespace ds4::cpu

@@ -105,8 +105,14 @@ void MoeLayer::expert_ffn(const model::TensorView& gate, const model::TensorView
     s.up.resize(cells);
     s.mid.resize(cells);
   }
-  matmul(gate, expert, gate_acts, n_acts, s.gate.data(), ff, numerics_, pool);
-  matmul(up, expert, up_acts, n_acts, s.up.data(), ff, numerics_, pool);
+  if (n_acts == 1 && pool != nullptr) {
+    // Decode's shared expert: both products in one pool run.
+    const MatvecJob jobs[] = {{&gate, expert, gate_acts[0], s.gate.data()}, {&up, expert, up_acts[0], s.up.data()}};
+    matvec_many(jobs, numerics_, pool);
+  } else {
+    matmul(gate, expert, gate_acts, n_acts, s.gate.data(), ff, numerics_, pool);
+    matmul(up, expert, up_acts, n_acts, s.up.data(), ff, numerics_, pool);
+  }
   auto swiglu_acts = [&](int64_t a0, int64_t a1) {
     for (int64_t a = a0; a < a1; ++a) {
       const size_t off = static_cast<size_t>(a) * uff;
