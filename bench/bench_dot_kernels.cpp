@@ -101,6 +101,10 @@ Buffer q8_0_activation(int64_t cols, FastRng& rng) {
   for (size_t i = 0; i < nb; ++i) {
     b[i].d = f32_to_f16(0.02f);
     rng.fill(reinterpret_cast<unsigned char*>(b[i].qs), sizeof(b[i].qs));
+    // Codes as quantize_row_q8_0_act emits them (-127..127, d = amax / 127): a
+    // -128 sends the avx2 Q8_0 kernels to their exact widening path, which
+    // real activations never take.
+    for (int8_t& q : b[i].qs) q = q == -128 ? -127 : q;
   }
   return buf;
 }

@@ -36,6 +36,10 @@
 #   --warmup         both engines prefill the prompt once untimed first (ds4-bench --warmup,
 #                    ds4-ref-runner bench --warmup; as llama-bench's default warm-up run), so
 #                    the timed prefill excludes one-time costs (first touch of buffers)
+#   --isa LEVEL      both engines at one x86 level: avx2 runs ours with DS4_ISA=avx2 and
+#                    llama.cpp with only its AVX2 build (ds4-ref-runner --cpu-variant haswell),
+#                    so the AVX2 side by side runs on an AVX-512 machine too (default: each
+#                    engine's own choice for this CPU)
 #   --out FILE       write the summary as JSON
 # A model file is reused when present (the bench ones are 5-9 GB and take a minute or
 # more to make); delete it to regenerate.
@@ -62,8 +66,9 @@ models="${DS4_BENCH_MODELS:-$repo_root/.cache/bench-models}"
 out=""
 bandwidth_bytes=4g
 warmup=()
+isa=""
 while [[ $# -gt 0 ]]; do
-  [[ "$1" == -h || "$1" == --help ]] && { sed -n '2,34s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }
+  [[ "$1" == -h || "$1" == --help ]] && { sed -n '2,38s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }
   if [[ "$1" == --warmup ]]; then warmup=(--warmup); shift; continue; fi
   [[ $# -ge 2 ]] || die "$1 needs a value"
   case "$1" in
@@ -78,11 +83,20 @@ while [[ $# -gt 0 ]]; do
     --models) models="$2" ;;
     --out) out="$2" ;;
     --bandwidth-bytes) bandwidth_bytes="$2" ;;
+    --isa) isa="$2" ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
   shift 2
 done
 threads="${threads:-$(physical_cores)}"
+# Each engine's switch for one ISA level (llama.cpp: the name of its CPU library).
+ours_env=()
+llama_variant=()
+case "$isa" in
+  "") ;;
+  avx2) ours_env=(DS4_ISA=avx2); llama_variant=(--cpu-variant haswell) ;;
+  *) die "--isa must be avx2 (or omitted for each engine's own choice), not '$isa'" ;;
+esac
 for v in layers prompt gen runs threads; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "--$v must be a positive integer, not '${!v}'"
 done
@@ -111,7 +125,7 @@ fail() { echo "compare-llama: $1 failed:" >&2; tail -n 20 "$2" >&2; exit 1; }
 run_ours() {  # mix model run
   local csv="$work/ours.csv"
   rm -f "$csv"
-  "$ours" -m "$2" --tokens-file "$tokens" --ctx-start "$prompt" --ctx-max "$prompt" --gen-tokens "$gen" \
+  env "${ours_env[@]}" "$ours" -m "$2" --tokens-file "$tokens" --ctx-start "$prompt" --ctx-max "$prompt" --gen-tokens "$gen" \
     -t "$threads" --huge-pages "${warmup[@]}" --read-bandwidth "$bandwidth_bytes" --csv "$csv" \
     >"$work/ours.out" 2>"$work/ours.err" || fail "ds4-bench (run $3)" "$work/ours.err"
   python3 - "$csv" "$work/ours.err" "$1" "$3" >>"$results" <<'EOF'
@@ -132,7 +146,7 @@ EOF
 }
 
 run_llama() {  # mix model run
-  "$llama" bench -m "$2" --tokens "$tokens" --gen "$gen" --threads "$threads" "${warmup[@]}" \
+  "$llama" "${llama_variant[@]}" bench -m "$2" --tokens "$tokens" --gen "$gen" --threads "$threads" "${warmup[@]}" \
     >"$work/llama.out" 2>"$work/llama.err" || fail "ds4-ref-runner bench (run $3)" "$work/llama.err"
   python3 -c 'import json, sys; r = json.loads(open(sys.argv[1]).read()); r["run"] = int(sys.argv[3]); print(f"{sys.argv[2]}\tllama\t{json.dumps(r)}")' \
     "$work/llama.out" "$1" "$3" >>"$results"
@@ -165,9 +179,9 @@ for mix in "${mix_list[@]}"; do
   printf '%s\tload\t{"start": %s, "end": %s}\n' "$mix" "$load_start" "$(cut -d' ' -f1 /proc/loadavg)" >>"$results"
 done
 
-python3 - "$results" "$out" "$prompt" "$gen" "$runs" "$threads" "$layers" "$preset" "${#warmup[@]}" <<'EOF'
+python3 - "$results" "$out" "$prompt" "$gen" "$runs" "$threads" "$layers" "$preset" "${#warmup[@]}" "${isa:-native}" <<'EOF'
 import json, statistics, sys
-results, out_path, prompt, gen, runs, threads, layers, preset, warmup = sys.argv[1:]
+results, out_path, prompt, gen, runs, threads, layers, preset, warmup, isa = sys.argv[1:]
 warmup = warmup != "0"
 mixes = {}
 for line in open(results):
@@ -182,7 +196,7 @@ def fmt(v, digits=2):
     return "-" if v is None else f"{v:.{digits}f}"
 
 summary = {"prompt": int(prompt), "gen": int(gen), "runs": int(runs), "threads": int(threads),
-           "layers": int(layers), "preset": preset, "warmup": warmup, "mixes": {}}
+           "layers": int(layers), "preset": preset, "warmup": warmup, "isa": isa, "mixes": {}}
 for mix, m in mixes.items():
     s = {"model": m["model"]["path"], "model_bytes": m["model"]["bytes"],
          "load_average_start": m["load"]["start"], "load_average_end": m["load"]["end"]}
@@ -216,7 +230,7 @@ for mix, m in mixes.items():
 
     print(f"\n{mix}: {preset} preset, {layers} layers, {s['model_bytes'] / 1e9:.2f} GB; "
           f"prefill {prompt} tokens{' after an untimed warm-up prefill' if warmup else ' (cold: no warm-up)'}, "
-          f"decode {gen}; {threads} threads; {runs} alternating runs; "
+          f"decode {gen}; {threads} threads; {runs} alternating runs; ISA {isa}; "
           f"load average {m['load']['start']} -> {m['load']['end']}")
     print(f"  {'':24} {'median':>10}   runs")
     for label, key in (("prefill t/s  ours", "ours_prefill_tps"), ("prefill t/s  llama.cpp", "llama_prefill_tps"),

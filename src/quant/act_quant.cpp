@@ -44,14 +44,16 @@ void quantize_row_q8_0_act_scalar(const float* x, BlockQ8_0* y, int64_t n) {
 }
 
 void quantize_row_q8_0_act(const float* x, BlockQ8_0* y, int64_t n) {
-  // The AVX-512 copy wherever the dot kernels run at an AVX-512 level (same
+  // The AVX-512 or AVX2 copy wherever the dot kernels run at that level (same
   // bits; prefill quantizes every token's row for each Q8_0 weight).
-  static const bool avx512 = std::strncmp(dot_kernels().isa, "avx512", 6) == 0;
-  if (avx512) {
-    quantize_row_q8_0_act_avx512(x, y, n);
-  } else {
-    quantize_row_q8_0_act_scalar(x, y, n);
-  }
+  using Quantize = void (*)(const float*, BlockQ8_0*, int64_t);
+  static const Quantize quantize = []() -> Quantize {
+    const char* isa = dot_kernels().isa;
+    if (std::strncmp(isa, "avx512", 6) == 0) return &quantize_row_q8_0_act_avx512;
+    if (std::strcmp(isa, "avx2") == 0) return &quantize_row_q8_0_act_avx2;
+    return &quantize_row_q8_0_act_scalar;
+  }();
+  quantize(x, y, n);
 }
 
 void quantize_row_q8_0_act_ggml(const float* x, BlockQ8_0* y, int64_t n) { quantize_row_q8_0(x, y, n); }

@@ -23,11 +23,15 @@ void quantize_row_q8_0_act_avx512(const float* x, BlockQ8_0* y, int64_t n) {
     const float* xb = x + i * kQK8_0;
     const __m512 lo = _mm512_loadu_ps(xb);
     const __m512 hi = _mm512_loadu_ps(xb + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(lo, abs_mask), _mm512_and_ps(hi, abs_mask)));
-    if (!(amax <= 3.4028234663852886e38f)) {  // NaN or inf somewhere in the block
-      quantize_row_q8_0_act_scalar_block(xb, y + i);
+    const __m512 alo = _mm512_and_ps(lo, abs_mask), ahi = _mm512_and_ps(hi, abs_mask);
+    // Not <= FLT_MAX: inf, or NaN (unordered). Tested per element: vmaxps
+    // drops a NaN in its first operand.
+    const __m512 fmax = _mm512_set1_ps(3.4028234663852886e38f);
+    if ((_mm512_cmp_ps_mask(alo, fmax, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(ahi, fmax, _CMP_NLE_UQ)) != 0) {
+      quantize_row_q8_0_act_scalar_block(xb, y + i);  // NaN or inf somewhere in the block
       continue;
     }
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(alo, ahi));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = f32_to_f16(d);

@@ -18,6 +18,7 @@
 
 #include "quant/dot.h"
 #include "quant/dot_x86_common.h"
+#include "quant/dot_blocks_avx2.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/mxfp4.h"
 
@@ -40,16 +41,6 @@ inline float hsum_ps(__m256 v) {
 }
 
 // ---- Q8_0 x Q8_0 ----
-
-// 8 partial sums of one block. Widening to int16 keeps every code pair exact,
-// including -128 x -128 which the abs/sign maddubs trick gets wrong.
-inline __m256i q8_0_block(const BlockQ8_0& w, const BlockQ8_0& x) {
-  const __m256i w0 = _mm256_cvtepi8_epi16(load128(w.qs));
-  const __m256i w1 = _mm256_cvtepi8_epi16(load128(w.qs + 16));
-  const __m256i x0 = _mm256_cvtepi8_epi16(load128(x.qs));
-  const __m256i x1 = _mm256_cvtepi8_epi16(load128(x.qs + 16));
-  return _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
-}
 
 // The u16 at the start of each of 8 consecutive blocks of kStride bytes
 // (scalar loads: gathers are slower on AMD cores).
@@ -124,89 +115,30 @@ float dot_mxfp4_q8_0(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x) {
 
 // ---- Q2_K x Q8_K ----
 
-// One 32-output plane of a Q2_K half: 2-bit codes at bit 2*kPlane of the
-// half's 32 bytes; lane 0 is one 16-group, lane 1 the next, each with its own
-// scale word from `scale_words`.
-template <int kPlane>
-inline __m256i q2_K_plane(__m256i acc, __m256i q2, const int8_t* xq, __m256i scale_words) {
-  const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * kPlane), _mm256_set1_epi8(3));
-  const __m256i prod = _mm256_maddubs_epi16(codes, load256(xq + 32 * kPlane));
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale_words));
-}
-
-// pshufb patterns that spread scale bytes 2k (lane 0) and 2k+1 (lane 1) into
-// zero-extended int16 words.
-alignas(32) constexpr int8_t kQ2ScaleSpread[8][32] = {
-#define DS4_Q2_SPREAD(k)                                                                        \
-  {2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1,     \
-   2 * (k), -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, \
-   -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1}
-    DS4_Q2_SPREAD(0), DS4_Q2_SPREAD(1), DS4_Q2_SPREAD(2), DS4_Q2_SPREAD(3),
-    DS4_Q2_SPREAD(4), DS4_Q2_SPREAD(5), DS4_Q2_SPREAD(6), DS4_Q2_SPREAD(7),
-#undef DS4_Q2_SPREAD
-};
-
-inline __m256i q2_scale_words(__m256i scales, int k) {
-  return _mm256_shuffle_epi8(scales, load256(kQ2ScaleSpread[k]));
-}
-
 float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
-  const __m128i low4 = _mm_set1_epi8(0x0f);
   float sumf = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
-    const BlockQ2_K& wb = w[i];
-    const BlockQ8_K& xb = x[i];
-    const __m128i sc = load128(wb.scales);
-    const __m256i min_sum = q2_K_min_products(sc, xb);
-    const __m256i scales = _mm256_broadcastsi128_si256(_mm_and_si128(sc, low4));
-
-    __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 16
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q2 = load256(wb.qs + 32 * h);
-      const int8_t* xq = xb.qs + 128 * h;
-      acc = q2_K_plane<0>(acc, q2, xq, q2_scale_words(scales, 4 * h + 0));
-      acc = q2_K_plane<1>(acc, q2, xq, q2_scale_words(scales, 4 * h + 1));
-      acc = q2_K_plane<2>(acc, q2, xq, q2_scale_words(scales, 4 * h + 2));
-      acc = q2_K_plane<3>(acc, q2, xq, q2_scale_words(scales, 4 * h + 3));
-    }
-    const __m128i sums = _mm_hadd_epi32(fold_i32(acc), fold_i32(min_sum));
+    __m256i isum, msum;
+    q2_K_block_parts(w[i], x[i], isum, msum);
+    const __m128i sums = _mm_hadd_epi32(fold_i32(isum), fold_i32(msum));
     const __m128i sums2 = _mm_hadd_epi32(sums, sums);
-    const int32_t isum = _mm_cvtsi128_si32(sums2);
-    const int32_t summs = _mm_extract_epi32(sums2, 1);
-    sumf += k_block_value(wb, xb, isum, summs);
+    sumf += k_block_value(w[i], x[i], _mm_cvtsi128_si32(sums2), _mm_extract_epi32(sums2, 1));
   }
   return sumf;
 }
 
 // ---- Q4_K x Q8_K ----
 //
-// Per block: maddubs of the low (sub-block 2c) and high (2c+1) nibbles with
-// their 32 activations, madd by the sub-block's scale; one integer sum per
-// block, one float term (the scalar reference's order).
+// One integer sum per block, one float term (the scalar reference's order).
 
 float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
   float sumf = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
-    const BlockQ4_K& wb = w[i];
-    const BlockQ8_K& xb = x[i];
-    const Q4KScales s = unpack_q4_K_scales(wb.scales);
-    const int32_t summin = q4_K_min_sum(s, xb);
-    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-#pragma GCC unroll 16
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q4 = load256(wb.qs + 32 * c);
-      const __m256i lo = _mm256_and_si256(q4, low4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-      acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(xb.qs + 64 * c)),
-                                                          _mm256_set1_epi16(s.scale[2 * c])));
-      acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(xb.qs + 64 * c + 32)),
-                                                          _mm256_set1_epi16(s.scale[2 * c + 1])));
-    }
-    sumf += k_block_value(wb, xb, hsum_i32(_mm256_add_epi32(acc[0], acc[1])), summin);
+    __m256i isum, msum;
+    q4_K_block_parts(w[i], x[i], isum, msum);
+    sumf += k_block_value(w[i], x[i], hsum_i32(isum), hsum_i32(msum));
   }
   return sumf;
 }
@@ -217,14 +149,11 @@ float dot_iq2_xxs_q8_K(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
   float sumf = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* q = reinterpret_cast<const uint8_t*>(w[i].qs);
-    const int8_t* xq = x[i].qs;
     __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 16
+#pragma GCC unroll 8
     for (int b = 0; b < 8; ++b) {
-      const __m256i xv = load256(xq + 32 * b);
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(iq2_xxs_signed_products(iq2_xxs_signed_grid(q + 8 * b), xv),
-                                                    _mm256_set1_epi16(iq2_xxs_multiplier(q + 8 * b))));
+      const __m256i xv = in_register(load256(x[i].qs + 32 * b));
+      acc = iq2_xxs_sub_block(acc, iq2_xxs_aux(w[i], b), xv, _mm256_abs_epi8(xv));
     }
     const float d = f16_value(w[i].d) * x[i].d;
     sumf += d * static_cast<float>(hsum_i32(acc));

@@ -51,9 +51,10 @@ struct Fallback {
     loop_dots<float, float, &DotKernels::f32_f32>(level(), n, w, rb, nr, a, na, o, ldo);
   }
   static TileKernels table(const char* isa) { return {isa, q8_0, q2_K, q4_K, iq2_xxs, mxfp4, f16, bf16, f32}; }
-  // The avx2 level: its own tiles where written.
+  // The avx2 level: its own tiles for every format.
   static TileKernels avx2_table() {
-    return {"avx2", tile_avx2::q8_0_q8_0, q2_K, q4_K, tile_avx2::iq2_xxs_q8_K, mxfp4, f16, bf16, f32};
+    return {"avx2",   tile_avx2::q8_0_q8_0, tile_avx2::q2_K_q8_K, tile_avx2::q4_K_q8_K, tile_avx2::iq2_xxs_q8_K,
+            tile_avx2::mxfp4_q8_0, tile_avx2::f16_f32, tile_avx2::bf16_f32, tile_avx2::f32_f32};
   }
 };
 

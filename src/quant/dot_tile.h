@@ -67,13 +67,25 @@ void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t 
                        int64_t n_acts, float* out, int64_t ldo);
 }  // namespace tile_avx512
 
-// Tile kernels for the avx2 level (dot_tile_avx2.cpp); its other types loop
-// the one-row kernels.
+// Tile kernels for the avx2 level: the integer formats in dot_tile_avx2.cpp,
+// the float formats in dot_tile_float_avx2.cpp.
 namespace tile_avx2 {
 void q8_0_q8_0(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                int64_t n_acts, float* out, int64_t ldo);
 void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                   int64_t n_acts, float* out, int64_t ldo);
+void q2_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+               int64_t n_acts, float* out, int64_t ldo);
+void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+               int64_t n_acts, float* out, int64_t ldo);
+void mxfp4_q8_0(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo);
+void f16_f32(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+             int64_t n_acts, float* out, int64_t ldo);
+void bf16_f32(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+              int64_t n_acts, float* out, int64_t ldo);
+void f32_f32(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+             int64_t n_acts, float* out, int64_t ldo);
 }  // namespace tile_avx2
 
 }  // namespace ds4::quant

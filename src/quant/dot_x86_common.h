@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -118,22 +119,67 @@ inline int32_t q4_K_min_sum(const Q4KScales& s, const BlockQ8_K& x) {
 
 
 // ---- IQ2_XXS (AVX2 registers) ----
+//
+// A sub-block's 32 signed weights come from table loads and one vpsignb: its
+// four grid points (8 magnitude bytes each) and its four sign groups (8
+// bytes of +1/-1 each, indexed by the 7-bit sign field) are assembled qword by
+// qword. No gathers and no pdep: both are microcoded on AMD Zen 1 and 2 (pdep
+// made this kernel 20x slower there), and the table form is also the fewest
+// uops on every other x86 core (the kernel is bound by uop issue, not memory).
 
-// The 32 sign bits of one 32-element sub-block from its second word: four
-// 7-bit indices, each extended by its parity bit (ggml's ksigns_iq2xs);
-// bit 8g+j negates element j of group g.
-inline uint32_t iq2_xxs_sign_bits32(uint32_t w1) {
-  const uint32_t idx = _pdep_u32(w1, 0x7f7f7f7fu);
-  uint32_t p = idx ^ (idx >> 4);
-  p ^= p >> 2;
-  p ^= p >> 1;  // bit 0 of each byte = parity of that byte's 7 bits
-  return idx | ((p & 0x01010101u) << 7);
+// Entry k: byte j = -1 where bit j of kIq2xsSigns[k] is set (element j
+// negated), else +1 (vpsignb's operand).
+constexpr std::array<uint64_t, 128> make_iq2_sign_factors() {
+  std::array<uint64_t, 128> t{};
+  for (int k = 0; k < 128; ++k) {
+    uint64_t v = 0;
+    for (int j = 0; j < 8; ++j) v |= static_cast<uint64_t>((kIq2xsSigns[k] >> j) & 1 ? 0xffu : 0x01u) << (8 * j);
+    t[static_cast<size_t>(k)] = v;
+  }
+  return t;
+}
+alignas(64) constexpr std::array<uint64_t, 128> kIq2SignFactors = make_iq2_sign_factors();
+
+// The 16 sub-block multipliers 2 * scale + 1, each as 16 int16 words.
+constexpr std::array<std::array<int16_t, 16>, 16> make_iq2_multipliers() {
+  std::array<std::array<int16_t, 16>, 16> t{};
+  for (int s = 0; s < 16; ++s)
+    for (int j = 0; j < 16; ++j) t[static_cast<size_t>(s)][static_cast<size_t>(j)] = static_cast<int16_t>(2 * s + 1);
+  return t;
+}
+alignas(32) constexpr std::array<std::array<int16_t, 16>, 16> kIq2Multipliers = make_iq2_multipliers();
+
+// Keeps v in a register: the compiler then reads its parts with shifts and
+// register operands instead of re-loading them from memory, one load per part.
+// The kernels are bound by load issue (two or three a cycle), not by ALU work.
+template <typename T>
+inline T in_register(T v) {
+  if constexpr (sizeof(T) <= 8) {
+    asm("" : "+r"(v));
+  } else {
+    asm("" : "+x"(v));
+  }
+  return v;
 }
 
-alignas(32) constexpr int8_t kSpreadSignBytes[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
-alignas(32) constexpr uint8_t kBitOfByte[32] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
-                                                1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+// The 32 values sign * grid (-43..43) of a sub-block from its 8 code bytes as
+// one qword (grid indices in bytes 0-3, the sign fields and the scale above).
+inline __m256i iq2_xxs_signed_grid(uint64_t aux) {
+  const uint64_t* grid = kIq2xxsGrid.data();
+  const uint64_t* sign = kIq2SignFactors.data();
+  const __m256i g = _mm256_set_epi64x(
+      static_cast<int64_t>(grid[(aux >> 24) & 255]), static_cast<int64_t>(grid[(aux >> 16) & 255]),
+      static_cast<int64_t>(grid[(aux >> 8) & 255]), static_cast<int64_t>(grid[aux & 255]));
+  const __m256i s = _mm256_set_epi64x(
+      static_cast<int64_t>(sign[(aux >> 53) & 127]), static_cast<int64_t>(sign[(aux >> 46) & 127]),
+      static_cast<int64_t>(sign[(aux >> 39) & 127]), static_cast<int64_t>(sign[(aux >> 32) & 127]));
+  return _mm256_sign_epi8(g, s);
+}
+
+// The multiplier 2 * scale + 1 of a sub-block (aux as above) in all 16 words.
+inline __m256i iq2_xxs_multiplier_words(uint64_t aux) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(kIq2Multipliers[aux >> 60].data()));
+}
 
 // The 32 values sign * grid (-43..43) of the sub-block whose 8 code bytes
 // start at q.
@@ -141,13 +187,20 @@ inline __m256i iq2_xxs_signed_grid(const uint8_t* q) {
   uint32_t w1;
   std::memcpy(&w1, q + 4, 4);
   const uint64_t* grid = kIq2xxsGrid.data();
+  const uint64_t* sign = kIq2SignFactors.data();
   const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(grid[q[3]]), static_cast<int64_t>(grid[q[2]]),
                                       static_cast<int64_t>(grid[q[1]]), static_cast<int64_t>(grid[q[0]]));
-  const __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(iq2_xxs_sign_bits32(w1))),
-                                           load256(kSpreadSignBytes));
-  const __m256i bit_of_byte = load256(kBitOfByte);
-  const __m256i flip = _mm256_cmpeq_epi8(_mm256_and_si256(bits, bit_of_byte), bit_of_byte);
-  return _mm256_sub_epi8(_mm256_xor_si256(g, flip), flip);
+  const __m256i s = _mm256_set_epi64x(
+      static_cast<int64_t>(sign[(w1 >> 21) & 127]), static_cast<int64_t>(sign[(w1 >> 14) & 127]),
+      static_cast<int64_t>(sign[(w1 >> 7) & 127]), static_cast<int64_t>(sign[w1 & 127]));
+  return _mm256_sign_epi8(g, s);
+}
+
+// The sub-block's multiplier 2 * scale + 1 in all 16 words.
+inline __m256i iq2_xxs_multiplier_words(const uint8_t* q) {
+  uint32_t w1;
+  std::memcpy(&w1, q + 4, 4);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(kIq2Multipliers[w1 >> 28].data()));
 }
 
 // The sub-block's multiplier 2 * scale + 1.

@@ -71,10 +71,11 @@ void quantize_row_mxfp4(const float* x, BlockMXFP4* y, int64_t n);
 //                                  q = round-half-even(x*id)
 // In every variant the stored scale is f16(d).
 void quantize_row_q8_0_act(const float* x, BlockQ8_0* y, int64_t n);
-// Its two implementations (quantize_row_q8_0_act picks by the dot kernels'
-// level), bit-identical; the AVX-512 one only where the CPU has AVX-512.
+// Its three implementations (quantize_row_q8_0_act picks by the dot kernels'
+// level), bit-identical; the AVX-512 and AVX2 ones only where the CPU has them.
 void quantize_row_q8_0_act_scalar(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_row_q8_0_act_avx512(const float* x, BlockQ8_0* y, int64_t n);
+void quantize_row_q8_0_act_avx2(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_row_q8_0_act_ggml(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_row_q8_0_act_ggml_x86(const float* x, BlockQ8_0* y, int64_t n);
 

@@ -149,16 +149,12 @@ TEST(OpsMoe, ExpertWeightPlacement) {
                std::invalid_argument);
 }
 
-// The AVX-512 Default SwiGLU (glibc's expf algorithm in double lanes) gives
-// the scalar loop's bits: across a sweep of every 4099th float bit pattern as
-// the gate (all exponents, both signs, NaN, infinities, denormals, both sides
-// of glibc's |x| >= 88 special path), random ups, with and without the clamp,
+// A SIMD Default SwiGLU (glibc's expf algorithm in double lanes) gives the
+// scalar loop's bits: across a sweep of every 4099th float bit pattern as the
+// gate (all exponents, both signs, NaN, infinities, denormals, both sides of
+// glibc's |x| >= 88 special path), random ups, with and without the clamp,
 // weights 1 and 0.375, lengths that leave a masked tail.
-TEST(OpsMoe, SwigluAvx512MatchesTheScalarLoopBitForBit) {
-  bool avx512 = false;
-  for (const quant::DotKernels* k : quant::dot_kernels_available())
-    if (std::string(k->isa) == "avx512") avx512 = true;
-  if (!avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+void expect_swiglu_matches_scalar(void (*simd)(const float*, const float*, size_t, float, float, float*)) {
   std::vector<float> gate;
   for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4099) gate.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
   // Densely around where glibc's special path starts (|x| = 88) and ends.
@@ -176,7 +172,7 @@ TEST(OpsMoe, SwigluAvx512MatchesTheScalarLoopBitForBit) {
   std::vector<float> got(gate.size());
   for (const float limit : {0.0f, 10.0f}) {
     for (const float weight : {1.0f, 0.375f}) {
-      swiglu_clamp_default_avx512(gate.data(), up.data(), gate.size(), limit, weight, got.data());
+      simd(gate.data(), up.data(), gate.size(), limit, weight, got.data());
       for (size_t i = 0; i < gate.size(); ++i) {
         float g = gate[i], u = up[i];
         if (limit > 1.0e-6f) {
@@ -191,6 +187,22 @@ TEST(OpsMoe, SwigluAvx512MatchesTheScalarLoopBitForBit) {
       }
     }
   }
+}
+
+bool cpu_runs(const char* isa) {
+  for (const quant::DotKernels* k : quant::dot_kernels_available())
+    if (std::string(k->isa) == isa) return true;
+  return false;
+}
+
+TEST(OpsMoe, SwigluAvx512MatchesTheScalarLoopBitForBit) {
+  if (!cpu_runs("avx512")) GTEST_SKIP() << "this CPU has no AVX-512";
+  expect_swiglu_matches_scalar(swiglu_clamp_default_avx512);
+}
+
+TEST(OpsMoe, SwigluAvx2MatchesTheScalarLoopBitForBit) {
+  if (!cpu_runs("avx2")) GTEST_SKIP() << "this CPU has no AVX2";
+  expect_swiglu_matches_scalar(swiglu_clamp_default_avx2);
 }
 
 TEST(OpsMoe, SiluAndSigmoidForms) {

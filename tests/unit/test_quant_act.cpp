@@ -161,12 +161,11 @@ TEST(QuantActQ8_K, BsumsAndZeroBlock) {
 }
 
 
-// The AVX-512 copy of ds4's Q8_0 activation quantizer against the scalar one,
-// bit for bit: random blocks over many magnitudes, exact .5 ties, a zero
-// block, a block of one repeated value, and blocks holding NaN or inf (the
-// scalar's own path).
-TEST(QuantActQ8_0, Avx512EqualsScalarBitForBit) {
-  if (std::strncmp(dot_kernels().isa, "avx512", 6) != 0) GTEST_SKIP() << "no AVX-512 on this CPU";
+// A SIMD copy of ds4's Q8_0 activation quantizer against the scalar one, bit
+// for bit: random blocks over many magnitudes, exact .5 ties, a zero block, a
+// block of one repeated value, and blocks holding NaN or inf (the scalar's own
+// path) at the start, middle and end of a block.
+void expect_q8_0_act_equals_scalar(void (*simd_quantize)(const float*, BlockQ8_0*, int64_t)) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
   constexpr int64_t kBlocks = 4096;
@@ -183,9 +182,13 @@ TEST(QuantActQ8_0, Avx512EqualsScalarBitForBit) {
   x[160 + 31] = std::numeric_limits<float>::infinity();
   x[192 + 0] = -std::numeric_limits<float>::infinity();
   x[192 + 5] = std::numeric_limits<float>::quiet_NaN();
+  x[224 + 0] = std::numeric_limits<float>::quiet_NaN();
+  x[224 + 1] = 1e30f;  // the block maximum, after the NaN
+  x[256 + 0] = 1e30f;  // the block maximum, before the NaN (the scalar forgets it)
+  x[256 + 9] = std::numeric_limits<float>::quiet_NaN();
   std::vector<BlockQ8_0> scalar(kBlocks), simd(kBlocks);
   quantize_row_q8_0_act_scalar(x.data(), scalar.data(), static_cast<int64_t>(x.size()));
-  quantize_row_q8_0_act_avx512(x.data(), simd.data(), static_cast<int64_t>(x.size()));
+  simd_quantize(x.data(), simd.data(), static_cast<int64_t>(x.size()));
   for (int64_t b = 0; b < kBlocks; ++b) {
     ASSERT_EQ(scalar[b].d, simd[b].d) << "block " << b;
     ASSERT_EQ(0, std::memcmp(scalar[b].qs, simd[b].qs, 32)) << "block " << b;
@@ -194,6 +197,22 @@ TEST(QuantActQ8_0, Avx512EqualsScalarBitForBit) {
   std::vector<BlockQ8_0> dispatched(kBlocks);
   quantize_row_q8_0_act(x.data(), dispatched.data(), static_cast<int64_t>(x.size()));
   EXPECT_EQ(0, std::memcmp(dispatched.data(), scalar.data(), sizeof(BlockQ8_0) * kBlocks));
+}
+
+bool cpu_runs(const char* isa) {
+  for (const DotKernels* k : dot_kernels_available())
+    if (std::strcmp(k->isa, isa) == 0) return true;
+  return false;
+}
+
+TEST(QuantActQ8_0, Avx512EqualsScalarBitForBit) {
+  if (!cpu_runs("avx512")) GTEST_SKIP() << "this CPU has no AVX-512";
+  expect_q8_0_act_equals_scalar(quantize_row_q8_0_act_avx512);
+}
+
+TEST(QuantActQ8_0, Avx2EqualsScalarBitForBit) {
+  if (!cpu_runs("avx2")) GTEST_SKIP() << "this CPU has no AVX2";
+  expect_q8_0_act_equals_scalar(quantize_row_q8_0_act_avx2);
 }
 
 }  // namespace

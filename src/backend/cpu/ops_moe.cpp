@@ -73,6 +73,10 @@ void swiglu_clamp(std::span<const float> gate, std::span<const float> up, float 
     swiglu_clamp_default_avx512(gate.data(), up.data(), gate.size(), limit, weight, out.data());
     return;
   }
+  if (n == Numerics::Default && std::strcmp(quant::dot_kernels().isa, "avx2") == 0) {
+    swiglu_clamp_default_avx2(gate.data(), up.data(), gate.size(), limit, weight, out.data());
+    return;
+  }
   const bool clamp = limit > 1.0e-6f;
   for (std::size_t i = 0; i < gate.size(); ++i) {
     float g = gate[i];

@@ -53,5 +53,7 @@ void swiglu_clamp(std::span<const float> gate, std::span<const float> up, float 
 // swiglu_clamp's Default path at the avx512 levels (ops_moe_avx512.cpp), the
 // same bits as the scalar loop; call only where the dot kernels run AVX-512.
 void swiglu_clamp_default_avx512(const float* gate, const float* up, size_t n, float limit, float weight, float* out);
+// The same at the avx2 level (ops_moe_avx2.cpp).
+void swiglu_clamp_default_avx2(const float* gate, const float* up, size_t n, float limit, float weight, float* out);
 
 }  // namespace ds4::cpu

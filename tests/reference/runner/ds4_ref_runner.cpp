@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -410,9 +411,14 @@ int main(int argc, char** argv) {
                "ds4-ref-runner"};
   app.require_subcommand(1);
 
-  std::string model, tokens, out, text_file, type_name, in, imatrix;
+  std::string model, tokens, out, text_file, type_name, in, imatrix, cpu_variant;
   int threads = 2, ubatch = 0, n_generate = 0;
   int64_t row = 0;
+  // ggml loads the CPU library built for the best level this CPU runs; naming
+  // one (haswell = AVX2, FMA, F16C) runs llama.cpp at that level on any CPU
+  // that has it, for side-by-side runs at one ISA level.
+  app.add_option("--cpu-variant", cpu_variant,
+                 "load only libggml-cpu-NAME.so (haswell: the AVX2 build; default: the best for this CPU)");
 
   auto* logits = app.add_subcommand("logits", "all-position logits, f32 [n_tokens][n_vocab]");
   logits->add_option("-m,--model", model, "GGUF model")->required();
@@ -480,7 +486,16 @@ int main(int argc, char** argv) {
     } else if (*quantize) {
       run_quantize(type_name, in, out, row, imatrix);
     } else {
-      ggml_backend_load_all_from_path(DS4_REF_BINS_DIR);
+      if (cpu_variant.empty()) {
+        ggml_backend_load_all_from_path(DS4_REF_BINS_DIR);
+      } else {
+        const std::string lib = std::string(DS4_REF_BINS_DIR) + "/libggml-cpu-" + cpu_variant + ".so";
+        if (!std::filesystem::exists(lib)) throw Failure("--cpu-variant " + cpu_variant + ": no " + lib);
+        // Refused (null) when this CPU lacks the variant's instructions.
+        if (ggml_backend_load(lib.c_str()) == nullptr) {
+          throw Failure("--cpu-variant " + cpu_variant + ": " + lib + " does not load on this CPU");
+        }
+      }
       if (ggml_backend_dev_count() == 0) throw Failure("no ggml backend found in " DS4_REF_BINS_DIR);
       llama_backend_init();
       TensorDump dump;

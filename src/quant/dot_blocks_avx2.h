@@ -1,0 +1,131 @@
+// Block partials of the avx2 level's integer kernels: for one weight block and
+// its activation block, int32 lanes whose total is the block's exact integer
+// sum (and, for the K-quants, its min sum). The one-row kernels (dot_avx2.cpp)
+// fold them per block; the decode kernels (dot_rows_avx2.cpp) fold eight rows'
+// partials at once into one register of row sums. Same integers either way, so
+// both are bit-identical to the scalar reference.
+//
+// Include only from *_avx2.cpp files, after core/x86_kernel_prelude.h and
+// dot_x86_common.h; everything here is in an anonymous namespace (see there).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "quant/blocks.h"
+
+namespace ds4::quant {
+namespace {
+
+// ---- Q8_0 x Q8_0 ----
+
+// 8 partial sums of one block. Widening to int16 keeps every code pair exact,
+// including -128 x -128 which the abs/sign maddubs trick gets wrong.
+inline __m256i q8_0_block(const BlockQ8_0& w, const BlockQ8_0& x) {
+  const __m256i w0 = _mm256_cvtepi8_epi16(load128(w.qs));
+  const __m256i w1 = _mm256_cvtepi8_epi16(load128(w.qs + 16));
+  const __m256i x0 = _mm256_cvtepi8_epi16(load128(x.qs));
+  const __m256i x1 = _mm256_cvtepi8_epi16(load128(x.qs + 16));
+  return _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+}
+
+// The same sums as q8_0_block by maddubs(|w|, x * sign(w)), exact while the
+// activation block holds no -128 (its negation overflows); |w| <= 128 as u8
+// times |x| <= 127 never saturates a pair.
+inline __m256i q8_0_block_signed(__m256i w, __m256i x) {
+  const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(prod, _mm256_set1_epi16(1));
+}
+
+// ---- Q2_K x Q8_K ----
+
+// One 32-output plane of a Q2_K half: 2-bit codes at bit 2*kPlane of the
+// half's 32 bytes; lane 0 is one 16-group, lane 1 the next, each with its own
+// scale word from `scale_words`.
+template <int kPlane>
+inline __m256i q2_K_plane(__m256i acc, __m256i q2, const int8_t* xq, __m256i scale_words) {
+  const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * kPlane), _mm256_set1_epi8(3));
+  const __m256i prod = _mm256_maddubs_epi16(codes, load256(xq + 32 * kPlane));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale_words));
+}
+
+// pshufb patterns that spread scale bytes 2k (lane 0) and 2k+1 (lane 1) into
+// zero-extended int16 words.
+alignas(32) constexpr int8_t kQ2ScaleSpread[8][32] = {
+#define DS4_Q2_SPREAD(k)                                                                        \
+  {2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1,     \
+   2 * (k), -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, \
+   -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1}
+    DS4_Q2_SPREAD(0), DS4_Q2_SPREAD(1), DS4_Q2_SPREAD(2), DS4_Q2_SPREAD(3),
+    DS4_Q2_SPREAD(4), DS4_Q2_SPREAD(5), DS4_Q2_SPREAD(6), DS4_Q2_SPREAD(7),
+#undef DS4_Q2_SPREAD
+};
+
+inline __m256i q2_scale_words(__m256i scales, int k) {
+  return _mm256_shuffle_epi8(scales, load256(kQ2ScaleSpread[k]));
+}
+
+// A Q2_K block's code sum (codes x scales) and min sum (bsums x mins), each as
+// 8 int32 lanes.
+inline void q2_K_block_parts(const BlockQ2_K& wb, const BlockQ8_K& xb, __m256i& isum, __m256i& msum) {
+  const __m128i sc = load128(wb.scales);
+  msum = q2_K_min_products(sc, xb);
+  const __m256i scales = _mm256_broadcastsi128_si256(_mm_and_si128(sc, _mm_set1_epi8(0x0f)));
+  __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m256i q2 = load256(wb.qs + 32 * h);
+    const int8_t* xq = xb.qs + 128 * h;
+    acc = q2_K_plane<0>(acc, q2, xq, q2_scale_words(scales, 4 * h + 0));
+    acc = q2_K_plane<1>(acc, q2, xq, q2_scale_words(scales, 4 * h + 1));
+    acc = q2_K_plane<2>(acc, q2, xq, q2_scale_words(scales, 4 * h + 2));
+    acc = q2_K_plane<3>(acc, q2, xq, q2_scale_words(scales, 4 * h + 3));
+  }
+  isum = acc;
+}
+
+// ---- Q4_K x Q8_K ----
+
+// A Q4_K block's code sum and min sum as 8 int32 lanes each: maddubs of the
+// low (sub-block 2c) and high (2c+1) nibbles with their 32 activations, madd
+// by the sub-block's scale; the mins against the activation's 16-sums.
+inline void q4_K_block_parts(const BlockQ4_K& wb, const BlockQ8_K& xb, __m256i& isum, __m256i& msum) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const Q4KScales s = unpack_q4_K_scales(wb.scales);
+  const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
+  const __m256i mins_dup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+  msum = _mm256_madd_epi16(mins_dup, load256(xb.bsums));
+  __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m256i q4 = load256(wb.qs + 32 * c);
+    const __m256i lo = _mm256_and_si256(q4, low4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(xb.qs + 64 * c)),
+                                                        _mm256_set1_epi16(s.scale[2 * c])));
+    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(xb.qs + 64 * c + 32)),
+                                                        _mm256_set1_epi16(s.scale[2 * c + 1])));
+  }
+  isum = _mm256_add_epi32(acc[0], acc[1]);
+}
+
+// ---- IQ2_XXS x Q8_K ----
+
+// One sub-block's contribution (times its multiplier) to a block sum, from its
+// code qword (in a register), the activation's 32 codes and their |x|.
+inline __m256i iq2_xxs_sub_block(__m256i acc, uint64_t aux, __m256i x, __m256i abs_x) {
+  const __m256i prod = _mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(iq2_xxs_signed_grid(aux), x));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(prod, iq2_xxs_multiplier_words(aux)));
+}
+
+// The code qword of sub-block b of a block, kept in a register.
+inline uint64_t iq2_xxs_aux(const BlockIQ2_XXS& w, int b) {
+  uint64_t aux;
+  std::memcpy(&aux, w.qs + 4 * b, 8);
+  return in_register(aux);
+}
+
+}  // namespace
+}  // namespace ds4::quant

@@ -1,0 +1,245 @@
+// Decode's matrix-vector products at the avx2 level (dot_rows_avx2.h): 8 rows
+// per pass, row r's block partials (dot_blocks_avx2.h, the one-row kernels'
+// own) folded with the other 7 rows' into lane r by one transpose-add
+// (hsum8_i32), then the block's float term for the 8 rows as one vector: the
+// scalar reference's operations, lane by lane, in block order. Per block this
+// shares the activation's loads (and |x|) among the 8 rows and replaces 8
+// scalar folds and terms by one vector each.
+//
+// Reading 8 short rows (0.5-4 KB) block by block defeats the hardware
+// prefetchers, so the next 8 rows (contiguous) are swept into cache linearly
+// meanwhile, an equal share per block (as the AVX-512 decode does).
+#include "core/x86_kernel_prelude.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "quant/dot_rows_avx2.h"
+#include "quant/dot_x86_common.h"
+#include "quant/dot_blocks_avx2.h"
+#include "quant/mxfp4.h"
+
+namespace ds4::quant::avx2_detail {
+namespace {
+
+constexpr int kRows = 8;
+
+// The u16 at `offset` in block i of each of the 8 rows, as f32 (row r in lane
+// r). Inserted word by word: eight narrow stores read back as one vector would
+// stall on store forwarding.
+template <typename Block>
+inline __m256 rows_f16(const Block* const* rows, int64_t i, size_t offset) {
+  auto word = [&](int r) {
+    uint16_t v;
+    std::memcpy(&v, reinterpret_cast<const unsigned char*>(&rows[r][i]) + offset, 2);
+    return static_cast<int>(v);
+  };
+  __m128i v = _mm_cvtsi32_si128(word(0));
+  v = _mm_insert_epi16(v, word(1), 1);
+  v = _mm_insert_epi16(v, word(2), 2);
+  v = _mm_insert_epi16(v, word(3), 3);
+  v = _mm_insert_epi16(v, word(4), 4);
+  v = _mm_insert_epi16(v, word(5), 5);
+  v = _mm_insert_epi16(v, word(6), 6);
+  v = _mm_insert_epi16(v, word(7), 7);
+  return _mm256_cvtph_ps(v);
+}
+
+// The byte at `offset` in block i of each of the 8 rows, as int32 lanes.
+template <typename Block>
+inline __m256i rows_u8(const Block* const* rows, int64_t i, size_t offset) {
+  auto byte = [&](int r) { return static_cast<int>(reinterpret_cast<const unsigned char*>(&rows[r][i])[offset]); };
+  __m128i v = _mm_cvtsi32_si128(byte(0));
+  v = _mm_insert_epi8(v, byte(1), 1);
+  v = _mm_insert_epi8(v, byte(2), 2);
+  v = _mm_insert_epi8(v, byte(3), 3);
+  v = _mm_insert_epi8(v, byte(4), 4);
+  v = _mm_insert_epi8(v, byte(5), 5);
+  v = _mm_insert_epi8(v, byte(6), 6);
+  v = _mm_insert_epi8(v, byte(7), 7);
+  return _mm256_cvtepu8_epi32(v);
+}
+
+// ggml's E8M0 half scale 2^(e-128) (e8m0_to_fp32_half) per lane.
+inline __m256 e8m0_half_lanes(__m256i e) {
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+}
+
+// The driver: groups of 8 rows (a short last group repeats its last row; those
+// lanes are not stored), acc = kernel.block(rows, i, acc) for every block in
+// order, then kernel.finish(acc) to out.
+template <typename Block, typename Kernel>
+void rows8(const Kernel& kernel, int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, float* out) {
+  const int64_t nb = n / Kernel::kBlockElems;
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kRows) {
+    const int count = static_cast<int>(std::min<int64_t>(kRows, n_rows - r0));
+    const Block* rows[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t row = r0 + std::min(r, count - 1);
+      rows[r] = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(row) * row_bytes);
+    }
+    const int64_t next_rows = std::min<int64_t>(kRows, n_rows - r0 - kRows);
+    const char* sweep = next_rows > 0 ? reinterpret_cast<const char*>(w + static_cast<uint64_t>(r0 + kRows) * row_bytes)
+                                      : nullptr;
+    const size_t span = next_rows > 0 ? static_cast<size_t>(next_rows - 1) * row_bytes +
+                                             static_cast<size_t>(nb) * sizeof(Block)
+                                       : 0;
+    const size_t share = nb > 0 ? (span + static_cast<size_t>(nb) - 1) / static_cast<size_t>(nb) : 0;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      if (sweep != nullptr) {
+        const char* p = sweep + static_cast<size_t>(i) * share;
+        for (size_t off = 0; off < share; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+      }
+      acc = kernel.block(rows, i, acc);
+    }
+    acc = kernel.finish(acc);
+    if (count == kRows) {
+      _mm256_storeu_ps(out + r0, acc);
+    } else {
+      alignas(32) float t[kRows];
+      _mm256_store_ps(t, acc);
+      std::memcpy(out + r0, t, static_cast<size_t>(count) * sizeof(float));
+    }
+  }
+}
+
+struct NoFinish {
+  static __m256 finish(__m256 acc) { return acc; }
+};
+
+// ---- Q8_0: float(isum) * (d_w * d_x) per block ----
+
+template <bool kSigned>
+struct Q8_0Kernel : NoFinish {
+  static constexpr int kBlockElems = kQK8_0;
+  const BlockQ8_0* x;
+  __m256 block(const BlockQ8_0* const* rows, int64_t i, __m256 acc) const {
+    __m256i p[kRows];
+    if constexpr (kSigned) {
+      const __m256i xv = in_register(load256(x[i].qs));
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) p[r] = q8_0_block_signed(load256(rows[r][i].qs), xv);
+    } else {
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) p[r] = q8_0_block(rows[r][i], x[i]);
+    }
+    const __m256 d = _mm256_mul_ps(rows_f16(rows, i, offsetof(BlockQ8_0, d)), _mm256_set1_ps(f16_value(x[i].d)));
+    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(hsum8_i32(p)), d));
+  }
+};
+
+// True when no code of x is -128 (q8_0_block_signed's precondition);
+// quantize_row_q8_0_act never writes one.
+bool q8_0_no_min_code(const BlockQ8_0* x, int64_t nb) {
+  const __m256i min = _mm256_set1_epi8(static_cast<char>(-128));
+  __m256i any = _mm256_setzero_si256();
+  for (int64_t i = 0; i < nb; ++i) any = _mm256_or_si256(any, _mm256_cmpeq_epi8(load256(x[i].qs), min));
+  return _mm256_testz_si256(any, any) != 0;
+}
+
+// ---- MXFP4: (d_x * e8m0_half(e)) * float(isum) per block ----
+
+struct Mxfp4Kernel : NoFinish {
+  static constexpr int kBlockElems = kQKMxfp4;
+  const BlockQ8_0* x;
+  __m256i table = _mm256_broadcastsi128_si256(load128(kMxfp4DoubledValues.data()));
+  __m256 block(const BlockMXFP4* const* rows, int64_t i, __m256 acc) const {
+    const __m256i xv = in_register(load256(x[i].qs));
+    const __m256i ax = _mm256_abs_epi8(xv);
+    __m256i p[kRows];
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m128i q = load128(rows[r][i].qs);
+      const __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+      const __m256i wv = _mm256_shuffle_epi8(table, codes);
+      p[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv)), _mm256_set1_epi16(1));
+    }
+    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(f16_value(x[i].d)),
+                                   e8m0_half_lanes(rows_u8(rows, i, offsetof(BlockMXFP4, e))));
+    return _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(p))));
+  }
+};
+
+// ---- Q2_K / Q4_K: dall * float(isum) - dmin * float(msum) per block ----
+
+template <typename Block>
+struct KQuantKernel : NoFinish {
+  static constexpr int kBlockElems = kQK_K;
+  const BlockQ8_K* x;
+  __m256 block(const Block* const* rows, int64_t i, __m256 acc) const {
+    __m256i isum[kRows], msum[kRows];
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      if constexpr (sizeof(Block) == sizeof(BlockQ2_K)) {
+        q2_K_block_parts(rows[r][i], x[i], isum[r], msum[r]);
+      } else {
+        q4_K_block_parts(rows[r][i], x[i], isum[r], msum[r]);
+      }
+    }
+    const __m256 xd = _mm256_set1_ps(x[i].d);
+    const __m256 dall = _mm256_mul_ps(xd, rows_f16(rows, i, offsetof(Block, d)));
+    const __m256 dmin = _mm256_mul_ps(xd, rows_f16(rows, i, offsetof(Block, dmin)));
+    const __m256 term = _mm256_sub_ps(_mm256_mul_ps(dall, _mm256_cvtepi32_ps(hsum8_i32(isum))),
+                                      _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(hsum8_i32(msum))));
+    return _mm256_add_ps(acc, term);
+  }
+};
+static_assert(sizeof(BlockQ2_K) != sizeof(BlockQ4_K));
+
+// ---- IQ2_XXS: (d_w * d_x) * float(isum) per block, 0.125 * the sum ----
+
+struct Iq2XxsKernel {
+  static constexpr int kBlockElems = kQK_K;
+  const BlockQ8_K* x;
+  __m256 block(const BlockIQ2_XXS* const* rows, int64_t i, __m256 acc) const {
+    __m256i a[kRows];
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) a[r] = _mm256_setzero_si256();
+    // Sub-blocks outer: each activation chunk is loaded and made absolute
+    // once for the 8 rows.
+#pragma GCC unroll 2
+    for (int b = 0; b < 8; ++b) {
+      const __m256i xv = in_register(load256(x[i].qs + 32 * b));
+      const __m256i ax = _mm256_abs_epi8(xv);
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) a[r] = iq2_xxs_sub_block(a[r], iq2_xxs_aux(rows[r][i], b), xv, ax);
+    }
+    const __m256 d = _mm256_mul_ps(rows_f16(rows, i, offsetof(BlockIQ2_XXS, d)), _mm256_set1_ps(x[i].d));
+    return _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(a))));
+  }
+  static __m256 finish(__m256 acc) { return _mm256_mul_ps(_mm256_set1_ps(0.125f), acc); }
+};
+
+}  // namespace
+
+void q8_0_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_0* x, float* out) {
+  if (q8_0_no_min_code(x, n / kQK8_0)) {
+    rows8<BlockQ8_0>(Q8_0Kernel<true>{{}, x}, n, w, row_bytes, n_rows, out);
+  } else {
+    rows8<BlockQ8_0>(Q8_0Kernel<false>{{}, x}, n, w, row_bytes, n_rows, out);
+  }
+}
+
+void mxfp4_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_0* x, float* out) {
+  rows8<BlockMXFP4>(Mxfp4Kernel{{}, x}, n, w, row_bytes, n_rows, out);
+}
+
+void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  rows8<BlockQ2_K>(KQuantKernel<BlockQ2_K>{{}, x}, n, w, row_bytes, n_rows, out);
+}
+
+void q4_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  rows8<BlockQ4_K>(KQuantKernel<BlockQ4_K>{{}, x}, n, w, row_bytes, n_rows, out);
+}
+
+void iq2_xxs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  rows8<BlockIQ2_XXS>(Iq2XxsKernel{x}, n, w, row_bytes, n_rows, out);
+}
+
+}  // namespace ds4::quant::avx2_detail

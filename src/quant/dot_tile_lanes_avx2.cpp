@@ -1,0 +1,561 @@
+// Prefill tile kernels (dot_tile.h) at the avx2 level for the integer formats
+// (Q8_0, MXFP4, Q2_K, Q4_K, IQ2_XXS), 2 activations or more: one int32 lane
+// per weight row.
+//
+// Per 8-row group and block, the rows' codes are re-laid out once (an 8 x 8
+// dword transpose) so that lane r of register k holds elements 4k..4k+3 of row
+// r: the integers the one-row kernel multiplies (K-quant codes, IQ2_XXS sign *
+// grid, MXFP4 doubled E2M1 values, Q8_0 codes), with the block's scales,
+// minimums and f16 factors as lane-per-row vectors. Each activation's matching
+// 4 bytes are then broadcast to the 8 lanes, and one vpmaddubsw + vpmaddwd add
+// them for 8 rows at once; a block ends with the exact integer sums of 8
+// (row, activation) pairs in 8 lanes, no horizontal reduction. The float term
+// is the scalar reference's, lane by lane, added in block order from 0, so
+// every output is bit-identical to the one-row kernel (kDotAvx2, itself
+// bit-identical to the scalar reference).
+//
+// vpmaddubsw multiplies unsigned by signed bytes:
+//   Q2_K / Q4_K: codes (0..3 / 0..15) x activation codes; a sub-block's pair
+//     sums add in int16 first (4 x 768 and 8 x 3840 < 32768), then one
+//     vpmaddwd by the sub-block's scale.
+//   IQ2_XXS / MXFP4: (x + 128) x signed weights (|w| <= 43 / 12), no pair
+//     saturates; the 128 * sum(w) this adds is taken off per block (exact).
+//   Q8_0: |w| x (x * sign(w)), exact unless x holds -128 (its negation
+//     overflows): such an activation goes through the one-row kernel.
+//
+// Activations go 4 at a time, so each weight register is loaded once for 4
+// (8 measured slower: the sums no longer fit the 16 registers).
+#include "core/x86_kernel_prelude.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/scratch_vector.h"
+#include "quant/dot_tile.h"
+#include "quant/dot_tile_loop.h"
+#include "quant/dot_x86_common.h"
+#include "quant/mxfp4.h"
+
+namespace ds4::quant {
+
+extern const DotKernels kDotAvx2;
+
+namespace tile_avx2 {
+namespace {
+
+constexpr int kRows = 8;  // weight rows per group, one int32 lane each
+
+// 32-byte aligned scratch, grown on demand, one per thread and use.
+class Scratch {
+ public:
+  uint8_t* get(size_t bytes) {
+    if (bytes + 31 > storage_.size()) storage_.resize(std::max(bytes + 31, storage_.size() * 2));
+    const auto base = reinterpret_cast<uintptr_t>(storage_.data());
+    return reinterpret_cast<uint8_t*>((base + 31) & ~uintptr_t{31});
+  }
+
+ private:
+  ScratchVector<uint8_t> storage_;
+};
+
+thread_local Scratch t_block;  // one block of a row group, re-laid out
+thread_local Scratch t_acts;   // the activations' prepared bytes
+thread_local Scratch t_sums;   // the running float sums, 8 lanes per activation
+
+inline __m256i load(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
+inline void store(void* p, __m256i v) { _mm256_store_si256(static_cast<__m256i*>(p), v); }
+inline __m256i bcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// in[r] = 8 dwords of row r -> out[k] lane r = dword k of row r.
+inline void transpose8(const __m256i in[8], __m256i* out) {
+  __m256i t[8], u[8];
+#pragma GCC unroll 4
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm256_unpacklo_epi32(in[j], in[j + 1]);
+    t[j + 1] = _mm256_unpackhi_epi32(in[j], in[j + 1]);
+  }
+#pragma GCC unroll 2
+  for (int j = 0; j < 8; j += 4) {
+    u[j] = _mm256_unpacklo_epi64(t[j], t[j + 2]);      // dwords 0 | 4
+    u[j + 1] = _mm256_unpackhi_epi64(t[j], t[j + 2]);  // 1 | 5
+    u[j + 2] = _mm256_unpacklo_epi64(t[j + 1], t[j + 3]);  // 2 | 6
+    u[j + 3] = _mm256_unpackhi_epi64(t[j + 1], t[j + 3]);  // 3 | 7
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    out[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
+    out[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
+  }
+}
+
+// The f16 at `offset` in block i of each row, as f32 lanes.
+template <typename Block>
+inline __m256 rows_f16(const Block* const* rows, int64_t i, size_t offset) {
+  alignas(16) uint16_t v[kRows];
+  for (int r = 0; r < kRows; ++r) std::memcpy(&v[r], reinterpret_cast<const unsigned char*>(&rows[r][i]) + offset, 2);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(v)));
+}
+
+// Lane r = (v[r], v[r]) as int16 words: a per-row factor for vpmaddwd.
+inline __m256i word_pairs(const int32_t* v) {
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v));
+  return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
+}
+
+// Sum of each row's 32 weight bytes (int8) times mul, as int32 lanes.
+inline __m256i weighted_byte_sum(__m256i w, __m256i mul_words) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), w), mul_words);
+}
+
+// ---- The formats ----
+//
+// Each format: Block, Act (the activation block), kBlockElems, the bytes of a
+// re-laid-out block (kLaidBytes), relayout(rows, i, dst), the activation
+// preparation (kPrepared: x + 128 copies), term<T>(laid, acts, i, sums) which
+// adds block i's term to T activations' sums, and finish.
+
+// Activation view for a pass: token t's block i.
+template <typename Act>
+struct ActRows {
+  const Act* const* x;       // the dot kernel's activation blocks
+  const uint8_t* const* xu;  // x + 128 copies (formats that want them), kBlockElems bytes per block
+};
+
+struct Q4KFormat {
+  using Block = BlockQ4_K;
+  static constexpr int kPass = 4;  // activations per pass
+  using Act = BlockQ8_K;
+  static constexpr int kBlockElems = kQK_K;
+  static constexpr bool kPrepared = false;
+  // 64 code registers, 8 scale pairs, 8 min pairs, d, dmin.
+  static constexpr size_t kLaidBytes = 32 * (64 + 8 + 8 + 2);
+
+  static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    auto* out = reinterpret_cast<__m256i*>(dst);
+    for (int c = 0; c < 4; ++c) {
+      __m256i lo[kRows], hi[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        const __m256i q = load256(rows[r][i].qs + 32 * c);
+        lo[r] = _mm256_and_si256(q, low4);
+        hi[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      }
+      transpose8(lo, out + 16 * c);      // elements 64c .. 64c + 31
+      transpose8(hi, out + 16 * c + 8);  // 64c + 32 .. 64c + 63
+    }
+    alignas(32) int32_t sc[8][kRows], mn[8][kRows];
+    for (int r = 0; r < kRows; ++r) {
+      const Q4KScales s = unpack_q4_K_scales(rows[r][i].scales);
+      for (int j = 0; j < 8; ++j) {
+        sc[j][r] = s.scale[j];
+        mn[j][r] = s.min[j];
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      store(dst + 32 * (64 + j), word_pairs(sc[j]));
+      store(dst + 32 * (72 + j), word_pairs(mn[j]));
+    }
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 80), rows_f16(rows, i, offsetof(Block, d)));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 81), rows_f16(rows, i, offsetof(Block, dmin)));
+  }
+
+  template <int T>
+  static void term(const uint8_t* laid, const ActRows<Act>& a, int64_t i, float* sums) {
+    __m256i isum[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      __m256i p[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) p[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        const __m256i wk = load(laid + 32 * (8 * s + g));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(wk, bcast4(a.x[t][i].qs + 32 * s + 4 * g)));
+        }
+      }
+      const __m256i scale = load(laid + 32 * (64 + s));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], scale));
+    }
+    const __m256 wd = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 80));
+    const __m256 wdmin = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 81));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      // Sub-block j's min times its two 16-sums of the activation.
+      __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(load(laid + 32 * (72 + j)), bcast4(a.x[t][i].bsums + 2 * j)));
+      }
+      k_term(a.x[t][i].d, wd, wdmin, isum[t], msum, sums + kRows * t);
+    }
+  }
+
+  // dall * float(isum) - dmin * float(msum), added to the running sums.
+  static void k_term(float xd, __m256 wd, __m256 wdmin, __m256i isum, __m256i msum, float* sum) {
+    const __m256 x = _mm256_set1_ps(xd);
+    const __m256 dall = _mm256_mul_ps(x, wd);
+    const __m256 dmin = _mm256_mul_ps(x, wdmin);
+    const __m256 t = _mm256_sub_ps(_mm256_mul_ps(dall, _mm256_cvtepi32_ps(isum)),
+                                   _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(msum)));
+    _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), t));
+  }
+  static __m256 finish(__m256 v) { return v; }
+};
+
+struct Q2KFormat {
+  using Block = BlockQ2_K;
+  static constexpr int kPass = 4;
+  using Act = BlockQ8_K;
+  static constexpr int kBlockElems = kQK_K;
+  static constexpr bool kPrepared = false;
+  // 64 code registers, 16 scale pairs, 8 min pairs (2 sub-blocks each), d, dmin.
+  static constexpr size_t kLaidBytes = 32 * (64 + 16 + 8 + 2);
+
+  static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    const __m256i three = _mm256_set1_epi8(3);
+    auto* out = reinterpret_cast<__m256i*>(dst);
+    for (int h = 0; h < 2; ++h) {
+      __m256i q[kRows];
+      for (int r = 0; r < kRows; ++r) q[r] = load256(rows[r][i].qs + 32 * h);
+      for (int p = 0; p < 4; ++p) {
+        __m256i plane[kRows];
+        for (int r = 0; r < kRows; ++r) plane[r] = _mm256_and_si256(_mm256_srli_epi16(q[r], 2 * p), three);
+        transpose8(plane, out + 32 * h + 8 * p);  // elements 128h + 32p .. + 31
+      }
+    }
+    alignas(32) int32_t sc[16][kRows], mn[8][kRows];
+    for (int r = 0; r < kRows; ++r) {
+      const uint8_t* s = rows[r][i].scales;
+      for (int j = 0; j < 16; ++j) sc[j][r] = s[j] & 0x0f;
+      for (int j = 0; j < 8; ++j) mn[j][r] = (s[2 * j] >> 4) | ((s[2 * j + 1] >> 4) << 16);
+    }
+    for (int j = 0; j < 16; ++j) store(dst + 32 * (64 + j), word_pairs(sc[j]));
+    for (int j = 0; j < 8; ++j) store(dst + 32 * (80 + j), _mm256_load_si256(reinterpret_cast<const __m256i*>(mn[j])));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 88), rows_f16(rows, i, offsetof(Block, d)));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 89), rows_f16(rows, i, offsetof(Block, dmin)));
+  }
+
+  template <int T>
+  static void term(const uint8_t* laid, const ActRows<Act>& a, int64_t i, float* sums) {
+    __m256i isum[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 16; ++s) {
+      __m256i p[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) p[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        const __m256i wk = load(laid + 32 * (4 * s + g));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(wk, bcast4(a.x[t][i].qs + 16 * s + 4 * g)));
+        }
+      }
+      const __m256i scale = load(laid + 32 * (64 + s));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], scale));
+    }
+    const __m256 wd = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 88));
+    const __m256 wdmin = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 89));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(load(laid + 32 * (80 + j)), bcast4(a.x[t][i].bsums + 2 * j)));
+      }
+      Q4KFormat::k_term(a.x[t][i].d, wd, wdmin, isum[t], msum, sums + kRows * t);
+    }
+  }
+  static __m256 finish(__m256 v) { return v; }
+};
+
+struct Iq2XxsFormat {
+  using Block = BlockIQ2_XXS;
+  static constexpr int kPass = 4;
+  using Act = BlockQ8_K;
+  static constexpr int kBlockElems = kQK_K;
+  static constexpr bool kPrepared = true;
+  // 64 signed-weight registers, 8 multiplier pairs, 128 * sum(w * mul), d.
+  static constexpr size_t kLaidBytes = 32 * (64 + 8 + 2);
+
+  static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    auto* out = reinterpret_cast<__m256i*>(dst);
+    __m256i wsum[kRows];
+    for (int r = 0; r < kRows; ++r) wsum[r] = _mm256_setzero_si256();
+    alignas(32) int32_t mul[8][kRows];
+    for (int b = 0; b < 8; ++b) {
+      __m256i v[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        const auto* q = reinterpret_cast<const uint8_t*>(rows[r][i].qs) + 8 * b;
+        v[r] = iq2_xxs_signed_grid(q);
+        mul[b][r] = iq2_xxs_multiplier(q);
+        wsum[r] = _mm256_add_epi32(wsum[r], weighted_byte_sum(v[r], _mm256_set1_epi16(iq2_xxs_multiplier(q))));
+      }
+      transpose8(v, out + 8 * b);
+    }
+    for (int b = 0; b < 8; ++b) store(dst + 32 * (64 + b), word_pairs(mul[b]));
+    store(dst + 32 * 72, _mm256_slli_epi32(hsum8_i32(wsum), 7));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 73), rows_f16(rows, i, offsetof(Block, d)));
+  }
+
+  template <int T>
+  static void term(const uint8_t* laid, const ActRows<Act>& a, int64_t i, float* sums) {
+    __m256i isum[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int b = 0; b < 8; ++b) {
+      const __m256i mul = load(laid + 32 * (64 + b));
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        const __m256i wk = load(laid + 32 * (8 * b + g));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const __m256i prod = _mm256_maddubs_epi16(bcast4(a.xu[t] + kQK_K * i + 32 * b + 4 * g), wk);
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(prod, mul));
+        }
+      }
+    }
+    const __m256i corr = load(laid + 32 * 72);
+    const __m256 wd = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 73));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(a.x[t][i].d));
+      const __m256 term = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[t], corr)));
+      float* sum = sums + kRows * t;
+      _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), term));
+    }
+  }
+  static __m256 finish(__m256 v) { return _mm256_mul_ps(_mm256_set1_ps(0.125f), v); }
+};
+
+struct Mxfp4Format {
+  using Block = BlockMXFP4;
+  static constexpr int kPass = 4;
+  using Act = BlockQ8_0;
+  static constexpr int kBlockElems = kQKMxfp4;
+  static constexpr bool kPrepared = true;
+  // 8 value registers, 128 * sum(w), the half scales.
+  static constexpr size_t kLaidBytes = 32 * (8 + 2);
+
+  static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    const __m256i table = _mm256_broadcastsi128_si256(load128(kMxfp4DoubledValues.data()));
+    __m256i v[kRows], wsum[kRows];
+    alignas(32) float e[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      const __m128i q = load128(rows[r][i].qs);
+      const __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+      v[r] = _mm256_shuffle_epi8(table, codes);
+      wsum[r] = weighted_byte_sum(v[r], _mm256_set1_epi16(1));
+      e[r] = e8m0_half_value(rows[r][i].e);
+    }
+    transpose8(v, reinterpret_cast<__m256i*>(dst));
+    store(dst + 32 * 8, _mm256_slli_epi32(hsum8_i32(wsum), 7));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 9), _mm256_load_ps(e));
+  }
+
+  template <int T>
+  static void term(const uint8_t* laid, const ActRows<Act>& a, int64_t i, float* sums) {
+    __m256i p[2][T];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) p[h][t] = _mm256_setzero_si256();
+      // Four pair sums of (x + 128) * w fit int16: 4 * 255 * 12 * 2 < 32768.
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        const __m256i wk = load(laid + 32 * (4 * h + g));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          p[h][t] = _mm256_add_epi16(p[h][t], _mm256_maddubs_epi16(bcast4(a.xu[t] + kQKMxfp4 * i + 16 * h + 4 * g), wk));
+        }
+      }
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i corr = load(laid + 32 * 8);
+    const __m256 e = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 9));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256i isum = _mm256_sub_epi32(
+          _mm256_add_epi32(_mm256_madd_epi16(p[0][t], ones), _mm256_madd_epi16(p[1][t], ones)), corr);
+      const __m256 d = _mm256_mul_ps(_mm256_set1_ps(f16_value(a.x[t][i].d)), e);
+      float* sum = sums + kRows * t;
+      _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum))));
+    }
+  }
+  static __m256 finish(__m256 v) { return v; }
+};
+
+struct Q8_0Format {
+  using Block = BlockQ8_0;
+  static constexpr int kPass = 4;
+  using Act = BlockQ8_0;
+  static constexpr int kBlockElems = kQK8_0;
+  static constexpr bool kPrepared = false;
+  // 8 code registers, their absolute values, d.
+  static constexpr size_t kLaidBytes = 32 * (16 + 1);
+
+  static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    __m256i v[kRows];
+    for (int r = 0; r < kRows; ++r) v[r] = load256(rows[r][i].qs);
+    auto* out = reinterpret_cast<__m256i*>(dst);
+    transpose8(v, out);
+    for (int g = 0; g < 8; ++g) out[8 + g] = _mm256_abs_epi8(out[g]);
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 16), rows_f16(rows, i, offsetof(Block, d)));
+  }
+
+  template <int T>
+  static void term(const uint8_t* laid, const ActRows<Act>& a, int64_t i, float* sums) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i isum[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const __m256i wk = load(laid + 32 * g);
+      const __m256i awk = load(laid + 32 * (8 + g));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m256i prod = _mm256_maddubs_epi16(awk, _mm256_sign_epi8(bcast4(a.x[t][i].qs + 4 * g), wk));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(prod, ones));
+      }
+    }
+    const __m256 wd = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 16));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(f16_value(a.x[t][i].d)));
+      float* sum = sums + kRows * t;
+      _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), _mm256_mul_ps(_mm256_cvtepi32_ps(isum[t]), d)));
+    }
+  }
+  static __m256 finish(__m256 v) { return v; }
+};
+
+// True when x holds no -128 code (Q8_0Format's precondition).
+bool q8_0_no_min_code(const BlockQ8_0* x, int64_t nb) {
+  const __m256i min = _mm256_set1_epi8(static_cast<char>(-128));
+  __m256i any = _mm256_setzero_si256();
+  for (int64_t i = 0; i < nb; ++i) any = _mm256_or_si256(any, _mm256_cmpeq_epi8(load256(x[i].qs), min));
+  return _mm256_testz_si256(any, any) != 0;
+}
+
+// The activation's codes + 128 as bytes, kBlockElems per block.
+template <typename Act>
+void offset_codes(const Act* x, int64_t nb, int elems, uint8_t* dst) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int j = 0; j < elems; j += 32) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + elems * i + j), _mm256_xor_si256(load256(x[i].qs + j), bias));
+    }
+  }
+}
+
+// term<T> for the T = count activations of one pass (count <= F::kPass).
+template <typename F, int T = F::kPass>
+inline void pass(const uint8_t* laid, const ActRows<typename F::Act>& a, int64_t i, float* sums, int count) {
+  if constexpr (T > 1) {
+    if (count < T) {
+      pass<F, T - 1>(laid, a, i, sums, count);
+      return;
+    }
+  }
+  F::template term<T>(laid, a, i, sums);
+}
+
+template <typename F>
+void lanes_tile(float (*dot)(int64_t, const typename F::Block*, const typename F::Act*), int64_t n, const uint8_t* w,
+                uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts, float* out, int64_t ldo) {
+  using Block = typename F::Block;
+  using Act = typename F::Act;
+  const int64_t nb = n / F::kBlockElems;
+  // The activations the tile takes (all but Q8_0's with a -128 code).
+  std::vector<const Act*> x;
+  std::vector<int64_t> index, slow;
+  for (int64_t t = 0; t < n_acts; ++t) {
+    const auto* a = static_cast<const Act*>(acts[t]);
+    if constexpr (sizeof(Act) == sizeof(BlockQ8_0) && sizeof(Block) == sizeof(BlockQ8_0)) {
+      if (!q8_0_no_min_code(a, nb)) {
+        slow.push_back(t);
+        continue;
+      }
+    }
+    x.push_back(a);
+    index.push_back(t);
+  }
+  const auto n_fast = static_cast<int64_t>(x.size());
+  std::vector<const uint8_t*> xu(x.size(), nullptr);
+  if constexpr (F::kPrepared) {
+    uint8_t* bytes = t_acts.get(static_cast<size_t>(n_fast) * static_cast<size_t>(n));
+    for (int64_t t = 0; t < n_fast; ++t) {
+      uint8_t* dst = bytes + static_cast<size_t>(t) * static_cast<size_t>(n);
+      offset_codes(x[static_cast<size_t>(t)], nb, F::kBlockElems, dst);
+      xu[static_cast<size_t>(t)] = dst;
+    }
+  }
+  uint8_t* laid = t_block.get(F::kLaidBytes);
+  auto* sums = reinterpret_cast<float*>(t_sums.get(static_cast<size_t>(n_fast) * kRows * sizeof(float)));
+  for (int64_t r0 = 0; r0 < n_rows && n_fast > 0; r0 += kRows) {
+    const int count = static_cast<int>(std::min<int64_t>(kRows, n_rows - r0));
+    const Block* rows[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      rows[r] = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(r0 + std::min(r, count - 1)) * row_bytes);
+    }
+    std::memset(sums, 0, static_cast<size_t>(n_fast) * kRows * sizeof(float));
+    for (int64_t i = 0; i < nb; ++i) {
+      F::relayout(rows, i, laid);
+      for (int64_t t0 = 0; t0 < n_fast; t0 += F::kPass) {
+        pass<F>(laid, ActRows<Act>{x.data() + t0, xu.data() + t0}, i, sums + kRows * t0,
+                static_cast<int>(std::min<int64_t>(F::kPass, n_fast - t0)));
+      }
+    }
+    for (int64_t t = 0; t < n_fast; ++t) {
+      alignas(32) float v[kRows];
+      _mm256_store_ps(v, F::finish(_mm256_load_ps(sums + kRows * t)));
+      std::memcpy(out + index[static_cast<size_t>(t)] * ldo + r0, v, static_cast<size_t>(count) * sizeof(float));
+    }
+  }
+  for (const int64_t t : slow) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      out[t * ldo + r] = dot(n, reinterpret_cast<const Block*>(w + static_cast<uint64_t>(r) * row_bytes),
+                             static_cast<const Act*>(acts[t]));
+    }
+  }
+}
+
+}  // namespace
+
+void q8_0_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Q8_0Format>(kDotAvx2.q8_0_q8_0, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+void mxfp4_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                 int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Mxfp4Format>(kDotAvx2.mxfp4_q8_0, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+void q2_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Q2KFormat>(kDotAvx2.q2_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+void q4_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Q4KFormat>(kDotAvx2.q4_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+void iq2_xxs_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                   int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Iq2XxsFormat>(kDotAvx2.iq2_xxs_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+
+}  // namespace tile_avx2
+}  // namespace ds4::quant
