@@ -433,6 +433,9 @@ float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
 // row's block a fixed distance ahead left IQ2_XXS at 7.7 GB/s from DRAM
 // (ds4-bench-matvec, 2 threads) against 18 for the one-row loop; the sweep
 // gives 20.
+// The sweep goes into L2 (prefetcht1): into L1 it evicted the rows being read
+// on AMD Zen 4 (ds4-bench-matvec -t 2, 3 alternating rounds: IQ2_XXS 15-16.5
+// -> 18-19 GB/s, Q2_K 14-17 -> 23-26).
 
 // The f16 at `offset` in block b of each of the 16 rows, as f32, lane order of
 // block_sums16.
@@ -465,7 +468,7 @@ inline __m512 rows16_blocks(int64_t nb, const Block* const* rows, const Block* c
   for (int64_t b = 0; b < nb; ++b) {
     if (sweep != nullptr) {
       const char* p = sweep + static_cast<size_t>(b) * share;
-      for (size_t off = 0; off < share; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+      for (size_t off = 0; off < share; off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
     }
     acc = block(b, acc);
   }

@@ -8,7 +8,10 @@
 //
 // Reading 8 short rows (0.5-4 KB) block by block defeats the hardware
 // prefetchers, so the next 8 rows (contiguous) are swept into cache linearly
-// meanwhile, an equal share per block (as the AVX-512 decode does).
+// meanwhile, an equal share per block (as the AVX-512 decode does), into L2
+// (prefetcht1): into L1 (t0) they evicted the rows being read; ds4-bench-matvec
+// -t 2 on AMD Zen 4, 3 alternating rounds: Q8_0 27.6-29.3 -> 32-55 GB/s, Q4_K
+// 22-25 -> 30-32 (no prefetch at all: 24-27 and 14-16).
 #include "core/x86_kernel_prelude.h"
 
 #include <algorithm>
@@ -94,7 +97,7 @@ void rows8(const Kernel& kernel, int64_t n, const uint8_t* w, uint64_t row_bytes
     for (int64_t i = 0; i < nb; ++i) {
       if (sweep != nullptr) {
         const char* p = sweep + static_cast<size_t>(i) * share;
-        for (size_t off = 0; off < share; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+        for (size_t off = 0; off < share; off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
       }
       acc = kernel.block(rows, i, acc);
     }
