@@ -29,14 +29,14 @@ namespace {
 
 constexpr int kRows = 8;
 
-// The u16 at `offset` in block i of each of the 8 rows, as f32 (row r in lane
-// r). Inserted word by word: eight narrow stores read back as one vector would
-// stall on store forwarding.
-template <typename Block>
-inline __m256 rows_f16(const Block* const* rows, int64_t i, size_t offset) {
+// The field of kBytes (1 or 2) at `offset` in block i of each of the 8 rows,
+// as 8 words (row r in word r). Inserted word by word: eight narrow stores read
+// back as one vector would stall on store forwarding.
+template <size_t kBytes, typename Block>
+inline __m128i rows_words(const Block* const* rows, int64_t i, size_t offset) {
   auto word = [&](int r) {
-    uint16_t v;
-    std::memcpy(&v, reinterpret_cast<const unsigned char*>(&rows[r][i]) + offset, 2);
+    uint16_t v = 0;
+    std::memcpy(&v, reinterpret_cast<const unsigned char*>(&rows[r][i]) + offset, kBytes);
     return static_cast<int>(v);
   };
   __m128i v = _mm_cvtsi32_si128(word(0));
@@ -47,22 +47,19 @@ inline __m256 rows_f16(const Block* const* rows, int64_t i, size_t offset) {
   v = _mm_insert_epi16(v, word(5), 5);
   v = _mm_insert_epi16(v, word(6), 6);
   v = _mm_insert_epi16(v, word(7), 7);
-  return _mm256_cvtph_ps(v);
+  return v;
 }
 
-// The byte at `offset` in block i of each of the 8 rows, as int32 lanes.
+// The f16 at `offset` in block i of each row, as f32 lanes.
+template <typename Block>
+inline __m256 rows_f16(const Block* const* rows, int64_t i, size_t offset) {
+  return _mm256_cvtph_ps(rows_words<2>(rows, i, offset));
+}
+
+// The byte at `offset` in block i of each row, as int32 lanes.
 template <typename Block>
 inline __m256i rows_u8(const Block* const* rows, int64_t i, size_t offset) {
-  auto byte = [&](int r) { return static_cast<int>(reinterpret_cast<const unsigned char*>(&rows[r][i])[offset]); };
-  __m128i v = _mm_cvtsi32_si128(byte(0));
-  v = _mm_insert_epi8(v, byte(1), 1);
-  v = _mm_insert_epi8(v, byte(2), 2);
-  v = _mm_insert_epi8(v, byte(3), 3);
-  v = _mm_insert_epi8(v, byte(4), 4);
-  v = _mm_insert_epi8(v, byte(5), 5);
-  v = _mm_insert_epi8(v, byte(6), 6);
-  v = _mm_insert_epi8(v, byte(7), 7);
-  return _mm256_cvtepu8_epi32(v);
+  return _mm256_cvtepu16_epi32(rows_words<1>(rows, i, offset));
 }
 
 // ggml's E8M0 half scale 2^(e-128) (e8m0_to_fp32_half) per lane.

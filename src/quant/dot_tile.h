@@ -18,8 +18,9 @@ namespace ds4::quant {
 
 // w: n_rows rows of n elements, row_bytes apart. acts[t]: the activation in
 // the form the type's dot kernel takes (BlockQ8_0*, BlockQ8_K* or float*).
-using TileKernel = void (*)(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
-                            const void* const* acts, int64_t n_acts, float* out, int64_t ldo);
+using TileFunction = void(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
+                          const void* const* acts, int64_t n_acts, float* out, int64_t ldo);
+using TileKernel = TileFunction*;
 
 struct TileKernels {
   const char* isa;  // the DotKernels level these match
@@ -70,22 +71,8 @@ void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t 
 // Tile kernels for the avx2 level: the integer formats in dot_tile_avx2.cpp,
 // the float formats in dot_tile_float_avx2.cpp.
 namespace tile_avx2 {
-void q8_0_q8_0(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-               int64_t n_acts, float* out, int64_t ldo);
-void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                  int64_t n_acts, float* out, int64_t ldo);
-void q2_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-               int64_t n_acts, float* out, int64_t ldo);
-void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-               int64_t n_acts, float* out, int64_t ldo);
-void mxfp4_q8_0(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                int64_t n_acts, float* out, int64_t ldo);
-void f16_f32(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-             int64_t n_acts, float* out, int64_t ldo);
-void bf16_f32(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-              int64_t n_acts, float* out, int64_t ldo);
-void f32_f32(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-             int64_t n_acts, float* out, int64_t ldo);
+TileFunction q8_0_q8_0, iq2_xxs_q8_K, q2_K_q8_K, q4_K_q8_K, mxfp4_q8_0;
+TileFunction f16_f32, bf16_f32, f32_f32;
 }  // namespace tile_avx2
 
 }  // namespace ds4::quant

@@ -21,9 +21,15 @@ namespace {
 constexpr int64_t kMinLanesQ8_0 = 6;
 constexpr int64_t kMinLanes = 4;
 
-template <typename Act, typename Rows>
-void each_act(Rows rows, int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-              int64_t n_acts, float* out, int64_t ldo) {
+// The activations one by one through `rows` below kMin of them, else `lanes`.
+template <typename Act, void (*rows)(int64_t, const uint8_t*, uint64_t, int64_t, const Act*, float*),
+          TileFunction* lanes, int64_t kMin>
+void route(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+           float* out, int64_t ldo) {
+  if (n_acts >= kMin) {
+    lanes(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+    return;
+  }
   for (int64_t t = 0; t < n_acts; ++t) rows(n, w, row_bytes, n_rows, static_cast<const Act*>(acts[t]), out + t * ldo);
 }
 
@@ -31,47 +37,28 @@ void each_act(Rows rows, int64_t n, const uint8_t* w, uint64_t row_bytes, int64_
 
 void q8_0_q8_0(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                int64_t n_acts, float* out, int64_t ldo) {
-  if (n_acts < kMinLanesQ8_0) {
-    each_act<BlockQ8_0>(avx2_detail::q8_0_rows, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  } else {
-    q8_0_lanes(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  }
+  route<BlockQ8_0, avx2_detail::q8_0_rows, q8_0_lanes, kMinLanesQ8_0>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 
 void mxfp4_q8_0(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                 int64_t n_acts, float* out, int64_t ldo) {
-  if (n_acts < kMinLanes) {
-    each_act<BlockQ8_0>(avx2_detail::mxfp4_rows, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  } else {
-    mxfp4_lanes(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  }
+  route<BlockQ8_0, avx2_detail::mxfp4_rows, mxfp4_lanes, kMinLanes>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 
 void q2_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                int64_t n_acts, float* out, int64_t ldo) {
-  if (n_acts < kMinLanes) {
-    each_act<BlockQ8_K>(avx2_detail::q2_K_rows, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  } else {
-    q2_K_lanes(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  }
+  route<BlockQ8_K, avx2_detail::q2_K_rows, q2_K_lanes, kMinLanes>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 
 void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                int64_t n_acts, float* out, int64_t ldo) {
-  if (n_acts < kMinLanes) {
-    each_act<BlockQ8_K>(avx2_detail::q4_K_rows, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  } else {
-    q4_K_lanes(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  }
+  route<BlockQ8_K, avx2_detail::q4_K_rows, q4_K_lanes, kMinLanes>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 
 void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                   int64_t n_acts, float* out, int64_t ldo) {
-  if (n_acts < kMinLanes) {
-    each_act<BlockQ8_K>(avx2_detail::iq2_xxs_rows, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  } else {
-    iq2_xxs_lanes(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
-  }
+  route<BlockQ8_K, avx2_detail::iq2_xxs_rows, iq2_xxs_lanes, kMinLanes>(n, w, row_bytes, n_rows, acts, n_acts, out,
+                                                                         ldo);
 }
 
 }  // namespace ds4::quant::tile_avx2

@@ -128,14 +128,75 @@ struct ActRows {
   const uint8_t* const* xu;  // x + 128 copies (formats that want them), kBlockElems bytes per block
 };
 
-struct Q4KFormat {
-  using Block = BlockQ4_K;
-  static constexpr int kPass = 4;  // activations per pass
+// Q4_K and Q2_K: 64 code registers (codes 0..15 / 0..3), then kSubBlocks
+// scale pairs, 8 min pairs (each against two of the activation's 16-sums),
+// d and dmin. A sub-block's pair sums add in int16 first (8 x 3840 / 4 x
+// 768 < 32768), then one vpmaddwd by its scale.
+template <int kSubBlocks>
+struct KQuantLanes {
   using Act = BlockQ8_K;
   static constexpr int kBlockElems = kQK_K;
   static constexpr bool kPrepared = false;
-  // 64 code registers, 8 scale pairs, 8 min pairs, d, dmin.
-  static constexpr size_t kLaidBytes = 32 * (64 + 8 + 8 + 2);
+  static constexpr int kPass = 4;  // activations per pass
+  static constexpr int kGroupsPerSub = 64 / kSubBlocks;
+  static constexpr int kScales = 64, kMins = kScales + kSubBlocks, kD = kMins + 8, kDmin = kD + 1;
+  static constexpr size_t kLaidBytes = 32 * (kDmin + 1);
+
+  // sc[j][r]: row r's scale of sub-block j; mins[j][r]: row r's min pair j as
+  // two int16 words; d and dmin from the rows' blocks.
+  template <typename Block>
+  static void store_factors(const Block* const* rows, int64_t i, const int32_t (*sc)[kRows],
+                            const int32_t (*mins)[kRows], uint8_t* dst) {
+    for (int j = 0; j < kSubBlocks; ++j) store(dst + 32 * (kScales + j), word_pairs(sc[j]));
+    for (int j = 0; j < 8; ++j) store(dst + 32 * (kMins + j), _mm256_load_si256(reinterpret_cast<const __m256i*>(mins[j])));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kD), rows_f16(rows, i, offsetof(Block, d)));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kDmin), rows_f16(rows, i, offsetof(Block, dmin)));
+  }
+
+  template <int T>
+  static void term(const uint8_t* laid, const ActRows<Act>& a, int64_t i, float* sums) {
+    __m256i isum[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int s = 0; s < kSubBlocks; ++s) {
+      __m256i p[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) p[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int g = 0; g < kGroupsPerSub; ++g) {
+        const int k = kGroupsPerSub * s + g;
+        const __m256i wk = load(laid + 32 * k);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(wk, bcast4(a.x[t][i].qs + 4 * k)));
+      }
+      const __m256i scale = load(laid + 32 * (kScales + s));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], scale));
+    }
+    const __m256 wd = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * kD));
+    const __m256 wdmin = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * kDmin));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(load(laid + 32 * (kMins + j)), bcast4(a.x[t][i].bsums + 2 * j)));
+      }
+      // dall * float(isum) - dmin * float(msum), added to the running sum.
+      const __m256 x = _mm256_set1_ps(a.x[t][i].d);
+      const __m256 dall = _mm256_mul_ps(x, wd);
+      const __m256 dmin = _mm256_mul_ps(x, wdmin);
+      const __m256 term = _mm256_sub_ps(_mm256_mul_ps(dall, _mm256_cvtepi32_ps(isum[t])),
+                                        _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(msum)));
+      float* sum = sums + kRows * t;
+      _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), term));
+    }
+  }
+  static __m256 finish(__m256 v) { return v; }
+};
+
+struct Q4KFormat : KQuantLanes<8> {
+  using Block = BlockQ4_K;
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -150,77 +211,21 @@ struct Q4KFormat {
       transpose8(lo, out + 16 * c);      // elements 64c .. 64c + 31
       transpose8(hi, out + 16 * c + 8);  // 64c + 32 .. 64c + 63
     }
+    // Sub-block j's min meets both of its 16-sums: the pair (m_j, m_j).
     alignas(32) int32_t sc[8][kRows], mn[8][kRows];
     for (int r = 0; r < kRows; ++r) {
       const Q4KScales s = unpack_q4_K_scales(rows[r][i].scales);
       for (int j = 0; j < 8; ++j) {
         sc[j][r] = s.scale[j];
-        mn[j][r] = s.min[j];
+        mn[j][r] = s.min[j] | (s.min[j] << 16);
       }
     }
-    for (int j = 0; j < 8; ++j) {
-      store(dst + 32 * (64 + j), word_pairs(sc[j]));
-      store(dst + 32 * (72 + j), word_pairs(mn[j]));
-    }
-    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 80), rows_f16(rows, i, offsetof(Block, d)));
-    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 81), rows_f16(rows, i, offsetof(Block, dmin)));
+    store_factors(rows, i, sc, mn, dst);
   }
-
-  template <int T>
-  static void term(const uint8_t* laid, const ActRows<Act>& a, int64_t i, float* sums) {
-    __m256i isum[T];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-    for (int s = 0; s < 8; ++s) {
-      __m256i p[T];
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) p[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        const __m256i wk = load(laid + 32 * (8 * s + g));
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(wk, bcast4(a.x[t][i].qs + 32 * s + 4 * g)));
-        }
-      }
-      const __m256i scale = load(laid + 32 * (64 + s));
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], scale));
-    }
-    const __m256 wd = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 80));
-    const __m256 wdmin = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 81));
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      // Sub-block j's min times its two 16-sums of the activation.
-      __m256i msum = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(load(laid + 32 * (72 + j)), bcast4(a.x[t][i].bsums + 2 * j)));
-      }
-      k_term(a.x[t][i].d, wd, wdmin, isum[t], msum, sums + kRows * t);
-    }
-  }
-
-  // dall * float(isum) - dmin * float(msum), added to the running sums.
-  static void k_term(float xd, __m256 wd, __m256 wdmin, __m256i isum, __m256i msum, float* sum) {
-    const __m256 x = _mm256_set1_ps(xd);
-    const __m256 dall = _mm256_mul_ps(x, wd);
-    const __m256 dmin = _mm256_mul_ps(x, wdmin);
-    const __m256 t = _mm256_sub_ps(_mm256_mul_ps(dall, _mm256_cvtepi32_ps(isum)),
-                                   _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(msum)));
-    _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), t));
-  }
-  static __m256 finish(__m256 v) { return v; }
 };
 
-struct Q2KFormat {
+struct Q2KFormat : KQuantLanes<16> {
   using Block = BlockQ2_K;
-  static constexpr int kPass = 4;
-  using Act = BlockQ8_K;
-  static constexpr int kBlockElems = kQK_K;
-  static constexpr bool kPrepared = false;
-  // 64 code registers, 16 scale pairs, 8 min pairs (2 sub-blocks each), d, dmin.
-  static constexpr size_t kLaidBytes = 32 * (64 + 16 + 8 + 2);
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
     const __m256i three = _mm256_set1_epi8(3);
@@ -234,52 +239,15 @@ struct Q2KFormat {
         transpose8(plane, out + 32 * h + 8 * p);  // elements 128h + 32p .. + 31
       }
     }
+    // 16-groups 2j and 2j+1 have their own mins: the pair (m_2j, m_2j+1).
     alignas(32) int32_t sc[16][kRows], mn[8][kRows];
     for (int r = 0; r < kRows; ++r) {
       const uint8_t* s = rows[r][i].scales;
       for (int j = 0; j < 16; ++j) sc[j][r] = s[j] & 0x0f;
       for (int j = 0; j < 8; ++j) mn[j][r] = (s[2 * j] >> 4) | ((s[2 * j + 1] >> 4) << 16);
     }
-    for (int j = 0; j < 16; ++j) store(dst + 32 * (64 + j), word_pairs(sc[j]));
-    for (int j = 0; j < 8; ++j) store(dst + 32 * (80 + j), _mm256_load_si256(reinterpret_cast<const __m256i*>(mn[j])));
-    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 88), rows_f16(rows, i, offsetof(Block, d)));
-    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 89), rows_f16(rows, i, offsetof(Block, dmin)));
+    store_factors(rows, i, sc, mn, dst);
   }
-
-  template <int T>
-  static void term(const uint8_t* laid, const ActRows<Act>& a, int64_t i, float* sums) {
-    __m256i isum[T];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-    for (int s = 0; s < 16; ++s) {
-      __m256i p[T];
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) p[t] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        const __m256i wk = load(laid + 32 * (4 * s + g));
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(wk, bcast4(a.x[t][i].qs + 16 * s + 4 * g)));
-        }
-      }
-      const __m256i scale = load(laid + 32 * (64 + s));
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], scale));
-    }
-    const __m256 wd = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 88));
-    const __m256 wdmin = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 89));
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      __m256i msum = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(load(laid + 32 * (80 + j)), bcast4(a.x[t][i].bsums + 2 * j)));
-      }
-      Q4KFormat::k_term(a.x[t][i].d, wd, wdmin, isum[t], msum, sums + kRows * t);
-    }
-  }
-  static __m256 finish(__m256 v) { return v; }
 };
 
 struct Iq2XxsFormat {
