@@ -88,6 +88,12 @@ const DotKernels& dot_kernels() {
   return chosen;
 }
 
+bool dot_level_available(const char* isa) {
+  for (const DotKernels* k : dot_kernels_available())
+    if (std::strcmp(k->isa, isa) == 0) return true;
+  return false;
+}
+
 std::vector<const DotKernels*> dot_kernels_available() {
   std::vector<const DotKernels*> out;
   for (const IsaLevel& level : kLevels) {

@@ -35,6 +35,8 @@ const DotKernels& dot_kernels_scalar();
 const DotKernels& dot_kernels();
 // Every level this CPU can run, scalar first, the most capable last.
 std::vector<const DotKernels*> dot_kernels_available();
+// True when the level named `isa` is built and this CPU runs it.
+bool dot_level_available(const char* isa);
 // The level named `isa`; ds4::Error if unknown, not built or not runnable.
 const DotKernels& dot_kernels_for(const char* isa);
 

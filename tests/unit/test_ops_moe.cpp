@@ -189,19 +189,13 @@ void expect_swiglu_matches_scalar(void (*simd)(const float*, const float*, size_
   }
 }
 
-bool cpu_runs(const char* isa) {
-  for (const quant::DotKernels* k : quant::dot_kernels_available())
-    if (std::string(k->isa) == isa) return true;
-  return false;
-}
-
 TEST(OpsMoe, SwigluAvx512MatchesTheScalarLoopBitForBit) {
-  if (!cpu_runs("avx512")) GTEST_SKIP() << "this CPU has no AVX-512";
+  if (!quant::dot_level_available("avx512")) GTEST_SKIP() << "this CPU has no AVX-512";
   expect_swiglu_matches_scalar(swiglu_clamp_default_avx512);
 }
 
 TEST(OpsMoe, SwigluAvx2MatchesTheScalarLoopBitForBit) {
-  if (!cpu_runs("avx2")) GTEST_SKIP() << "this CPU has no AVX2";
+  if (!quant::dot_level_available("avx2")) GTEST_SKIP() << "this CPU has no AVX2";
   expect_swiglu_matches_scalar(swiglu_clamp_default_avx2);
 }
 

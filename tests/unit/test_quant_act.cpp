@@ -199,19 +199,13 @@ void expect_q8_0_act_equals_scalar(void (*simd_quantize)(const float*, BlockQ8_0
   EXPECT_EQ(0, std::memcmp(dispatched.data(), scalar.data(), sizeof(BlockQ8_0) * kBlocks));
 }
 
-bool cpu_runs(const char* isa) {
-  for (const DotKernels* k : dot_kernels_available())
-    if (std::strcmp(k->isa, isa) == 0) return true;
-  return false;
-}
-
 TEST(QuantActQ8_0, Avx512EqualsScalarBitForBit) {
-  if (!cpu_runs("avx512")) GTEST_SKIP() << "this CPU has no AVX-512";
+  if (!dot_level_available("avx512")) GTEST_SKIP() << "this CPU has no AVX-512";
   expect_q8_0_act_equals_scalar(quantize_row_q8_0_act_avx512);
 }
 
 TEST(QuantActQ8_0, Avx2EqualsScalarBitForBit) {
-  if (!cpu_runs("avx2")) GTEST_SKIP() << "this CPU has no AVX2";
+  if (!dot_level_available("avx2")) GTEST_SKIP() << "this CPU has no AVX2";
   expect_q8_0_act_equals_scalar(quantize_row_q8_0_act_avx2);
 }
 
