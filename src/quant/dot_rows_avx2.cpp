@@ -216,6 +216,58 @@ struct Iq2XxsKernel {
   static __m256 finish(__m256 acc) { return _mm256_mul_ps(_mm256_set1_ps(0.125f), acc); }
 };
 
+// The same sums for activations without a -128 code (quantize_row_q8_K never
+// writes one), in fewer uops: the grid magnitudes (u8) against x carrying the
+// weight signs (x = -128 would overflow there), the signs made in registers
+// (iq2_xxs_sign_controls) instead of from four table loads. Rows outer: one
+// accumulator live, x re-read from L1.
+struct Iq2XxsSignedKernel {
+  static constexpr int kBlockElems = kQK_K;
+  const BlockQ8_K* x;
+  Iq2SignConstants signs{};
+  __m256 block(const BlockIQ2_XXS* const* rows, int64_t i, __m256 acc) const {
+    __m256i a[kRows];
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const auto* q = reinterpret_cast<const uint8_t*>(rows[r][i].qs);
+      // Opaque per row, so the compiler re-reads x from L1 for each row
+      // instead of holding its 8 chunks in registers (which spills).
+      const int8_t* xq = in_register(x[i].qs);
+      __m256i sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+      for (int b = 0; b < 8; ++b) {
+        const uint8_t* sub = q + 8 * b;
+        uint64_t aux;
+        std::memcpy(&aux, sub, 8);
+        aux = in_register(aux);
+        const __m256i sign_word = _mm256_broadcastd_epi32(_mm_loadu_si32(sub + 4));
+        const __m256i xs = _mm256_sign_epi8(load256(xq + 32 * b), iq2_xxs_sign_controls(sign_word, signs));
+        const uint64_t* grid = kIq2xxsGrid.data();
+        const __m256i g = _mm256_set_epi64x(
+            static_cast<int64_t>(grid[(aux >> 24) & 255]), static_cast<int64_t>(grid[(aux >> 16) & 255]),
+            static_cast<int64_t>(grid[(aux >> 8) & 255]), static_cast<int64_t>(grid[aux & 255]));
+        const __m256i prod = _mm256_maddubs_epi16(g, xs);
+        const __m256i mult = iq2_xxs_multiplier_words(aux);
+        // In order, in a register: left alone, the compiler holds all 64
+        // products for a later tree of adds and spills them.
+        sum[b & 1] = in_register(_mm256_add_epi32(sum[b & 1], _mm256_madd_epi16(prod, mult)));
+      }
+      a[r] = _mm256_add_epi32(sum[0], sum[1]);
+    }
+    const __m256 d = _mm256_mul_ps(rows_f16(rows, i, offsetof(BlockIQ2_XXS, d)), _mm256_set1_ps(x[i].d));
+    return _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(a))));
+  }
+  static __m256 finish(__m256 acc) { return Iq2XxsKernel::finish(acc); }
+};
+
+bool q8_K_no_min_code(const BlockQ8_K* x, int64_t nb) {
+  const __m256i min = _mm256_set1_epi8(static_cast<char>(-128));
+  __m256i any = _mm256_setzero_si256();
+  for (int64_t i = 0; i < nb; ++i)
+    for (int c = 0; c < kQK_K / 32; ++c) any = _mm256_or_si256(any, _mm256_cmpeq_epi8(load256(x[i].qs + 32 * c), min));
+  return _mm256_testz_si256(any, any) != 0;
+}
+
 }  // namespace
 
 void q8_0_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_0* x, float* out) {
@@ -239,7 +291,11 @@ void q4_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 }
 
 void iq2_xxs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  rows8<BlockIQ2_XXS>(Iq2XxsKernel{x}, n, w, row_bytes, n_rows, out);
+  if (q8_K_no_min_code(x, n / kQK_K)) {
+    rows8<BlockIQ2_XXS>(Iq2XxsSignedKernel{x}, n, w, row_bytes, n_rows, out);
+  } else {
+    rows8<BlockIQ2_XXS>(Iq2XxsKernel{x}, n, w, row_bytes, n_rows, out);
+  }
 }
 
 }  // namespace ds4::quant::avx2_detail

@@ -210,6 +210,45 @@ inline int16_t iq2_xxs_multiplier(const uint8_t* q) {
   return static_cast<int16_t>(2 * (w1 >> 28) + 1);
 }
 
+// vpsignb controls of one sub-block computed in registers from its sign
+// dword (bits 0-27: group j's first 7 signs at bits 7j..7j+6) instead of four
+// table loads: byte 8j+k (k < 7) picks the byte holding bit 7j+k (pshufb),
+// isolates it and widens it to 0x00/0xff (cmpeq); the 8th sign of a group is
+// the parity of its first 7 (ggml's kIq2xsSigns), from vpsadbw's count (times
+// 255, odd iff the count is) shifted to the group's top bit; | 1 turns the
+// unset bytes into +1 (vpsignb zeroes where its control is 0).
+constexpr std::array<int8_t, 32> make_iq2_sign_source() {
+  std::array<int8_t, 32> t{};
+  for (int p = 0; p < 32; ++p) {
+    const int j = (p % 16) / 8 + 2 * (p / 16), k = p % 8;
+    t[static_cast<size_t>(p)] = k == 7 ? int8_t{-128} : static_cast<int8_t>((7 * j + k) / 8);
+  }
+  return t;
+}
+constexpr std::array<int8_t, 32> make_iq2_sign_bit() {
+  std::array<int8_t, 32> t{};
+  for (int p = 0; p < 32; ++p) {
+    const int j = (p % 16) / 8 + 2 * (p / 16), k = p % 8;
+    t[static_cast<size_t>(p)] = k == 7 ? int8_t{1} : static_cast<int8_t>(static_cast<uint8_t>(1u << ((7 * j + k) % 8)));
+  }
+  return t;
+}
+alignas(32) constexpr std::array<int8_t, 32> kIq2SignSource = make_iq2_sign_source();
+alignas(32) constexpr std::array<int8_t, 32> kIq2SignBit = make_iq2_sign_bit();
+
+struct Iq2SignConstants {
+  __m256i source = load256(kIq2SignSource.data());
+  __m256i bit = load256(kIq2SignBit.data());
+};
+
+// The controls from the sub-block's sign dword `signs` (broadcast or not: only
+// bytes 0-3 of each 128-bit lane are read).
+inline __m256i iq2_xxs_sign_controls(__m256i signs, const Iq2SignConstants& c) {
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(signs, c.source), c.bit), c.bit);
+  const __m256i odd = _mm256_slli_epi64(_mm256_sad_epu8(set, _mm256_setzero_si256()), 63);
+  return _mm256_or_si256(_mm256_or_si256(set, odd), _mm256_set1_epi8(1));
+}
+
 // Adjacent-pair sums of ws * x as 16 int16: |x| (u8) times ws carrying x's
 // sign, exact for x = -128 (|ws| <= 43, so no pair saturates).
 inline __m256i iq2_xxs_signed_products(__m256i ws, __m256i x) {

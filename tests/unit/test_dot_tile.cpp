@@ -124,6 +124,17 @@ const void* make_q8_K_act(int64_t n, Rng& rng, std::vector<unsigned char>& stora
   return x;
 }
 
+// Activations exactly as quantize_row_q8_K writes them (no -128 code): the
+// case the avx2 IQ2_XXS decode kernel takes its sign-on-activation path for
+// (make_q8_K_act's -128s send it to the general one).
+const void* make_q8_K_act_as_quantized(int64_t n, Rng& rng, std::vector<unsigned char>& storage, size_t offset) {
+  const int64_t nb = n / kQK_K;
+  auto* x = reinterpret_cast<BlockQ8_K*>(place(storage, static_cast<size_t>(nb) * sizeof(BlockQ8_K), offset));
+  const std::vector<float> f = random_floats(n, rng);
+  quantize_row_q8_K(f.data(), x, n);
+  return x;
+}
+
 const void* make_f32_act(int64_t n, Rng& rng, std::vector<unsigned char>& storage, size_t offset) {
   auto* x = reinterpret_cast<float*>(place(storage, static_cast<size_t>(n) * sizeof(float), offset));
   const std::vector<float> f = random_floats(n, rng);
@@ -164,6 +175,12 @@ const Format kFormats[] = {
     {"iq2_xxs", kQK_K, sizeof(BlockIQ2_XXS), alignof(BlockIQ2_XXS), &TileKernels::iq2_xxs_q8_K,
      [](unsigned char* b, Rng& rng) { set_u16(b + offsetof(BlockIQ2_XXS, d), random_f16_scale(rng)); },
      make_q8_K_act,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.iq2_xxs_q8_K(n, static_cast<const BlockIQ2_XXS*>(w), static_cast<const BlockQ8_K*>(x));
+     }},
+    {"iq2_xxs_quantized_acts", kQK_K, sizeof(BlockIQ2_XXS), alignof(BlockIQ2_XXS), &TileKernels::iq2_xxs_q8_K,
+     [](unsigned char* b, Rng& rng) { set_u16(b + offsetof(BlockIQ2_XXS, d), random_f16_scale(rng)); },
+     make_q8_K_act_as_quantized,
      [](const DotKernels& k, int64_t n, const void* w, const void* x) {
        return k.iq2_xxs_q8_K(n, static_cast<const BlockIQ2_XXS*>(w), static_cast<const BlockQ8_K*>(x));
      }},
