@@ -311,7 +311,14 @@ TEST(Ds4Bench, ReadBandwidthIsMeasuredBetweenTheDecodeSteps) {
     EXPECT_GT(lo, 0);
     EXPECT_LE(lo, read);
     EXPECT_LE(read, hi);
-    EXPECT_NEAR(pct, 100 * weights / read, 0.5 + 0.01 * pct) << r.err.substr(at);
+    // P is checked at the precision the three figures were printed with (G and R
+    // to 0.01, P to 1): on a slow machine R and G are small, and a tolerance
+    // relative to P alone fails on rounding (0.49 GB/s and 21 % is 22.4 % recomputed).
+    const double half_cent = 0.005;
+    const double lowest = 100 * std::max(weights - half_cent, 0.0) / (read + half_cent);
+    const double highest = read > half_cent ? 100 * (weights + half_cent) / (read - half_cent) : 1e300;
+    EXPECT_GE(pct, lowest - 0.5) << r.err.substr(at);
+    EXPECT_LE(pct, highest + 0.5) << r.err.substr(at);
   }
 }
 
