@@ -28,12 +28,26 @@ const Json& weather_tools() {
   return tools;
 }
 
+// A token holds at least one byte, so a forced call never takes more tokens
+// than its longest accepted text has bytes (ToolCallConstraint's grammar for
+// weather_tools(): the longer tool, its longest enum value, an 18-digit
+// negative integer), plus the EOS after it. A lower max_tokens makes the test
+// depend on which tokens a random model's greedy path happens to pick, which
+// differs between ISA levels.
+int64_t longest_forced_call_tokens() {
+  const std::string longest = std::string("\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n") +
+                              "<｜DSML｜parameter name=\"city\" string=\"true\">Tokyo</｜DSML｜parameter>\n" +
+                              "<｜DSML｜parameter name=\"days\" string=\"false\">-" + std::string(18, '9') +
+                              "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  return static_cast<int64_t>(longest.size()) + 1;
+}
+
 Json chat(const Json& tool_choice) {
   return Json{{"model", "deepseek-v4-flash"},
               {"messages", Json::array({Json{{"role", "user"}, {"content", "What is the weather in Rome?"}}})},
               {"tools", weather_tools()},
               {"tool_choice", tool_choice},
-              {"max_tokens", 200},
+              {"max_tokens", longest_forced_call_tokens()},
               {"temperature", 0},
               {"think", false}};
 }
@@ -127,7 +141,7 @@ TEST(ServerTools, AnthropicForcedToolStreamsAToolUseBlock) {
                          {"input_schema", t["function"]["parameters"]}});
   }
   const Json req{{"model", "deepseek-v4-flash"},
-                 {"max_tokens", 200},
+                 {"max_tokens", longest_forced_call_tokens()},
                  {"temperature", 0},
                  {"thinking", Json{{"type", "disabled"}}},
                  {"tools", tools},
@@ -151,7 +165,7 @@ TEST(ServerTools, AnthropicForcedToolStreamsAToolUseBlock) {
   }
   EXPECT_EQ(block_name, "get_weather");
   expect_valid_call("get_weather", Json::parse(partial));
-  EXPECT_EQ(stop_reason, "tool_use");
+  EXPECT_EQ(stop_reason, "tool_use") << sr->body;
   EXPECT_TRUE(std::regex_match(block_id, std::regex("toolu_[0-9a-f]{32}"))) << block_id;
 }
 
