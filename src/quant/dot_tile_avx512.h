@@ -1,5 +1,4 @@
-// Internal to the dot_tile_*_avx512.cpp files: the per-thread scratch buffer
-// the tile kernels re-lay their operands out in, the 16-row dword transpose
+// Internal to the dot_tile_*_avx512.cpp files: the 16-row dword transpose
 // of the one-lane-per-row kernels, and the byte multiply-add at both
 // avx512 levels. Include after
 // core/x86_kernel_prelude.h; everything is in an anonymous namespace, so each file
@@ -10,32 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/scratch_vector.h"
 #include "core/x86_intrinsics.h"
 #include "quant/dot_words_avx512.h"
 
 namespace ds4::quant::tile_avx512 {
 namespace {
-
-// 64-byte aligned, grown on demand (never shrunk), one per thread and use (the
-// matmul runs tiles on a thread pool). Reused across calls, so large tiles do
-// not fault in fresh pages every time; >= 2 MiB comes in 2 MiB pages.
-class TileScratch {
- public:
-  uint8_t* get(size_t bytes) {
-    if (bytes > capacity_) {
-      capacity_ = std::max(bytes, capacity_ * 2);
-      storage_.clear();  // the old contents are not kept
-      storage_.resize(capacity_ + 63);
-    }
-    const auto base = reinterpret_cast<uintptr_t>(storage_.data());
-    return reinterpret_cast<uint8_t*>((base + 63) & ~uintptr_t{63});
-  }
-
- private:
-  ScratchVector<uint8_t> storage_;  // no zero fill: every use writes before reading
-  size_t capacity_ = 0;
-};
 
 // 16 rows' 8 dwords (row r in rows[r]) -> out[k] lane r = dword k of row r.
 // An 8x8 dword transpose in each 256-bit half; pairing rows r and r+4 in the

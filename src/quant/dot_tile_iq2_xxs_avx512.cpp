@@ -25,8 +25,8 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
+#include "core/kernel_scratch.h"
 #include "quant/dot_rows_avx512.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_avx512.h"
@@ -54,8 +54,9 @@ constexpr int kRowTile = 8;   // rows sharing each activation register
 constexpr int64_t kMinActsIq2Xxs = 3;
 
 // The decoded weights and packed activations of one call.
-thread_local TileScratch t_acts;
-thread_local TileScratch t_weights;
+thread_local KernelScratch t_acts;
+thread_local KernelScratch t_weights;
+thread_local KernelScratch t_stage;  // one group's activation dwords before the transpose
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
@@ -127,7 +128,7 @@ void pack_acts(const void* const* acts, int64_t n_acts, int64_t nb, const ActLay
   const int64_t groups = (n_acts + per_group - 1) / per_group;
   const int steps = layout.steps();
   const int row_dwords = steps;
-  std::vector<uint32_t> stage(static_cast<size_t>(kLanes * row_dwords));
+  uint32_t* stage = t_stage.get_as<uint32_t>(static_cast<size_t>(kLanes * row_dwords));
   alignas(64) uint32_t act_dwords[64];
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t i = 0; i < nb; ++i) {
@@ -136,24 +137,24 @@ void pack_acts(const void* const* acts, int64_t n_acts, int64_t nb, const ActLay
       for (int64_t a = 0; a < per_group; ++a) {
         if (g * per_group + a >= n_acts) {
           // A short group's missing activations: zero codes (and scale).
-          std::memset(stage.data() + a * split * row_dwords, 0, sizeof(uint32_t) * split * row_dwords);
+          std::memset(stage + a * split * row_dwords, 0, sizeof(uint32_t) * split * row_dwords);
           continue;
         }
         const BlockQ8_K& x = static_cast<const BlockQ8_K*>(acts[g * per_group + a])[i];
         if (split == 1) {
           // Straight into the lane's row.
-          act_block_dwords(x, stage.data() + a * row_dwords);
+          act_block_dwords(x, stage + a * row_dwords);
           d[a] = x.d;
           continue;
         }
         act_block_dwords(x, act_dwords);
         for (int h = 0; h < split; ++h) {
-          uint32_t* row = stage.data() + (a * split + h) * row_dwords;
+          uint32_t* row = stage + (a * split + h) * row_dwords;
           std::memcpy(row, act_dwords + h * steps, sizeof(uint32_t) * steps);
           d[a * split + h] = x.d;
         }
       }
-      for (int u = 0; u < steps; u += 16) transpose16(stage.data() + u, row_dwords, out + u);
+      for (int u = 0; u < steps; u += 16) transpose16(stage + u, row_dwords, out + u);
       out[layout.per_block() - 1] = _mm512_castps_si512(_mm512_load_ps(d));
     }
   }

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/kernel_scratch.h"
 #include "quant/dot_rows_avx512.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_avx512.h"
@@ -62,8 +63,8 @@ constexpr size_t kActMinOperand = 256;
 constexpr size_t kActScale = 288;
 constexpr size_t kActBytes = 320;
 
-thread_local TileScratch t_weights;
-thread_local TileScratch t_acts;
+thread_local KernelScratch t_weights;
+thread_local KernelScratch t_acts;
 
 // dot_bytes (dot_tile_avx512.h) is exact here: no int16 pair of products
 // exceeds 2 * 15 * 128.
@@ -252,7 +253,7 @@ struct Q4KDecodeAct {
 };
 static_assert(sizeof(Q4KDecodeAct) == 320);
 
-thread_local TileScratch t_decode_act;
+thread_local KernelScratch t_decode_act;
 
 // Lane j of register w_p (rows 2p, 2p+1 after the pairwise add) holds row
 // 2p + j / 8's sub-block kPairSub[j % 8].

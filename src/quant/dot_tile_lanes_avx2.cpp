@@ -31,9 +31,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
-#include "core/scratch_vector.h"
+#include "core/kernel_scratch.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_loop.h"
 #include "quant/dot_x86_common.h"
@@ -48,22 +47,10 @@ namespace {
 
 constexpr int kRows = 8;  // weight rows per group, one int32 lane each
 
-// 32-byte aligned scratch, grown on demand, one per thread and use.
-class Scratch {
- public:
-  uint8_t* get(size_t bytes) {
-    if (bytes + 31 > storage_.size()) storage_.resize(std::max(bytes + 31, storage_.size() * 2));
-    const auto base = reinterpret_cast<uintptr_t>(storage_.data());
-    return reinterpret_cast<uint8_t*>((base + 31) & ~uintptr_t{31});
-  }
-
- private:
-  ScratchVector<uint8_t> storage_;
-};
-
-thread_local Scratch t_block;  // one block of a row group, re-laid out
-thread_local Scratch t_acts;   // the activations' prepared bytes
-thread_local Scratch t_sums;   // the running float sums, 8 lanes per activation
+thread_local KernelScratch t_block;  // one block of a row group, re-laid out
+thread_local KernelScratch t_acts;   // the activations' prepared bytes
+thread_local KernelScratch t_sums;   // the running float sums, 8 lanes per activation
+thread_local KernelScratch t_lists;  // the activations split into the tile's and the one-row kernel's
 
 inline __m256i load(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
 inline void store(void* p, __m256i v) { _mm256_store_si256(static_cast<__m256i*>(p), v); }
@@ -449,27 +436,33 @@ void lanes_tile(float (*dot)(int64_t, const typename F::Block*, const typename F
   using Act = typename F::Act;
   const int64_t nb = n / F::kBlockElems;
   // The activations the tile takes (all but Q8_0's with a -128 code).
-  std::vector<const Act*> x;
-  std::vector<int64_t> index, slow;
+  // Four lists of n_acts entries in one scratch: x and xu (pointers), index
+  // and slow (activation numbers).
+  const auto count_acts = static_cast<size_t>(n_acts);
+  auto* lists = t_lists.get_as<uintptr_t>(4 * count_acts);
+  auto** x = reinterpret_cast<const Act**>(lists);
+  auto** xu = reinterpret_cast<const uint8_t**>(lists + count_acts);
+  auto* index = reinterpret_cast<int64_t*>(lists + 2 * count_acts);
+  auto* slow = reinterpret_cast<int64_t*>(lists + 3 * count_acts);
+  int64_t n_fast = 0, n_slow = 0;
   for (int64_t t = 0; t < n_acts; ++t) {
     const auto* a = static_cast<const Act*>(acts[t]);
     if constexpr (sizeof(Act) == sizeof(BlockQ8_0) && sizeof(Block) == sizeof(BlockQ8_0)) {
       if (!q8_0_no_min_code(a, nb)) {
-        slow.push_back(t);
+        slow[n_slow++] = t;
         continue;
       }
     }
-    x.push_back(a);
-    index.push_back(t);
+    xu[n_fast] = nullptr;
+    x[n_fast] = a;
+    index[n_fast++] = t;
   }
-  const auto n_fast = static_cast<int64_t>(x.size());
-  std::vector<const uint8_t*> xu(x.size(), nullptr);
   if constexpr (F::kPrepared) {
     uint8_t* bytes = t_acts.get(static_cast<size_t>(n_fast) * static_cast<size_t>(n));
     for (int64_t t = 0; t < n_fast; ++t) {
       uint8_t* dst = bytes + static_cast<size_t>(t) * static_cast<size_t>(n);
-      offset_codes(x[static_cast<size_t>(t)], nb, F::kBlockElems, dst);
-      xu[static_cast<size_t>(t)] = dst;
+      offset_codes(x[t], nb, F::kBlockElems, dst);
+      xu[t] = dst;
     }
   }
   uint8_t* laid = t_block.get(F::kLaidBytes);
@@ -484,17 +477,18 @@ void lanes_tile(float (*dot)(int64_t, const typename F::Block*, const typename F
     for (int64_t i = 0; i < nb; ++i) {
       F::relayout(rows, i, laid);
       for (int64_t t0 = 0; t0 < n_fast; t0 += F::kPass) {
-        pass<F>(laid, ActRows<Act>{x.data() + t0, xu.data() + t0}, i, sums + kRows * t0,
+        pass<F>(laid, ActRows<Act>{x + t0, xu + t0}, i, sums + kRows * t0,
                 static_cast<int>(std::min<int64_t>(F::kPass, n_fast - t0)));
       }
     }
     for (int64_t t = 0; t < n_fast; ++t) {
       alignas(32) float v[kRows];
       _mm256_store_ps(v, F::finish(_mm256_load_ps(sums + kRows * t)));
-      std::memcpy(out + index[static_cast<size_t>(t)] * ldo + r0, v, static_cast<size_t>(count) * sizeof(float));
+      std::memcpy(out + index[t] * ldo + r0, v, static_cast<size_t>(count) * sizeof(float));
     }
   }
-  for (const int64_t t : slow) {
+  for (int64_t s = 0; s < n_slow; ++s) {
+    const int64_t t = slow[s];
     for (int64_t r = 0; r < n_rows; ++r) {
       out[t * ldo + r] = dot(n, reinterpret_cast<const Block*>(w + static_cast<uint64_t>(r) * row_bytes),
                              static_cast<const Act*>(acts[t]));

@@ -42,6 +42,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/kernel_scratch.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_avx512.h"
 #include "quant/dot_x86_common.h"
@@ -55,8 +56,8 @@ namespace tile_avx512 {
 namespace {
 
 // The re-laid-out weights and per-activation data of one call.
-thread_local TileScratch weight_scratch;
-thread_local TileScratch act_scratch;
+thread_local KernelScratch weight_scratch;
+thread_local KernelScratch act_scratch;
 
 // ---- Integer formats: row-interleaved weights ----
 

@@ -21,11 +21,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
+#include "backend/cpu/indexer_query_layout.h"
 #include "backend/cpu/simd_x86.h"
 
 namespace ds4::cpu {
+
 namespace {
 
 template <class S, int kRows, int kHeadVecs>
@@ -35,10 +36,10 @@ class IndexerScorer {
   static void scores(const float* q, const float* w, size_t n_head, size_t dim, const Row* const* rows,
                      size_t n_rows, float* out) {
     if (n_rows == 0) return;
-    const Layout& layout = layout_of(q, w, n_head, dim);
-    const float* qt = layout.qt.data();
-    const float* wp = layout.wp.data();
-    const size_t hp = layout.wp.size();
+    const IndexerQueryLayout layout = indexer_query_layout(q, w, n_head, dim, L);
+    const float* qt = layout.qt;
+    const float* wp = layout.wp;
+    const size_t hp = layout.hp;
     size_t r = 0;
     for (; r + kRows <= n_rows; r += kRows) group<kRows>(qt, wp, hp, dim, rows + r, out + r);
     if (r < n_rows) rest<kRows - 1>(n_rows - r, qt, wp, hp, dim, rows + r, out + r);
@@ -47,40 +48,6 @@ class IndexerScorer {
  private:
   using V = typename S::V;
   static constexpr size_t L = S::kLanes;
-
-  // q transposed, qt[i * hp + h] = q[h * dim + i], and the weights, both
-  // zero-padded to hp heads; with the q and weights they were built from.
-  struct Layout {
-    std::vector<float> q, w, qt, wp;
-  };
-
-  // The layout of (q, w) for this thread. Indexer::select scores a token's
-  // rows in 64-row runs, several per thread, and transposing q costs about
-  // half of what scoring a run does, so the last one is kept and reused
-  // while q and w are the same bits (compared, not trusted by address: the
-  // caller's buffers hold the next token's query later).
-  static const Layout& layout_of(const float* q, const float* w, size_t n_head, size_t dim) {
-    thread_local Layout last;
-    const size_t n_q = n_head * dim;
-    // Same sizes and n_head > 0 -> same dim (n_head == 0 or dim == 0: nothing
-    // in qt to differ). Empty spans may be null, which memcmp may not get.
-    if (last.q.size() == n_q && last.w.size() == n_head &&
-        (n_q == 0 || std::memcmp(last.q.data(), q, n_q * sizeof(float)) == 0) &&
-        (n_head == 0 || std::memcmp(last.w.data(), w, n_head * sizeof(float)) == 0))
-      return last;
-    const size_t hp = (n_head + L - 1) / L * L;
-    last.q.assign(q, q + n_q);
-    last.w.assign(w, w + n_head);
-    last.wp.assign(hp, 0.0f);
-    std::copy(w, w + n_head, last.wp.begin());
-    last.qt.resize(hp * dim);
-    for (size_t i = 0; i < dim; ++i) {
-      float* col = last.qt.data() + i * hp;
-      for (size_t h = 0; h < n_head; ++h) col[h] = q[h * dim + i];
-      std::fill(col + n_head, col + hp, 0.0f);
-    }
-    return last;
-  }
 
   // Chunk [i, i + n) of a row as f32: in place for f32 rows, else in buf.
   static const float* chunk(const float* row, size_t n, float* buf) {
