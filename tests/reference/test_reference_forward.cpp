@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -197,9 +198,31 @@ TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
   const int n = static_cast<int>(tokens.size());
   if (mix == model::QuantMix::F32) {
     EXPECT_LE(c.worst_rel, 1e-3) << "worst position " << c.worst_pos;
+    // The greedy paths agree step by step until a near-tie: where our top two
+    // logits are closer than twice the distance allowed from llama.cpp's (1e-3
+    // of the row's range), either engine may take either token (llama.cpp
+    // decodes with other kernels than its batch), and the paths part there.
+    // Requiring all 64 steps equal made the test depend on whether a random
+    // model's path meets such a tie, which differs between ISA levels.
     const auto ref_greedy = reference::greedy(m.path(), tokens, kGreedy, kRefThreads);
-    const auto our_greedy = fwd.generate_greedy(session, kGreedy);
-    EXPECT_EQ(our_greedy, ref_greedy);
+    ASSERT_EQ(ref_greedy.size(), static_cast<size_t>(kGreedy));
+    int agreed = 0;
+    for (; agreed < kGreedy; ++agreed) {
+      const std::span<const float> lg = session.logits();
+      const auto [lo, hi] = std::minmax_element(lg.begin(), lg.end());
+      const auto best = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+      if (best != ref_greedy[static_cast<size_t>(agreed)]) {
+        const float margin = *hi - lg[static_cast<size_t>(ref_greedy[static_cast<size_t>(agreed)])];
+        EXPECT_LE(margin, 2e-3f * (*hi - *lo))
+            << "step " << agreed << ": ours " << best << ", llama.cpp " << ref_greedy[static_cast<size_t>(agreed)]
+            << " is not a near-tie";
+        break;
+      }
+      const int32_t one[1] = {best};
+      if (agreed + 1 < kGreedy) fwd.eval(session, one);
+    }
+    std::printf("[parity] greedy: %d of %d steps equal to llama.cpp's%s\n", agreed, kGreedy,
+                agreed < kGreedy ? " (then a near-tie)" : "");
   } else if (replicated_kernels()) {
     EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.99 * n)));
     EXPECT_LE(c.mean_kl, 1e-3);

@@ -67,42 +67,61 @@ test('messages, system blocks: x-anthropic- parts are dropped, parts joined by n
   assert.deepEqual(blocks.content, plain.content);
 });
 
+// A streamed or whole reply with thinking on: a signed thinking block (the
+// message id as signature, sent as one signature delta that closes the block)
+// then a text block (empty when the thinking never closed); or, when the
+// first sampled token closed the thinking or ended the reply, text only.
+// Thinking samples at T=1 and this API has no seed or logit_bias, so which
+// form comes is luck with a random model; each is checked, none required.
+function checkThinkingReply(msg, events = null) {
+  const sig = events ? events.filter((e) => e.delta?.type === 'signature_delta') : [];
+  if (msg.content[0]?.type !== 'thinking') {
+    assert.ok(msg.content.every((b) => b.type === 'text'), 'no thinking block: text only');
+    assert.equal(sig.length, 0, 'no signature without a thinking block');
+    return;
+  }
+  assert.ok(msg.content[0].thinking.length > 0, 'a thinking block holds reasoning');
+  assert.equal(msg.content[0].signature, msg.id);
+  assert.equal(msg.content.at(-1).type, 'text', 'a text block follows (empty when thinking never closed)');
+  if (events) {
+    assert.equal(sig.length, 1, 'one signature delta');
+    const sigAt = events.indexOf(sig[0]);
+    assert.equal(events[sigAt + 1].type, 'content_block_stop', 'the signature closes the thinking block');
+  }
+}
+
 test('messages, thinking on: streamed thinking block ends with the message id as signature', async () => {
   const maxTokens = 32;
   const request = { model: MODEL_NAME, messages: MESSAGES, max_tokens: maxTokens, thinking: { type: 'enabled', budget_tokens: 1024 } };
   const { msg, events } = await collectMessageStream(await client.messages.create({ ...request, stream: true }));
   checkMessage(msg, maxTokens);
-  assert.equal(msg.content[0].type, 'thinking');
-  assert.ok(msg.content[0].thinking.length > 0);
-  assert.equal(msg.content[0].signature, msg.id);
-  const sig = events.filter((e) => e.delta?.type === 'signature_delta');
-  assert.equal(sig.length, 1, 'one signature delta');
-  const sigAt = events.indexOf(sig[0]);
-  assert.equal(events[sigAt + 1].type, 'content_block_stop', 'the signature closes the thinking block');
-  assert.equal(msg.content.at(-1).type, 'text', 'a text block follows (empty when thinking never closed)');
+  checkThinkingReply(msg, events);
 
   const final = await client.messages.stream(request).finalMessage();
   checkMessage(final, maxTokens);
-  assert.equal(final.content[0].type, 'thinking');
-  assert.equal(final.content[0].signature, final.id);
+  checkThinkingReply(final);
 });
 
-test('messages, thinking on: a non-streamed reply that closes its thinking has a signed thinking block', async () => {
-  // No seed in the Messages API and thinking samples at T=1 (§4): try until a
-  // reply closes its thinking inside the budget (about one in four does).
-  const maxTokens = 200;
+test('messages, thinking on: non-streamed replies are a signed thinking block and text, or one text block', async (t) => {
+  // No seed or logit_bias in the Messages API and thinking samples at T=1
+  // (§4): whether a random model's reply closes its thinking is luck (and
+  // differs between ISA levels), so each attempt's form is checked and none
+  // is required (test_server_reply.cpp checks both forms deterministically).
+  const maxTokens = 64;
   const request = { model: MODEL_NAME, messages: MESSAGES, max_tokens: maxTokens, thinking: { type: 'enabled', budget_tokens: 1024 } };
-  let found = null;
-  for (let attempt = 0; attempt < 30 && !found; attempt++) {
+  let closed = 0;
+  for (let attempt = 0; attempt < 6; attempt++) {
     const m = await client.messages.create(request);
     checkMessage(m, maxTokens);
-    if (m.content[0].type === 'thinking') found = m;
-    else assert.deepEqual(m.content.map((b) => b.type), ['text'], 'unclosed thinking comes back as text');
+    checkThinkingReply(m);
+    if (m.content[0]?.type === 'thinking') {
+      closed++;
+      assert.deepEqual(m.content.map((b) => b.type), ['thinking', 'text'], 'closed thinking: thinking, then text');
+    } else {
+      assert.ok(m.content.length <= 1, 'unclosed thinking comes back as one text block');
+    }
   }
-  assert.ok(found, 'a reply closed its thinking');
-  assert.ok(found.content[0].thinking.length > 0);
-  assert.equal(found.content[0].signature, found.id);
-  assert.equal(found.content[1].type, 'text');
+  t.diagnostic(`replies that closed their thinking: ${closed} of 6`);
 });
 
 test('messages errors use the OpenAI error shape (§5.9)', async () => {

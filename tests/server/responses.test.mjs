@@ -30,9 +30,14 @@ test('responses, reasoning off: non-streamed and streamed replies agree', async 
   const request = { model: MODEL_NAME, instructions: INSTRUCTIONS, input: INPUT, max_output_tokens: maxOutput, ...NO_THINK };
   const whole = await client.responses.create(request);
   checkResponse(whole, maxOutput);
-  assert.equal(whole.output.length, 1, 'one message, no reasoning item');
-  assert.equal(whole.output[0].type, 'message');
-  assert.equal(whole.output_text, whole.output[0].content[0].text, 'SDK output_text helper');
+  // A greedy EOS at the first step (wherever a random model's path puts one)
+  // leaves no message item: both forms are checked, neither is required.
+  const empty = whole.output_text === '';
+  assert.equal(whole.output.length, empty ? 0 : 1, 'one message (none for an empty reply), no reasoning item');
+  if (!empty) {
+    assert.equal(whole.output[0].type, 'message');
+    assert.equal(whole.output_text, whole.output[0].content[0].text, 'SDK output_text helper');
+  }
 
   const again = await client.responses.create(request);
   assert.notEqual(again.id, whole.id);
@@ -42,15 +47,20 @@ test('responses, reasoning off: non-streamed and streamed replies agree', async 
   checkResponse(streamed.final, maxOutput);
   assert.equal(streamed.text, whole.output_text, 'streamed text == non-streamed text');
   assert.equal(streamed.final.status, whole.status);
-  assert.equal(streamed.final.output[0].content[0].text, whole.output_text);
+  assert.equal(streamed.final.output.length, whole.output.length);
   assert.equal(streamed.final.usage.output_tokens, whole.usage.output_tokens);
   assert.equal(streamed.final.usage.input_tokens, whole.usage.input_tokens);
   assert.equal(streamed.summaryText, '');
   const types = streamed.events.map((e) => e.type);
-  assert.deepEqual(types.slice(0, 4),
-    ['response.created', 'response.output_item.added', 'response.content_part.added', 'response.output_text.delta']);
-  assert.deepEqual(types.slice(-4),
-    ['response.output_text.done', 'response.content_part.done', 'response.output_item.done', types.at(-1)]);
+  if (empty) {
+    assert.ok(!types.some((t) => t.startsWith('response.output_')), 'no output events for an empty reply');
+  } else {
+    assert.equal(streamed.final.output[0].content[0].text, whole.output_text);
+    assert.deepEqual(types.slice(0, 4),
+      ['response.created', 'response.output_item.added', 'response.content_part.added', 'response.output_text.delta']);
+    assert.deepEqual(types.slice(-4),
+      ['response.output_text.done', 'response.content_part.done', 'response.output_item.done', types.at(-1)]);
+  }
 });
 
 test('responses, input as an item array renders like the string form', async () => {
@@ -80,11 +90,19 @@ test('responses, reasoning.summary opts in to reasoning items and summary events
   const streamed = await collectResponseStream(await client.responses.create({ ...request, stream: true }));
   checkResponse(streamed.final, maxOutput);
   const reasoning = streamed.final.output.filter((o) => o.type === 'reasoning');
+  const types = streamed.events.map((e) => e.type);
+  if (streamed.summaryText === '') {
+    // No seed in this API and thinking samples at T=1: a first token that
+    // closes the reasoning or ends the reply (a matter of luck with a random
+    // model) leaves nothing to summarise, so no reasoning item or event.
+    assert.equal(reasoning.length, 0, 'no reasoning item without reasoning text');
+    assert.ok(!types.some((t) => t.includes('reasoning')), 'no reasoning events without reasoning text');
+    return;
+  }
   assert.equal(reasoning.length, 1, 'one reasoning item');
   assert.equal(streamed.final.output[0].type, 'reasoning', 'reasoning comes first');
   assert.ok(streamed.summaryText.length > 0, 'summary deltas streamed');
   assert.deepEqual(reasoning[0].summary, [{ type: 'summary_text', text: streamed.summaryText }]);
-  const types = streamed.events.map((e) => e.type);
   assert.deepEqual(types.slice(1, 4), [
     'response.output_item.added', 'response.reasoning_summary_part.added', 'response.reasoning_summary_text.delta',
   ]);

@@ -216,6 +216,9 @@ export function validateAgainstSchema(value, schema, where = 'arguments') {
     }
   } else if (type === 'string') {
     assert.equal(typeof value, 'string', `${where} is a string`);
+    const chars = [...value].length;  // JSON Schema counts characters
+    if (schema.maxLength !== undefined) assert.ok(chars <= schema.maxLength, `${where} has at most ${schema.maxLength} characters`);
+    if (schema.minLength !== undefined) assert.ok(chars >= schema.minLength, `${where} has at least ${schema.minLength} characters`);
   } else if (type === 'integer') {
     assert.ok(Number.isInteger(value), `${where} is an integer`);
   } else if (type === 'number') {

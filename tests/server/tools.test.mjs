@@ -33,7 +33,7 @@ const SCHEMAS = {
   get_weather: {
     type: 'object',
     properties: {
-      city: { type: 'string', description: 'city name' },
+      city: { type: 'string', description: 'city name', maxLength: 24 },
       unit: { type: 'string', enum: ['celsius', 'fahrenheit'] },
     },
     required: ['city'],
@@ -56,6 +56,29 @@ const RESPONSES_TOOLS = NAMES.map((name) => ({
   type: 'function', name, description: DESCRIPTIONS[name], parameters: SCHEMAS[name], strict: false,
 }));
 const ANTHROPIC_TOOLS = NAMES.map((name) => ({ name, description: DESCRIPTIONS[name], input_schema: SCHEMAS[name] }));
+
+// The most tokens a forced call can take: a token holds at least one byte, so
+// no more than the bytes of the longest text ToolCallConstraint accepts for
+// these tools (src/runtime/tool_call_constraint.h: one invoke, every parameter
+// given, strings at maxLength or 256 bytes, enums at their longest value,
+// integers as 19 characters), plus the EOS after it. A smaller budget would
+// make the test depend on which tokens a random model's greedy path picks,
+// and that differs between ISA levels.
+function longestValue(schema) {
+  if (schema.enum) return Math.max(...schema.enum.map((v) => Buffer.byteLength(typeof v === 'string' ? v : JSON.stringify(v))));
+  if (schema.type === 'string') return schema.maxLength ?? 256;
+  if (schema.type === 'integer') return 19;
+  throw new Error(`no longest value for ${JSON.stringify(schema)}`);
+}
+function longestCallBytes(name) {
+  const params = Object.entries(SCHEMAS[name].properties).map(([key, p]) => {
+    const string = p.type === 'string' ? 'true' : 'false';
+    return Buffer.byteLength(`<｜DSML｜parameter name="${key}" string="${string}"></｜DSML｜parameter>\n`) + longestValue(p);
+  });
+  return Buffer.byteLength(`\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="${name}">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>`) +
+    params.reduce((a, b) => a + b, 0);
+}
+const FORCED_MAX_TOKENS = Math.max(...NAMES.map(longestCallBytes)) + 1;
 
 const USER = 'What is the weather in Paris? Use a tool.';
 const TOOL_RESULT = '{"temperature_c":21,"sky":"clear"}';
@@ -85,14 +108,14 @@ test('tool definitions are rendered into the prompt; tool_choice none leaves the
 test('chat: forced tool call, streamed and not, then the tool result continues on the cached prefix', async () => {
   const messages = [{ role: 'user', content: USER }];
   const request = {
-    model: MODEL_NAME, messages, tools: CHAT_TOOLS, tool_choice: 'required', max_tokens: 200, think: false, temperature: 0,
+    model: MODEL_NAME, messages, tools: CHAT_TOOLS, tool_choice: 'required', max_tokens: FORCED_MAX_TOKENS, think: false, temperature: 0,
   };
   const streamed = await collectChat(
     await openai.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } }));
   assert.equal(streamed.finish, 'tool_calls', FORCED_HINT);
   assert.ok(streamed.toolCalls.length >= 1);
   for (const call of streamed.toolCalls) checkCall(call.function.name, JSON.parse(call.function.arguments), 'streamed');
-  checkOpenAIUsage(streamed.usage, { maxCompletion: 200 });
+  checkOpenAIUsage(streamed.usage, { maxCompletion: FORCED_MAX_TOKENS });
 
   const whole = await openai.chat.completions.create(request);
   const [choice] = whole.choices;
@@ -128,18 +151,18 @@ test('chat: forced tool call, streamed and not, then the tool result continues o
 test('responses: forced function call, streamed and not, then function_call_output continues on the cached prefix', async () => {
   const input = [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: USER }] }];
   const request = {
-    model: MODEL_NAME, input, tools: RESPONSES_TOOLS, tool_choice: 'required', max_output_tokens: 200,
+    model: MODEL_NAME, input, tools: RESPONSES_TOOLS, tool_choice: 'required', max_output_tokens: FORCED_MAX_TOKENS,
     reasoning: { effort: 'none' }, temperature: 0,
   };
   const streamed = await collectResponseStream(await openai.responses.create({ ...request, stream: true }));
-  checkResponse(streamed.final, 200);
+  checkResponse(streamed.final, FORCED_MAX_TOKENS);
   const sCalls = streamed.final.output.filter((o) => o.type === 'function_call');
   assert.ok(sCalls.length >= 1, FORCED_HINT);
   assert.equal(streamed.final.status, 'completed');
   for (const c of sCalls) checkCall(c.name, JSON.parse(c.arguments), 'streamed');
 
   const whole = await openai.responses.create(request);
-  checkResponse(whole, 200);
+  checkResponse(whole, FORCED_MAX_TOKENS);
   const calls = whole.output.filter((o) => o.type === 'function_call');
   assert.ok(calls.length >= 1, FORCED_HINT);
   for (const c of calls) checkCall(c.name, JSON.parse(c.arguments), 'non-streamed');
@@ -161,18 +184,18 @@ test('responses: forced function call, streamed and not, then function_call_outp
 test('messages: forced tool_use, streamed and not, then tool_result continues on the cached prefix', async () => {
   const messages = [{ role: 'user', content: USER }];
   const request = {
-    model: MODEL_NAME, messages, tools: ANTHROPIC_TOOLS, tool_choice: { type: 'any' }, max_tokens: 200,
+    model: MODEL_NAME, messages, tools: ANTHROPIC_TOOLS, tool_choice: { type: 'any' }, max_tokens: FORCED_MAX_TOKENS,
     thinking: { type: 'disabled' }, temperature: 0,
   };
   const { msg: streamed } = await collectMessageStream(await anthropic.messages.create({ ...request, stream: true }));
   assert.equal(streamed.stop_reason, 'tool_use', FORCED_HINT);
-  checkMessage(streamed, 200);
+  checkMessage(streamed, FORCED_MAX_TOKENS);
   const sUses = streamed.content.filter((b) => b.type === 'tool_use');
   for (const b of sUses) checkCall(b.name, b.input, 'streamed');
 
   const whole = await anthropic.messages.create(request);
   assert.equal(whole.stop_reason, 'tool_use', FORCED_HINT);
-  checkMessage(whole, 200);
+  checkMessage(whole, FORCED_MAX_TOKENS);
   const uses = whole.content.filter((b) => b.type === 'tool_use');
   assert.ok(uses.length >= 1);
   for (const b of uses) checkCall(b.name, b.input, 'non-streamed');

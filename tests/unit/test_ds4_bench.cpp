@@ -308,7 +308,7 @@ TEST(Ds4Bench, ReadBandwidthIsMeasuredBetweenTheDecodeSteps) {
     ASSERT_NE(w, std::string::npos);
     ASSERT_EQ(std::sscanf(r.err.c_str() + r.err.rfind('(', w) + 1, "%lf", &weights), 1);
     EXPECT_EQ(passes, 11);
-    EXPECT_GT(lo, 0);
+    EXPECT_GE(lo, 0);  // printed to 0.01: a pass slower than ~0.8 s reads as 0.00
     EXPECT_LE(lo, read);
     EXPECT_LE(read, hi);
     // P is checked at the precision the three figures were printed with (G and R
@@ -322,19 +322,29 @@ TEST(Ds4Bench, ReadBandwidthIsMeasuredBetweenTheDecodeSteps) {
   }
 }
 
-// After these 6 ids the tiny model's argmax is EOS (margin 0.25 over the
-// next id, found by a search): ds4 --greedy stops there, the bench's probe
-// takes the best other id.
-TEST(Ds4Bench, ProbesSkipEosWhereItIsTheArgmax) {
-  const std::vector<int32_t> prefix = {282, 40, 179, 308, 434, 312};
-  {
-    cpu::Forward f(tiny().model(), cpu::Numerics::Default, nullptr);
-    cpu::Session s = f.new_session(8);
-    f.eval(s, prefix);
+// A prefix after which the tiny model's argmax is EOS, found here by feeding
+// a seeded random stream one token at a time (a prefix fixed in the source,
+// found on one machine, stops being one where the kernels round otherwise:
+// another ISA level). Empty when no position of the stream has it.
+std::vector<int32_t> prefix_ending_at_eos() {
+  const std::vector<int32_t> stream = test::random_tokens(n_vocab(), 2048, 77);
+  cpu::Forward f(tiny().model(), cpu::Numerics::Default, nullptr);
+  cpu::Session s = f.new_session(static_cast<int64_t>(stream.size()));
+  for (size_t i = 0; i < stream.size(); ++i) {
+    const int32_t one[1] = {stream[i]};
+    f.eval(s, one);
     const std::span<const float> l = s.logits();
-    if (std::max_element(l.begin(), l.end()) - l.begin() != tokenizer().eos())
-      GTEST_SKIP() << "EOS is no longer the argmax after this prefix (weights or numerics changed); pick another";
+    if (std::max_element(l.begin(), l.end()) - l.begin() == tokenizer().eos())
+      return {stream.begin(), stream.begin() + static_cast<std::ptrdiff_t>(i) + 1};
   }
+  return {};
+}
+
+// ds4 --greedy stops at EOS, the bench's probe takes the best other id.
+TEST(Ds4Bench, ProbesSkipEosWhereItIsTheArgmax) {
+  const std::vector<int32_t> prefix = prefix_ending_at_eos();
+  ASSERT_FALSE(prefix.empty()) << "EOS is the argmax nowhere in 2048 random positions";
+  const auto n_prefix = std::to_string(prefix.size());
   TempDir dir;
   const std::string tok = write_tokens(dir, "e.json", prefix);
   const test::ProcessResult g = test::run_app(DS4_BIN_DIR, "ds4", {"-m", tiny().path(), "--tokens-file", tok,
@@ -342,9 +352,9 @@ TEST(Ds4Bench, ProbesSkipEosWhereItIsTheArgmax) {
   ASSERT_EQ(g.exit_code, 0) << g.err;
   EXPECT_EQ(nlohmann::json::parse(g.out).get<std::vector<int32_t>>(), std::vector<int32_t>{tokenizer().eos()});
   const test::ProcessResult r =
-      bench({"--tokens-file", tok, "--ctx-start", "6", "--ctx-max", "6", "-n", "3", "--print-gen-tokens"});
+      bench({"--tokens-file", tok, "--ctx-start", n_prefix, "--ctx-max", n_prefix, "-n", "3", "--print-gen-tokens"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::vector<int32_t> ids = gen_ids(r.err).at(6);
+  const std::vector<int32_t> ids = gen_ids(r.err).at(static_cast<int64_t>(prefix.size()));
   EXPECT_EQ(ids, decode_without_eos(prefix, 3));
   EXPECT_EQ(std::count(ids.begin(), ids.end(), tokenizer().eos()), 0);
 }

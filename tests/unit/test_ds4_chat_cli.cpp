@@ -171,7 +171,16 @@ TEST(Ds4ChatCli, DumpLogprobsFollowsTheLogitsOfTheTokenPath) {
   const nlohmann::json j = nlohmann::json::parse(test::read_text(out));
   const std::vector<int32_t> prompt = j["prompt_tokens"].get<std::vector<int32_t>>();
   EXPECT_EQ(prompt, dump_tokens(kBos + kSystem + kUser + "hello" + kAssistant + "</think>"));
-  ASSERT_EQ(j["steps"].size(), 4u);
+  // Four steps, or fewer ending at EOS: where a random model's greedy path
+  // puts an EOS differs between ISA levels, so either form is checked.
+  const size_t n_steps = j["steps"].size();
+  ASSERT_GE(n_steps, 1u);
+  ASSERT_LE(n_steps, 4u);
+  const bool ended = j["steps"][n_steps - 1]["id"].get<int32_t>() == tokenizer().eos();
+  EXPECT_EQ(j["finish_reason"], ended ? "stop" : "length");
+  if (!ended) {
+    EXPECT_EQ(n_steps, 4u);
+  }
 
   // The logits after the prompt and each generated step, from --dump-logits.
   std::vector<int32_t> all = prompt;
@@ -220,11 +229,15 @@ TEST(Ds4ChatCli, StopStringCutsTheReplyBeforeItsFirstOccurrence) {
   const std::vector<std::string> base = {"-p", "hello", "--temp", "0", "-n", "60", "--nothink", "--ignore-eos"};
   const test::ProcessResult full = ds4(base);
   ASSERT_EQ(full.exit_code, 0) << full.err;
-  // Three printable ASCII bytes from the middle of the reply.
+  // Three bytes from the middle of the reply (off a terminal ds4 prints the
+  // raw bytes, then a newline): any bytes but NUL pass through argv (and a
+  // leading '-' would read as an option), and stop strings match bytes.
+  // (Asking for printable ASCII made the test depend on a random model's
+  // greedy path having some there, which differs between ISA levels.)
   std::string stop;
-  for (size_t p = full.out.size() / 3; p + 3 < full.out.size() && stop.empty(); ++p) {
+  for (size_t p = full.out.size() / 3; p + 4 < full.out.size() && stop.empty(); ++p) {
     const std::string s = full.out.substr(p, 3);
-    if (std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 127; })) stop = s;
+    if (s.find('\0') == std::string::npos && s[0] != '-') stop = s;
   }
   ASSERT_FALSE(stop.empty()) << full.out;
   std::vector<std::string> args = base;
