@@ -34,9 +34,11 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD)
 
-# The whole suite: main build (unit + reference + CLI tests), the ASan+UBSan
-# build of the unit tests, and a short libFuzzer run. scripts/test.sh prints
-# one summary line "N passed, N failed".
+# The whole suite: main build (unit + reference + CLI tests; on an AVX-512
+# machine the unit and server tests a second time with DS4_ISA=avx2), the
+# ASan+UBSan build of the unit tests, and a short libFuzzer run.
+# scripts/test.sh prints one summary line "N passed, N failed, N skipped"
+# (skipped: a test that needs what this machine lacks, and says so).
 test: deps reference server-test-deps
 	@./scripts/test.sh
 
