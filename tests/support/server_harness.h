@@ -78,7 +78,9 @@ class Harness {
 
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", http_->port());
-    c.set_read_timeout(60, 0);
+    // Generous: a reply is waited for, not timed (the ASan build on a slow
+    // 2-core machine took 63 s to prefill DiskCache's 572 tokens at 9 t/s).
+    c.set_read_timeout(900, 0);
     return c;
   }
 
