@@ -66,7 +66,9 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"tiny", "small", "bench", "flash", "pro"}))
       ->capture_default_str();
   app.add_option("--mix", mix_name, std::string("Quant mix: ") + std::string(quant_mix_names()))
-      ->check(CLI::IsMember({"f32", "f16", "q8_0", "ds4-q2", "ds4-q4", "mxfp4"}))
+      ->check([](const std::string& v) {
+        return quant_mix_from_name(v) ? std::string() : v + " is not a quant mix (" + std::string(quant_mix_names()) + ")";
+      })
       ->capture_default_str();
   app.add_option("--seed", seed, "Random seed; the same arguments give the same file")->capture_default_str();
   app.add_option("--out", out, "Output GGUF path")->required();

@@ -12,9 +12,11 @@ namespace {
 
 constexpr GgmlType kF32Only[] = {GgmlType::F32};
 constexpr GgmlType kI32Only[] = {GgmlType::I32};
-constexpr GgmlType kDense[] = {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0};
+// BF16: llama.cpp's converter keeps the checkpoint's BF16 matrices (token_embd,
+// output, ffn_gate_inp, ...) in BF16.
+constexpr GgmlType kDense[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0};
 constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::Q2_K, GgmlType::Q4_K, GgmlType::MXFP4,
-                                GgmlType::F32,     GgmlType::F16,  GgmlType::Q8_0};
+                                GgmlType::F32,     GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0};
 
 std::string type_list(std::span<const GgmlType> types) {
   std::string s;

@@ -12,23 +12,26 @@ struct MixName {
   QuantMix mix;
   std::string_view name;
 };
-constexpr std::array<MixName, 6> kMixNames{{
+constexpr std::array<MixName, 8> kMixNames{{
     {QuantMix::F32, "f32"},
     {QuantMix::F16, "f16"},
     {QuantMix::Q8_0, "q8_0"},
     {QuantMix::Ds4Q2, "ds4-q2"},
     {QuantMix::Ds4Q4, "ds4-q4"},
     {QuantMix::Mxfp4, "mxfp4"},
+    {QuantMix::Bf16, "bf16"},
+    {QuantMix::LlamaConvert, "llama-convert"},
 }};
 
 bool rows_fit(GgmlType type, uint64_t row_length) {
   return row_length % ggml_type_traits(type).block_elems == 0;
 }
 
-// Q8_0 where the row allows it, else F16 (lossless enough, any row length).
-GgmlType q8_0_or_f16(const TensorSpec& spec) {
-  return rows_fit(GgmlType::Q8_0, spec.row_length()) ? GgmlType::Q8_0 : GgmlType::F16;
+// Q8_0 where the row allows it, else `fallback` (a float type: any row length).
+GgmlType q8_0_or(const TensorSpec& spec, GgmlType fallback) {
+  return rows_fit(GgmlType::Q8_0, spec.row_length()) ? GgmlType::Q8_0 : fallback;
 }
+GgmlType q8_0_or_f16(const TensorSpec& spec) { return q8_0_or(spec, GgmlType::F16); }
 
 GgmlType routed(QuantMix mix, const TensorSpec& spec) {
   GgmlType type = GgmlType::F32;
@@ -37,7 +40,8 @@ GgmlType routed(QuantMix mix, const TensorSpec& spec) {
       type = spec.family() == TensorFamily::RoutedDown ? GgmlType::Q2_K : GgmlType::IQ2_XXS;
       break;
     case QuantMix::Ds4Q4: type = GgmlType::Q4_K; break;
-    case QuantMix::Mxfp4: type = GgmlType::MXFP4; break;
+    case QuantMix::Mxfp4:
+    case QuantMix::LlamaConvert: type = GgmlType::MXFP4; break;
     default: break;
   }
   if (!rows_fit(type, spec.row_length())) {
@@ -48,6 +52,19 @@ GgmlType routed(QuantMix mix, const TensorSpec& spec) {
                 "expert FF length (down)");
   }
   return type;
+}
+
+// A weight matrix of the llama-convert mix (see quant_mix.h).
+GgmlType llama_convert_type(const TensorSpec& spec) {
+  switch (spec.family()) {
+    case TensorFamily::RoutedGateUp:
+    case TensorFamily::RoutedDown: return routed(QuantMix::LlamaConvert, spec);
+    case TensorFamily::AttnProjection:
+    case TensorFamily::SharedExpert: return q8_0_or(spec, GgmlType::BF16);
+    case TensorFamily::HcFn:
+    case TensorFamily::CompressorApe: return GgmlType::F32;
+    default: return GgmlType::BF16;  // embedding, output head, router, compressor and indexer projections
+  }
 }
 
 }  // namespace
@@ -64,7 +81,7 @@ std::optional<QuantMix> quant_mix_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view quant_mix_names() { return "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4"; }
+std::string_view quant_mix_names() { return "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert"; }
 
 GgmlType tensor_type(QuantMix mix, const TensorSpec& spec) {
   const TensorFamily fam = spec.family();
@@ -82,6 +99,8 @@ GgmlType tensor_type(QuantMix mix, const TensorSpec& spec) {
     case QuantMix::F32: return GgmlType::F32;
     case QuantMix::F16: return GgmlType::F16;
     case QuantMix::Q8_0: return q8_0_or_f16(spec);
+    case QuantMix::Bf16: return GgmlType::BF16;
+    case QuantMix::LlamaConvert: return llama_convert_type(spec);
     case QuantMix::Ds4Q2:
     case QuantMix::Ds4Q4:
     case QuantMix::Mxfp4: break;

@@ -10,6 +10,17 @@
 //                    F16.
 //   ds4-q4           ds4-q2 with Q4_K for all routed experts.
 //   mxfp4            ds4-q2 with MXFP4 for all routed experts.
+//   bf16             every weight matrix in BF16.
+//   llama-convert    the layout llama.cpp's convert_hf_to_gguf.py writes from
+//                    the official checkpoint (each tensor keeps its source
+//                    type: FP8 -> Q8_0, BF16 -> BF16, F32 -> F32, FP4 experts
+//                    -> MXFP4): attention projections and shared expert Q8_0;
+//                    embedding, output head, router, compressor and indexer
+//                    projections BF16; HC fn and compressor ape F32; routed
+//                    experts MXFP4. Which BF16/F32 tensors the checkpoint holds
+//                    is inferred (spec/SYSTEMS.md, the converter's source), not
+//                    read from a real file. A Q8_0 matrix whose row is not a
+//                    multiple of 32 falls back to BF16.
 // In every mix: norms, router bias, attention sinks, HC scale and base stay F32
 // and ffn_gate_tid2eid is I32. Routed types have no fallback: a row length that
 // is not a whole number of their blocks (256 for K/IQ quants, 32 for MXFP4) is
@@ -24,11 +35,11 @@
 
 namespace ds4::model {
 
-enum class QuantMix { F32, F16, Q8_0, Ds4Q2, Ds4Q4, Mxfp4 };
+enum class QuantMix { F32, F16, Q8_0, Ds4Q2, Ds4Q4, Mxfp4, Bf16, LlamaConvert };
 
 std::string_view quant_mix_name(QuantMix mix);  // "f32", ..., "ds4-q2", "mxfp4"
 std::optional<QuantMix> quant_mix_from_name(std::string_view name);
-// "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4", for help texts.
+// "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert", for help texts.
 std::string_view quant_mix_names();
 
 // The type of one tensor. Throws ds4::Error naming the tensor and the row-length

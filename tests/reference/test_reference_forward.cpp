@@ -13,7 +13,10 @@
 //   f32:         every position within 1e-3 of that reference row's range;
 //                64 greedy tokens identical.
 //   other mixes: top-1 agreement >= 99 % and mean KL(ref || ours) <= 1e-3
-//                (measured: >= 639/640 and <= 6e-11, most bit-identical).
+//                (measured: >= 639/640 and <= 6e-11, most bit-identical);
+//                bf16 and llama-convert (BF16 matrices: ggml's BF16 float
+//                order is not replicated yet) and any mix on a CPU without
+//                AVX-512: top-1 >= 80 % and KL <= 0.02, a regression guard.
 // With DS4_PARITY_SELF=1 also printed, not asserted: llama.cpp against
 // itself decoding token by token, which takes other kernels (vec_dot instead
 // of tinyBLAS / IQP) and lands much further away on the quantised mixes.
@@ -106,6 +109,11 @@ using test::random_tokens;
 bool replicated_kernels() {
   const auto& f = cpu_features();
   return f.avx512f && f.avx512dq && f.avx2 && f.fma;
+}
+
+// Mixes with BF16 matrices (see the guard in QualityLogitsMatchLlamaCpp).
+bool has_bf16_weights(model::QuantMix mix) {
+  return mix == model::QuantMix::Bf16 || mix == model::QuantMix::LlamaConvert;
 }
 
 struct Case {
@@ -223,13 +231,16 @@ TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
     }
     std::printf("[parity] greedy: %d of %d steps equal to llama.cpp's%s\n", agreed, kGreedy,
                 agreed < kGreedy ? " (then a near-tie)" : "");
-  } else if (replicated_kernels()) {
+  } else if (replicated_kernels() && !has_bf16_weights(mix)) {
     EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.99 * n)));
     EXPECT_LE(c.mean_kl, 1e-3);
   } else {
-    // llama.cpp runs another CPU variant here (no AVX-512), whose float
-    // order --quality does not replicate: only a regression guard.
-    std::printf("[parity] no AVX-512: llama.cpp's kernels differ from the replicated ones; guard only\n");
+    // llama.cpp runs another CPU variant here (no AVX-512), or BF16 weights,
+    // whose kernels (vdpbf16ps on AVX512-BF16 CPUs, tinyBLAS with FMA on
+    // other AVX-512 ones) --quality does not replicate yet: only a
+    // regression guard.
+    std::printf("[parity] %s: llama.cpp's kernels differ from the replicated ones; guard only\n",
+                replicated_kernels() ? "BF16 weights" : "no AVX-512");
     EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.80 * n)));
     EXPECT_LE(c.mean_kl, 0.02);
   }
@@ -271,7 +282,8 @@ std::vector<Case> all_cases() {
   std::vector<Case> v;
   for (size_t c = 0; c < configs().size(); ++c)
     for (auto mix : {model::QuantMix::F32, model::QuantMix::F16, model::QuantMix::Q8_0, model::QuantMix::Mxfp4,
-                     model::QuantMix::Ds4Q2, model::QuantMix::Ds4Q4})
+                     model::QuantMix::Ds4Q2, model::QuantMix::Ds4Q4, model::QuantMix::Bf16,
+                     model::QuantMix::LlamaConvert})
       v.push_back({c, mix});
   return v;
 }

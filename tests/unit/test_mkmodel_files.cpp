@@ -57,6 +57,20 @@ GgmlType expected_type(QuantMix mix, TensorFamily fam) {
   if (mix == QuantMix::F32) return GgmlType::F32;
   if (mix == QuantMix::F16) return GgmlType::F16;
   if (mix == QuantMix::Q8_0) return GgmlType::Q8_0;
+  if (mix == QuantMix::Bf16) return GgmlType::BF16;
+  if (mix == QuantMix::LlamaConvert) {
+    // The converter keeps each checkpoint tensor's type: FP8 -> Q8_0, FP4
+    // experts -> MXFP4, F32 and BF16 as they are.
+    switch (fam) {
+      case F::AttnProjection:
+      case F::SharedExpert: return GgmlType::Q8_0;
+      case F::RoutedGateUp:
+      case F::RoutedDown: return GgmlType::MXFP4;
+      case F::HcFn:
+      case F::CompressorApe: return GgmlType::F32;
+      default: return GgmlType::BF16;
+    }
+  }
   switch (fam) {
     case F::OutputHead:
     case F::AttnProjection:
@@ -160,7 +174,7 @@ INSTANTIATE_TEST_SUITE_P(
     PresetsByMixes, MkmodelFiles,
     testing::Combine(testing::Values("tiny", "small"),
                      testing::Values(QuantMix::F32, QuantMix::F16, QuantMix::Q8_0, QuantMix::Ds4Q2, QuantMix::Ds4Q4,
-                                     QuantMix::Mxfp4)),
+                                     QuantMix::Mxfp4, QuantMix::Bf16, QuantMix::LlamaConvert)),
     [](const auto& info) {
       std::string mix(quant_mix_name(std::get<1>(info.param)));
       for (char& c : mix)

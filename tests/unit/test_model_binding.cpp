@@ -117,7 +117,8 @@ void expect_views_match_file(const Deepseek4Model& m) {
 }
 
 TEST_F(ModelBinding, EveryMixBindsAndViewsMatchTheFile) {
-  for (QuantMix mix : {QuantMix::F32, QuantMix::F16, QuantMix::Q8_0, QuantMix::Ds4Q2, QuantMix::Ds4Q4, QuantMix::Mxfp4}) {
+  for (QuantMix mix : {QuantMix::F32, QuantMix::F16, QuantMix::Q8_0, QuantMix::Ds4Q2, QuantMix::Ds4Q4, QuantMix::Mxfp4,
+                       QuantMix::Bf16, QuantMix::LlamaConvert}) {
     SCOPED_TRACE(std::string(quant_mix_name(mix)));
     const std::string path = write_model(preset_tiny(), mix, file("mix.gguf"));
     const Deepseek4Model m = Deepseek4Model::open(path);
@@ -210,9 +211,9 @@ TEST_F(ModelBinding, EachBrokenFileNamesWhatIsWrong) {
       {"norm not f32", {.tensor = replace("blk.0.attn_norm.weight", GgmlType::F16, {256})},
        {"tensor 'blk.0.attn_norm.weight' has type f16; allowed: f32"}},
       {"dense in a K-quant", {.tensor = replace("blk.3.attn_kv.weight", GgmlType::Q4_K, {256, 128})},
-       {"tensor 'blk.3.attn_kv.weight' has type q4_K; allowed: f32, f16, q8_0"}},
+       {"tensor 'blk.3.attn_kv.weight' has type q4_K; allowed: f32, f16, bf16, q8_0"}},
       {"routed in q4_0", {.tensor = replace("blk.3.ffn_down_exps.weight", GgmlType::Q4_0, {256, 256, 16})},
-       {"tensor 'blk.3.ffn_down_exps.weight' has type q4_0; allowed: iq2_xxs, q2_K, q4_K, mxfp4, f32, f16, q8_0"}},
+       {"tensor 'blk.3.ffn_down_exps.weight' has type q4_0; allowed: iq2_xxs, q2_K, q4_K, mxfp4, f32, f16, bf16, q8_0"}},
       {"tid2eid not i32", {.tensor = replace("blk.0.ffn_gate_tid2eid.weight", GgmlType::F32, {4, 512})},
        {"tensor 'blk.0.ffn_gate_tid2eid.weight' has type f32; allowed: i32"}},
       {"gate/up types differ", {.tensor = replace("blk.3.ffn_up_exps.weight", GgmlType::Q4_K, {256, 256, 16})},
