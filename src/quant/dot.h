@@ -66,6 +66,9 @@ float dot_q2_K_q8_K_ggml_x86(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x);
 float dot_mxfp4_q8_0_ggml_x86(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x);
 float dot_iq2_xxs_q8_K_ggml_x86(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x);
 float dot_f16_ggml_x86(int64_t n, const uint16_t* w, const float* x, bool expert);
+// BF16 weights against bf16-rounded activations, in the order of the ggml build
+// llama.cpp runs on this CPU (vdpbf16ps with AVX512-BF16, else 16-lane FMAs).
+float dot_bf16_ggml_x86(int64_t n, const uint16_t* w, const float* x, bool expert);
 // ggml_vec_dot_f32 (ggml_order::vec_dot_f32) of two f32 rows.
 float vec_dot_f32_ggml_x86(int64_t n, const float* x, const float* y);
 // acc[i] = fma(x[i], s, acc[i]) for i < n (exact per element, so any vector

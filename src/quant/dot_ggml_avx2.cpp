@@ -33,6 +33,13 @@ struct F16Loads {
   static float one(const uint16_t* p) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(*p))); }
 };
 
+struct BF16Loads {
+  static __m256 load8(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+};
+
 // ggml_order::reduce_add16 of lanes 0..7 in lo, 8..15 in hi: halves, then
 // 128-bit halves, then lanes (0 + 2, 1 + 3), then 0 + 1.
 inline float reduce16(__m256 lo, __m256 hi) {
@@ -91,6 +98,8 @@ float vec_dot_f16(int64_t n, const uint16_t* w, const float* x) {
 float tinyblas_f32(int64_t n, const float* w, const float* x) { return tinyblas_dot<F32Loads>(n, w, x); }
 
 float tinyblas_f16(int64_t n, const uint16_t* w, const float* x) { return tinyblas_dot<F16Loads>(n, w, x); }
+
+float tinyblas_bf16(int64_t n, const uint16_t* w, const float* x) { return tinyblas_dot<BF16Loads>(n, w, x); }
 
 void fma_into(int64_t n, const float* x, float s, float* acc) {
   const __m256 sv = _mm256_set1_ps(s);

@@ -11,6 +11,7 @@ float vec_dot_f32(int64_t n, const float* x, const float* y);       // ggml_orde
 float vec_dot_f16(int64_t n, const uint16_t* w, const float* x);    // ggml_order::vec_dot_f16
 float tinyblas_f32(int64_t n, const float* w, const float* x);      // ggml_order::tinyblas_dot, f32 weights
 float tinyblas_f16(int64_t n, const uint16_t* w, const float* x);   // ggml_order::tinyblas_dot, f16 weights
+float tinyblas_bf16(int64_t n, const uint16_t* w, const float* x);  // ggml_order::tinyblas_dot, bf16 weights
 // acc[i] = fma(x[i], s, acc[i]) for i < n.
 void fma_into(int64_t n, const float* x, float s, float* acc);
 

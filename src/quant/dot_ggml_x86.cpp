@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/cpu_features.h"
 #include "core/fp16.h"
 #include "quant/dot.h"
 #include "quant/dot_ggml_avx2.h"
@@ -141,6 +142,15 @@ float dot_f16_ggml_x86(int64_t n, const uint16_t* w, const float* x, bool expert
     return float_lanes_avx2() ? ggml_avx2::vec_dot_f16(n, w, x) : ggml_order::vec_dot_f16(n, w, x, to_float);
   }
   return float_lanes_avx2() ? ggml_avx2::tinyblas_f16(n, w, x) : ggml_order::tinyblas_dot(n, w, x, to_float);
+}
+
+float dot_bf16_ggml_x86(int64_t n, const uint16_t* w, const float* x, bool expert) {
+  // The build llama.cpp loads here: vdpbf16ps where the CPU has AVX512-BF16.
+  static const bool dpbf16 = cpu_features().avx512bf16;
+  const auto to_float = [](uint16_t h) { return bf16_to_f32(h); };
+  if (expert || n % (dpbf16 ? 32 : 16) != 0) return ggml_order::vec_dot_bf16(n, w, x, dpbf16, to_float);
+  if (dpbf16) return ggml_order::tinyblas_dpbf16(n, w, x, to_float);
+  return float_lanes_avx2() ? ggml_avx2::tinyblas_bf16(n, w, x) : ggml_order::tinyblas_dot(n, w, x, to_float);
 }
 
 float vec_dot_f32_ggml_x86(int64_t n, const float* x, const float* y) {

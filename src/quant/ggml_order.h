@@ -72,6 +72,73 @@ inline float vec_dot_f16(int64_t n, const uint16_t *w, const float *x, ToFloat t
   return static_cast<float>(sum);
 }
 
+// ---- BF16 weights (activations rounded to bf16, passed as exact floats) ----
+//
+// llama.cpp picks its CPU build by the CPU: on AVX512-BF16 CPUs (Zen 4 and
+// later, Cooper Lake, Sapphire Rapids) the BF16 kernels use vdpbf16ps, on other
+// AVX-512 CPUs 16-lane FMAs. The products of two bf16 values are exact in
+// float, so a multiply then add (ggml's AVX512F vec_dot, contracted or not)
+// equals one fma.
+
+// vdpbf16ps reads denormal inputs as zero (DAZ) ...
+inline float bf16_daz(float v) {
+  return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
+}
+// ... and flushes denormal results to zero (FTZ), rounding to nearest even.
+inline float ftz(float v) { return bf16_daz(v); }
+
+// One vdpbf16ps lane (Intel SDM): the odd pair first, then the even pair, each
+// an fma with DAZ inputs and an FTZ result.
+inline float dpbf16_lane(float acc, float w_even, float x_even, float w_odd, float x_odd) {
+  acc = ftz(std::fma(bf16_daz(w_odd), bf16_daz(x_odd), acc));
+  return ftz(std::fma(bf16_daz(w_even), bf16_daz(x_even), acc));
+}
+
+// tinyBLAS<32, __m512, __m512bh> (llamafile_sgemm, AVX512-BF16 build; ggml's
+// mul_mat for >= 2 tokens, k % 32 == 0): lane l of chunk c takes elements
+// 32c + 2l and 32c + 2l + 1 (one vdpbf16ps), then reduce_add16.
+template <typename ToFloat>
+inline float tinyblas_dpbf16(int64_t n, const uint16_t *w, const float *x, ToFloat to_float) {
+  float acc[16] = {};
+  for (int64_t c = 0; c < n; c += 32)
+    for (int l = 0; l < 16; ++l) {
+      const int64_t k = c + 2 * l;
+      acc[l] = dpbf16_lane(acc[l], to_float(w[k]), x[k], to_float(w[k + 1]), x[k + 1]);
+    }
+  return reduce_add16(acc);
+}
+
+// ggml_vec_dot_bf16 (decode, experts, other k): AVX512-BF16 build: two
+// accumulators of one vdpbf16ps each per 64 elements; AVX512F build: two
+// 16-lane fma accumulators per 32 elements. Each accumulator reduce_add16,
+// both added in double, then the leftovers' float products one by one in
+// double.
+template <typename ToFloat>
+inline float vec_dot_bf16(int64_t n, const uint16_t *w, const float *x, bool dpbf16, ToFloat to_float) {
+  float c[2][16] = {};
+  int64_t i = 0;
+  if (dpbf16) {
+    for (; i + 64 <= n; i += 64)
+      for (int h = 0; h < 2; ++h)
+        for (int l = 0; l < 16; ++l) {
+          const int64_t k = i + 32 * h + 2 * l;
+          c[h][l] = dpbf16_lane(c[h][l], to_float(w[k]), x[k], to_float(w[k + 1]), x[k + 1]);
+        }
+  } else {
+    for (; i + 32 <= n; i += 32)
+      for (int h = 0; h < 2; ++h)
+        for (int l = 0; l < 16; ++l) {
+          const int64_t k = i + 16 * h + l;
+          c[h][l] = std::fma(to_float(w[k]), x[k], c[h][l]);
+        }
+  }
+  double sum = 0.0;
+  sum += static_cast<double>(reduce_add16(c[0]));
+  sum += static_cast<double>(reduce_add16(c[1]));
+  for (; i < n; ++i) sum += static_cast<double>(to_float(w[i]) * x[i]);
+  return static_cast<float>(sum);
+}
+
 // ggml_v_expf, AVX-512 branch (vec.h): a degree-5 polynomial after range
 // reduction by ln 2, scaled by 2^n; |n| > 192 gives 0 or +inf.
 inline float v_expf(float x) {

@@ -240,6 +240,8 @@ float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_
         return dot_f32_ggml_x86(n, reinterpret_cast<const float*>(row), static_cast<const float*>(act), expert);
       case GgmlType::F16:
         return dot_f16_ggml_x86(n, reinterpret_cast<const uint16_t*>(row), static_cast<const float*>(act), expert);
+      case GgmlType::BF16:
+        return dot_bf16_ggml_x86(n, reinterpret_cast<const uint16_t*>(row), static_cast<const float*>(act), expert);
       case GgmlType::Q4_K:
         if (!expert) break;  // 2-D K-quants would go through ggml's gemm: not replicated
         return dot_q4_K_q8_K_ggml_x86(n, reinterpret_cast<const BlockQ4_K*>(row), static_cast<const BlockQ8_K*>(act));
