@@ -60,6 +60,7 @@ int run(int argc, char** argv) {
   uint64_t seed = 1;
   std::optional<uint32_t> layers;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  bool no_data = false;
   Overrides o;
 
   app.add_option("--preset", preset, "Base hyperparameters: tiny, small, bench (Flash widths), flash, pro")
@@ -76,6 +77,9 @@ int run(int argc, char** argv) {
   app.add_option("--tokenizer", tokenizer_path, "Import this Hugging Face tokenizer.json instead of the synthetic one")
       ->check(CLI::ExistingFile);
   app.add_option("--threads", threads, "Threads that generate weights")->capture_default_str();
+  app.add_flag("--no-data", no_data,
+               "Write the header, metadata and tensor table only; the tensor data is left a hole (zeros) of the "
+               "file's full size: the layout of a full-size model without its weights");
 
   auto* hp_group = app.add_option_group("Hyperparameter overrides");
   hp_group->add_option("--embd", o.embd, "Embedding length");
@@ -171,7 +175,11 @@ int run(int argc, char** argv) {
   write_metadata(hp, w);
   tok.write(w);
   const size_t n_tensors = add_synthetic_tensors(w, hp, mix, seed, threads);
-  w.write(out);
+  if (no_data) {
+    w.write_without_data(out);
+  } else {
+    w.write(out);
+  }
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uint64_t params = 0;
@@ -180,8 +188,9 @@ int run(int argc, char** argv) {
   std::printf("mix %s, seed %llu, tokenizer %s (%u tokens, %zu merges)\n", mix_name.c_str(),
               static_cast<unsigned long long>(seed), tokenizer_path.empty() ? "synthetic" : tokenizer_path.c_str(),
               tok.size(), tok.merges.size());
-  std::printf("wrote %s: %zu tensors, %.1fM parameters, %.2f MB in %.2f s\n", out.c_str(), n_tensors,
-              static_cast<double>(params) / 1e6, static_cast<double>(std::filesystem::file_size(out)) / 1e6, secs);
+  std::printf("wrote %s: %zu tensors, %.1fM parameters, %.2f MB%s in %.2f s\n", out.c_str(), n_tensors,
+              static_cast<double>(params) / 1e6, static_cast<double>(std::filesystem::file_size(out)) / 1e6,
+              no_data ? " (tensor data left a hole)" : "", secs);
   return 0;
 }
 

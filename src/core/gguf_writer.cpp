@@ -70,6 +70,16 @@ class TempFile {
     }
   }
 
+  // Grows the file to `size` bytes without writing: the new bytes read as
+  // zero and, on file systems with sparse files, take no space.
+  void extend_to(uint64_t size) {
+    int r;
+    do {
+      r = ::ftruncate(fd_, static_cast<off_t>(size));
+    } while (r != 0 && errno == EINTR);
+    if (r != 0) throw Error(final_ + ": cannot extend " + tmp_ + ": " + std::strerror(errno));
+  }
+
   void commit() {
     const int fd = fd_;
     fd_ = -1;
@@ -386,6 +396,14 @@ void Writer::write(const std::string& path) const {
     file.zeros(static_cast<size_t>(align_up(written, alignment_) - written));
     written = align_up(written, alignment_);
   }
+  file.commit();
+}
+
+void Writer::write_without_data(const std::string& path) const {
+  TempFile file(path + ".tmp", path);
+  const std::vector<uint8_t> directory = encode_directory();
+  file.write(directory.data(), directory.size());
+  file.extend_to(directory.size() + data_bytes_);
   file.commit();
 }
 

@@ -130,6 +130,12 @@ class Writer {
   // path on an I/O error (the temporary file is removed); an exception from a
   // fill function is passed on, also removing the temporary file.
   void write(const std::string& path) const;
+  // The same file with every tensor's bytes left unwritten (zeros): the header,
+  // metadata and tensor infos, then the file extended to its full size, a
+  // hole on file systems with sparse files. No fill function is called. For
+  // the layouts of multi-hundred-GB files (binding, memory accounting) without
+  // their data.
+  void write_without_data(const std::string& path) const;
 
  private:
   struct Entry {

@@ -268,6 +268,29 @@ TEST(GgufWriter, StreamsEachTensorBeforeAskingForTheNext) {
   EXPECT_GE(size_seen, f.data_offset() + 4096);
 }
 
+TEST(GgufWriter, WithoutDataIsTheFileWithZeroTensorsAndCallsNoFill) {
+  // The same directory and size as a full write whose tensors are all zero,
+  // byte for byte; no fill function runs.
+  bool filled = false;
+  const auto fill = [&](std::span<uint8_t> dst) {
+    filled = true;
+    std::fill(dst.begin(), dst.end(), 0);
+  };
+  Writer w(64);
+  w.set_string("general.architecture", "test");
+  w.add_tensor("a", GgmlType::Q8_0, {64, 3}, fill);
+  w.add_tensor("b", GgmlType::F16, {5}, fill);
+  const fs::path full = program_temp_dir() / "full.gguf", hollow = program_temp_dir() / "hollow.gguf";
+  w.write(full);
+  ASSERT_TRUE(filled);
+  filled = false;
+  w.write_without_data(hollow);
+  EXPECT_FALSE(filled);
+  EXPECT_EQ(read_bytes(hollow), read_bytes(full));
+  const File f = File::open(hollow);
+  EXPECT_EQ(f.tensors().size(), 2u);
+}
+
 TEST(GgufWriter, RejectsBadAlignment) {
   EXPECT_NE(error_of([] { Writer w(0); }).find("alignment 0 is not a power of two"), std::string::npos);
   EXPECT_NE(error_of([] { Writer w(3); }).find("alignment 3 is not a power of two"), std::string::npos);
