@@ -54,6 +54,22 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(offsetof(BlockQ4_K, scales) == 4);
 static_assert(offsetof(BlockQ4_K, qs) == 16);
 
+// 16 sub-blocks of 16: x = d*sc*(q-32), q in 0..63 (low 4 bits in ql, high 2
+// in qh), 8-bit signed sc.
+struct BlockQ6_K {
+  // Per half h of 128 elements, l < 32: ql byte 64h+l holds the low nibbles
+  // of elements 128h+l (bits 0-3) and 128h+l+64 (bits 4-7), byte 64h+32+l
+  // those of 128h+l+32 and 128h+l+96; qh byte 32h+l holds the top two bits
+  // of element 128h+l+32k at bits 2k.
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;              // f16 super-scale
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(offsetof(BlockQ6_K, scales) == 192);
+static_assert(offsetof(BlockQ6_K, d) == 208);
+
 // 8 groups of 32; each group is 2 uint32: 4 grid indices (bytes) and
 // 4x7 sign bits + a 4-bit scale in the top nibble.
 struct BlockIQ2_XXS {

@@ -24,6 +24,7 @@ struct DotKernels {
   float (*f16_f32)(int64_t n, const uint16_t* w, const float* x);
   float (*bf16_f32)(int64_t n, const uint16_t* w, const float* x);
   float (*f32_f32)(int64_t n, const float* w, const float* x);
+  float (*q6_K_q8_K)(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
 };
 
 const DotKernels& dot_kernels_scalar();
@@ -49,6 +50,10 @@ float dot_mxfp4_q8_0_scalar(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x);
 float dot_f16_f32_scalar(int64_t n, const uint16_t* w, const float* x);
 float dot_bf16_f32_scalar(int64_t n, const uint16_t* w, const float* x);
 float dot_f32_f32_scalar(int64_t n, const float* w, const float* x);
+// One integer sum per block (scale times each 16-element sub-block's sum),
+// one float term per block, as the other K-quants. The SIMD levels use it too
+// for now (no vector Q6_K kernel yet).
+float dot_q6_K_q8_K_scalar(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
 
 // The same dots in the float order of ggml's x86 CPU kernels (AVX2 and up),
 // for --quality (dot_ggml_x86.cpp). Bit-identical to what llama.cpp computes

@@ -210,7 +210,7 @@ float dot_f32_f32(int64_t n, const float* w, const float* x) { return dot_float<
 
 extern const DotKernels kDotAvx2 = {
     "avx2",           dot_q8_0_q8_0, dot_q2_K_q8_K, dot_q4_K_q8_K, dot_iq2_xxs_q8_K,
-    dot_mxfp4_q8_0,   dot_f16_f32,   dot_bf16_f32,  dot_f32_f32,
+    dot_mxfp4_q8_0,   dot_f16_f32,   dot_bf16_f32,  dot_f32_f32, dot_q6_K_q8_K_scalar,
 };
 
 }  // namespace ds4::quant

@@ -897,6 +897,7 @@ extern const DotKernels kDotAvx512 = {
     dot_f16_f32,
     dot_bf16_f32,
     dot_f32_f32,
+    dot_q6_K_q8_K_scalar,
 };
 
 extern const DotKernels kDotAvx512Vnni = {
@@ -909,6 +910,7 @@ extern const DotKernels kDotAvx512Vnni = {
     dot_f16_f32,
     dot_bf16_f32,
     dot_f32_f32,
+    dot_q6_K_q8_K_scalar,
 };
 
 // The avx512vnni kernels, but IQ2_XXS with its grid in registers (VBMI).
@@ -922,6 +924,7 @@ extern const DotKernels kDotAvx512Vbmi = {
     dot_f16_f32,
     dot_bf16_f32,
     dot_f32_f32,
+    dot_q6_K_q8_K_scalar,
 };
 
 namespace avx512_detail {

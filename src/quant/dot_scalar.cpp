@@ -11,6 +11,7 @@
 #include "quant/iq2_xxs_block_sum.h"
 #include "quant/k_scales.h"
 #include "quant/mxfp4.h"
+#include "quant/quant.h"
 
 namespace ds4::quant {
 
@@ -126,6 +127,22 @@ float dot_f32_f32_scalar(int64_t n, const float* w, const float* x) {
   return static_cast<float>(sum);
 }
 
+float dot_q6_K_q8_K_scalar(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int8_t q[kQK_K];
+    q6_K_values(w[i], q);
+    int isum = 0;
+    for (int sub = 0; sub < kQK_K / 16; ++sub) {
+      int group = 0;
+      for (int e = 16 * sub; e < 16 * sub + 16; ++e) group += q[e] * x[i].qs[e];
+      isum += w[i].scales[sub] * group;
+    }
+    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
 extern const DotKernels kDotScalar = {
     "scalar",
     dot_q8_0_q8_0_scalar,
@@ -136,6 +153,7 @@ extern const DotKernels kDotScalar = {
     dot_f16_f32_scalar,
     dot_bf16_f32_scalar,
     dot_f32_f32_scalar,
+    dot_q6_K_q8_K_scalar,
 };
 
 }  // namespace ds4::quant

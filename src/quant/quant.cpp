@@ -20,6 +20,7 @@ bool dequantize_supported(GgmlType type) {
     case GgmlType::Q8_K:
     case GgmlType::Q2_K:
     case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
     case GgmlType::IQ2_XXS:
     case GgmlType::MXFP4:
       return true;
@@ -61,6 +62,7 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::Q8_K: dequantize_row_q8_K(static_cast<const BlockQ8_K*>(src), dst, n); break;
     case GgmlType::Q2_K: dequantize_row_q2_K(static_cast<const BlockQ2_K*>(src), dst, n); break;
     case GgmlType::Q4_K: dequantize_row_q4_K(static_cast<const BlockQ4_K*>(src), dst, n); break;
+    case GgmlType::Q6_K: dequantize_row_q6_K(static_cast<const BlockQ6_K*>(src), dst, n); break;
     case GgmlType::IQ2_XXS: dequantize_row_iq2_xxs(static_cast<const BlockIQ2_XXS*>(src), dst, n); break;
     case GgmlType::MXFP4: dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n); break;
     default: break;
@@ -92,6 +94,7 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n, const f
     case GgmlType::Q8_0: quantize_row_q8_0(src, static_cast<BlockQ8_0*>(dst), n); break;
     case GgmlType::Q2_K: quantize_row_q2_K(src, static_cast<BlockQ2_K*>(dst), n, importance); break;
     case GgmlType::Q4_K: quantize_row_q4_K(src, static_cast<BlockQ4_K*>(dst), n, importance); break;
+    case GgmlType::Q6_K: quantize_row_q6_K(src, static_cast<BlockQ6_K*>(dst), n, importance); break;
     case GgmlType::IQ2_XXS: quantize_row_iq2_xxs(src, static_cast<BlockIQ2_XXS*>(dst), n, importance); break;
     case GgmlType::MXFP4: quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n); break;
     default: break;

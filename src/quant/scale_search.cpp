@@ -150,4 +150,48 @@ float fit_nonneg_scale(int n, int nmax, const float* x, uint8_t* L, const float*
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
+float fit_signed_scale(int n, int nmax, const float* x, int8_t* L, const float* weights) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  auto weight_of = [&](int i) { return weights ? weights[i] : x[i] * x[i]; };
+  auto code = [&](float iscale, int i) { return std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i]))); };
+  // Weighted sums sum(w x l) and sum(w l^2) for the codes at iscale.
+  auto sums = [&](float iscale, float& sum_xl, float& sum_l2) {
+    sum_xl = sum_l2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = code(iscale, i);
+      const float w = weight_of(i);
+      sum_xl += w * x[i] * l;
+      sum_l2 += w * l * l;
+    }
+  };
+  float iscale = -nmax / max;
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(code(iscale, i) + nmax);
+  float sum_xl, sum_l2;
+  sums(iscale, sum_xl, sum_l2);
+  float scale = sum_l2 ? sum_xl / sum_l2 : 0.0f;
+  float best = scale * sum_xl;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(nmax + 0.1f * is) / max;
+    sums(iscale, sum_xl, sum_l2);
+    if (sum_l2 > 0 && sum_xl * sum_xl > best * sum_l2) {
+      for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(code(iscale, i) + nmax);
+      scale = sum_xl / sum_l2;
+      best = scale * sum_xl;
+    }
+  }
+  return scale;
+}
+
 }  // namespace ds4::quant

@@ -25,6 +25,13 @@ float fit_scale_min(int n, int nmax, const float* x, const float* weights, uint8
 // all-zero input).
 float fit_nonneg_scale(int n, int nmax, const float* x, uint8_t* L, const float* weights);
 
+// ggml's make_qx_quants with rmse_type 1: codes L[i] - nmax in [-nmax,
+// nmax - 1] for x[i] ~= scale * (L[i] - nmax), the scale fitted by weighted
+// least squares at -nmax/max and 18 nearby starting points (max: the value of
+// largest magnitude, sign kept), weights w[i] (x[i]^2 when null). Returns the
+// scale (0 and all codes 0 for an all-zero group, as ggml).
+float fit_signed_scale(int n, int nmax, const float* x, int8_t* L, const float* weights);
+
 // Below this a group's maximum counts as zero (ggml's GROUP_MAX_EPS).
 inline constexpr float kGroupMaxEps = 1e-15f;
 

@@ -39,6 +39,7 @@ ActivationForm activation_form(GgmlType weight_type, Numerics numerics) {
     case GgmlType::MXFP4: return ActivationForm::Q8_0;
     case GgmlType::Q2_K:
     case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
     case GgmlType::IQ2_XXS: return ActivationForm::Q8_K;
     default: throw Error("matvec: no dot kernel for weight type " + std::string(ggml_type_name(weight_type)));
   }
@@ -271,6 +272,8 @@ float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_
       return k.q2_K_q8_K(n, reinterpret_cast<const BlockQ2_K*>(row), static_cast<const BlockQ8_K*>(act));
     case GgmlType::Q4_K:
       return k.q4_K_q8_K(n, reinterpret_cast<const BlockQ4_K*>(row), static_cast<const BlockQ8_K*>(act));
+    case GgmlType::Q6_K:
+      return k.q6_K_q8_K(n, reinterpret_cast<const BlockQ6_K*>(row), static_cast<const BlockQ8_K*>(act));
     case GgmlType::IQ2_XXS:
       return k.iq2_xxs_q8_K(n, reinterpret_cast<const BlockIQ2_XXS*>(row), static_cast<const BlockQ8_K*>(act));
     default: return 0;  // activation_form() rejected the type earlier
