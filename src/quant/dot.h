@@ -51,9 +51,10 @@ float dot_f16_f32_scalar(int64_t n, const uint16_t* w, const float* x);
 float dot_bf16_f32_scalar(int64_t n, const uint16_t* w, const float* x);
 float dot_f32_f32_scalar(int64_t n, const float* w, const float* x);
 // One integer sum per block (scale times each 16-element sub-block's sum),
-// one float term per block, as the other K-quants. The SIMD levels use it too
-// for now (no vector Q6_K kernel yet).
+// one float term per block, as the other K-quants.
 float dot_q6_K_q8_K_scalar(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
+// The avx2 level's, which the AVX-512 levels share (dot_avx2.cpp).
+float dot_q6_K_q8_K_avx2(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
 
 // The same dots in the float order of ggml's x86 CPU kernels (AVX2 and up),
 // for --quality (dot_ggml_x86.cpp). Bit-identical to what llama.cpp computes

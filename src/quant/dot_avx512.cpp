@@ -897,7 +897,7 @@ extern const DotKernels kDotAvx512 = {
     dot_f16_f32,
     dot_bf16_f32,
     dot_f32_f32,
-    dot_q6_K_q8_K_scalar,
+    dot_q6_K_q8_K_avx2,
 };
 
 extern const DotKernels kDotAvx512Vnni = {
@@ -910,7 +910,7 @@ extern const DotKernels kDotAvx512Vnni = {
     dot_f16_f32,
     dot_bf16_f32,
     dot_f32_f32,
-    dot_q6_K_q8_K_scalar,
+    dot_q6_K_q8_K_avx2,
 };
 
 // The avx512vnni kernels, but IQ2_XXS with its grid in registers (VBMI).
@@ -924,7 +924,7 @@ extern const DotKernels kDotAvx512Vbmi = {
     dot_f16_f32,
     dot_bf16_f32,
     dot_f32_f32,
-    dot_q6_K_q8_K_scalar,
+    dot_q6_K_q8_K_avx2,
 };
 
 namespace avx512_detail {

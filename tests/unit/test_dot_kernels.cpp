@@ -148,6 +148,15 @@ void fill_q4_K(BlockQ4_K& b, Rng& rng, bool extreme_scale = false) {
   if (saturate) std::memset(b.scales, 0xff, sizeof(b.scales));
 }
 
+void fill_q6_K(BlockQ6_K& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  // Occasionally every code 63 and every scale -128 or 127 (the largest sums).
+  const int saturate = std::uniform_int_distribution<int>(0, 7)(rng);
+  for (int8_t& s : b.scales) s = saturate == 0 ? int8_t{-128} : saturate == 1 ? int8_t{127} : static_cast<int8_t>(rng());
+  for (uint8_t& q : b.ql) q = saturate < 2 ? uint8_t{0xff} : random_byte(rng);
+  for (uint8_t& q : b.qh) q = saturate < 2 ? uint8_t{0xff} : random_byte(rng);
+}
+
 void fill_iq2_xxs(BlockIQ2_XXS& b, Rng& rng, bool extreme_scale = false) {
   b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
   for (uint16_t& q : b.qs) q = static_cast<uint16_t>(rng());
@@ -193,6 +202,22 @@ Truth truth_q2_K(int64_t nb, const BlockQ2_K* w, const BlockQ8_K* x) {
       const int code = (w[i].qs[32 * half + within] >> (2 * plane)) & 3;
       const uint8_t s = w[i].scales[e / 16];
       t.add(f16d(w[i].d) * (s & 15) * code, f16d(w[i].dmin) * (s >> 4), act(x[i], e));
+    }
+  }
+  return t;
+}
+
+// Q6_K from its layout (SYSTEMS.md / ggml's block_q6_K): element 128h + 32k + l
+// has its low nibble in ql[64h + l + 32(k % 2)] (low half for k < 2), its top
+// two bits at 2k of qh[32h + l]; value d * scales[e / 16] * (q - 32).
+Truth truth_q6_K(int64_t nb, const BlockQ6_K* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int e = 0; e < kQK_K; ++e) {
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      const uint8_t lo = w[i].ql[64 * h + l + 32 * (k % 2)];
+      const int q = (k < 2 ? lo & 15 : lo >> 4) | (((w[i].qh[32 * h + l] >> (2 * k)) & 3) << 4);
+      t.add(f16d(w[i].d) * w[i].scales[e / 16] * (q - 32), 0, act(x[i], e));
     }
   }
   return t;
@@ -277,6 +302,7 @@ struct Format {
 const Format<BlockQ8_0, BlockQ8_0> kQ8_0{"q8_0", kQK8_0, &DotKernels::q8_0_q8_0, fill_q8_0, fill_q8_0, truth_q8_0};
 const Format<BlockQ2_K, BlockQ8_K> kQ2_K{"q2_K", kQK_K, &DotKernels::q2_K_q8_K, fill_q2_K, fill_q8_K, truth_q2_K};
 const Format<BlockQ4_K, BlockQ8_K> kQ4_K{"q4_K", kQK_K, &DotKernels::q4_K_q8_K, fill_q4_K, fill_q8_K, truth_q4_K};
+const Format<BlockQ6_K, BlockQ8_K> kQ6_K{"q6_K", kQK_K, &DotKernels::q6_K_q8_K, fill_q6_K, fill_q8_K, truth_q6_K};
 const Format<BlockIQ2_XXS, BlockQ8_K> kIq2Xxs{"iq2_xxs", kQK_K, &DotKernels::iq2_xxs_q8_K, fill_iq2_xxs, fill_q8_K,
                                               truth_iq2_xxs};
 const Format<BlockMXFP4, BlockQ8_0> kMxfp4{"mxfp4", kQKMxfp4, &DotKernels::mxfp4_q8_0, fill_mxfp4, fill_q8_0,
@@ -345,6 +371,7 @@ TEST(DotKernelLevels, ListsScalarFirstAndEveryLevelTheCpuRuns) {
 TEST(DotKernelsQ8_0, EqualScalarExactlyAndTruth) { check_format(kQ8_0, 12, false); }
 TEST(DotKernelsQ2_K, EqualScalarExactlyAndTruth) { check_format(kQ2_K, 12, false); }
 TEST(DotKernelsQ4_K, EqualScalarExactlyAndTruth) { check_format(kQ4_K, 12, false); }
+TEST(DotKernelsQ6_K, EqualScalarExactlyAndTruth) { check_format(kQ6_K, 12, false); }
 TEST(DotKernelsIq2Xxs, EqualScalarExactlyAndTruth) { check_format(kIq2Xxs, 12, false); }
 TEST(DotKernelsMxfp4, EqualScalarExactlyAndTruth) { check_format(kMxfp4, 12, false); }
 
@@ -353,6 +380,7 @@ TEST(DotKernelsMxfp4, EqualScalarExactlyAndTruth) { check_format(kMxfp4, 12, fal
 TEST(DotKernelsQ8_0, ExtremeScalesEqualScalarExactly) { check_format(kQ8_0, 3, true); }
 TEST(DotKernelsQ2_K, ExtremeScalesEqualScalarExactly) { check_format(kQ2_K, 3, true); }
 TEST(DotKernelsQ4_K, ExtremeScalesEqualScalarExactly) { check_format(kQ4_K, 3, true); }
+TEST(DotKernelsQ6_K, ExtremeScalesEqualScalarExactly) { check_format(kQ6_K, 3, true); }
 TEST(DotKernelsIq2Xxs, ExtremeScalesEqualScalarExactly) { check_format(kIq2Xxs, 3, true); }
 TEST(DotKernelsMxfp4, ExtremeScalesEqualScalarExactly) { check_format(kMxfp4, 3, true); }
 
