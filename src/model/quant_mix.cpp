@@ -12,7 +12,7 @@ struct MixName {
   QuantMix mix;
   std::string_view name;
 };
-constexpr std::array<MixName, 8> kMixNames{{
+constexpr std::array<MixName, 9> kMixNames{{
     {QuantMix::F32, "f32"},
     {QuantMix::F16, "f16"},
     {QuantMix::Q8_0, "q8_0"},
@@ -21,6 +21,7 @@ constexpr std::array<MixName, 8> kMixNames{{
     {QuantMix::Mxfp4, "mxfp4"},
     {QuantMix::Bf16, "bf16"},
     {QuantMix::LlamaConvert, "llama-convert"},
+    {QuantMix::Q6_K, "q6_K"},
 }};
 
 bool rows_fit(GgmlType type, uint64_t row_length) {
@@ -81,7 +82,7 @@ std::optional<QuantMix> quant_mix_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view quant_mix_names() { return "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert"; }
+std::string_view quant_mix_names() { return "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K"; }
 
 GgmlType tensor_type(QuantMix mix, const TensorSpec& spec) {
   const TensorFamily fam = spec.family();
@@ -100,6 +101,7 @@ GgmlType tensor_type(QuantMix mix, const TensorSpec& spec) {
     case QuantMix::F16: return GgmlType::F16;
     case QuantMix::Q8_0: return q8_0_or_f16(spec);
     case QuantMix::Bf16: return GgmlType::BF16;
+    case QuantMix::Q6_K: return rows_fit(GgmlType::Q6_K, spec.row_length()) ? GgmlType::Q6_K : GgmlType::F16;
     case QuantMix::LlamaConvert: return llama_convert_type(spec);
     case QuantMix::Ds4Q2:
     case QuantMix::Ds4Q4:

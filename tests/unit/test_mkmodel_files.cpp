@@ -43,7 +43,7 @@ std::string write_model(const Deepseek4HParams& hp, QuantMix mix, uint64_t seed,
 
 // The types SYSTEMS.md §2.2 and the mix definitions give, written out here
 // independently of quant_mix.cpp.
-GgmlType expected_type(QuantMix mix, TensorFamily fam) {
+GgmlType expected_type(QuantMix mix, TensorFamily fam, uint64_t row_length) {
   using F = TensorFamily;
   switch (fam) {
     case F::Norm:
@@ -58,6 +58,7 @@ GgmlType expected_type(QuantMix mix, TensorFamily fam) {
   if (mix == QuantMix::F16) return GgmlType::F16;
   if (mix == QuantMix::Q8_0) return GgmlType::Q8_0;
   if (mix == QuantMix::Bf16) return GgmlType::BF16;
+  if (mix == QuantMix::Q6_K) return row_length % 256 == 0 ? GgmlType::Q6_K : GgmlType::F16;
   if (mix == QuantMix::LlamaConvert) {
     // The converter keeps each checkpoint tensor's type: FP8 -> Q8_0, FP4
     // experts -> MXFP4, F32 and BF16 as they are.
@@ -112,7 +113,7 @@ void check_file(const std::string& path, const Deepseek4HParams& hp, QuantMix mi
   for (size_t i = 0; i < specs.size(); ++i) {
     EXPECT_EQ(f.tensors()[i].name, specs[i].name);
     EXPECT_EQ(f.tensors()[i].ne, specs[i].ne) << specs[i].name;
-    EXPECT_EQ(f.tensors()[i].type, expected_type(mix, specs[i].family())) << specs[i].name;
+    EXPECT_EQ(f.tensors()[i].type, expected_type(mix, specs[i].family(), specs[i].row_length())) << specs[i].name;
   }
 
   // Metadata and tokenizer.
@@ -174,7 +175,7 @@ INSTANTIATE_TEST_SUITE_P(
     PresetsByMixes, MkmodelFiles,
     testing::Combine(testing::Values("tiny", "small"),
                      testing::Values(QuantMix::F32, QuantMix::F16, QuantMix::Q8_0, QuantMix::Ds4Q2, QuantMix::Ds4Q4,
-                                     QuantMix::Mxfp4, QuantMix::Bf16, QuantMix::LlamaConvert)),
+                                     QuantMix::Mxfp4, QuantMix::Bf16, QuantMix::LlamaConvert, QuantMix::Q6_K)),
     [](const auto& info) {
       std::string mix(quant_mix_name(std::get<1>(info.param)));
       for (char& c : mix)
