@@ -26,16 +26,19 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/dot.h"
 #include "quant/dot_tile.h"
+#include "version/version.h"
 
 namespace ds4::quant {
 namespace {
@@ -444,6 +447,11 @@ void register_benchmarks() {
 }  // namespace ds4::quant
 
 int main(int argc, char** argv) {
+  // Google Benchmark has no version flag: ours is answered before it reads the arguments.
+  if (argc == 2 && std::string_view(argv[1]) == "--version") {
+    std::printf("%s\n", ds4::version_line("ds4-bench-kernels").c_str());
+    return 0;
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("ds4_dot_isa_best", ds4::quant::dot_kernels().isa);

@@ -5,12 +5,15 @@
 // representative), else the synthetic tokenizer.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string_view>
 
 #include "model/synthetic_tokenizer.h"
 #include "text/tokenizer.h"
 #include "tokenizer_corpus.h"
+#include "version/version.h"
 
 namespace {
 
@@ -73,4 +76,15 @@ BENCHMARK(BM_EncodeColdSlices)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // Google Benchmark has no version flag: ours is answered before it reads the arguments.
+  if (argc == 2 && std::string_view(argv[1]) == "--version") {
+    std::printf("%s\n", ds4::version_line("ds4-bench-tokenizer").c_str());
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -33,6 +33,7 @@
 #include "core/thread_pool.h"
 #include "model/deepseek4_weights.h"
 #include "quant/quant.h"
+#include "version/version.h"
 
 namespace ds4::bench {
 namespace {
@@ -59,7 +60,8 @@ void fill(ScratchVector<uint8_t>& w, GgmlType type, int64_t cols, uint64_t row_b
 int main(int argc, char** argv) {
   using namespace ds4;
   using namespace ds4::bench;
-  CLI::App app{"decode's matrix-vector products as weight streams (GB/s of weight bytes)"};
+  CLI::App app{"decode's matrix-vector products as weight streams (GB/s of weight bytes)", "ds4-bench-matvec"};
+  app.set_version_flag("--version", version_line("ds4-bench-matvec"), "print the version and git commit and exit");
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string bytes_arg = "1g", types_arg = "q8_0,mxfp4,iq2_xxs,q2_k,q4_k,f16,bf16";
   int64_t cols = 4096;

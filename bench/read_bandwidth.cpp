@@ -17,6 +17,7 @@
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "core/read_bandwidth.h"
+#include "version/version.h"
 
 namespace {
 
@@ -48,6 +49,7 @@ int run(int threads, const std::string& bytes_arg, int repeats, const std::strin
 int main(int argc, char** argv) {
   CLI::App app{"memory read bandwidth with T threads over a buffer beyond the last-level cache", "ds4-bench-bandwidth"};
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  app.set_version_flag("--version", ds4::version_line("ds4-bench-bandwidth"), "print the version and git commit and exit");
   std::string bytes = "4g";
   int repeats = 5;
   app.add_option("-t,--threads", threads, "reader threads (default: logical CPUs)")->check(CLI::PositiveNumber);

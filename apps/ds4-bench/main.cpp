@@ -37,6 +37,7 @@
 #include "model/deepseek4_model.h"
 #include "quant/dot.h"
 #include "runtime/sampler.h"
+#include "version/version.h"
 
 #include "bench_options.h"
 #include "bench_prompt.h"
@@ -266,6 +267,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"Prefill and decode speed of DeepSeek V4 at growing context: one CSV row per frontier.", "ds4-bench"};
   app.set_help_flag("-h,--help", "Print this help and exit");
+  app.set_version_flag("--version", ds4::version_line("ds4-bench"), "Print the version and git commit and exit");
   Options o;
   o.threads = ds4::default_thread_count();
   o.prefill_chunk = ds4::cpu::kDefaultPrefillChunk;
@@ -306,6 +308,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     print_error(std::string(e.what()) + " (see ds4-bench --help)");
     return 1;

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "version/version.h"
 
 namespace {
 
@@ -203,6 +204,7 @@ std::string info(const File& f, const Limits& lim) {
 int main(int argc, char** argv) {
   CLI::App app{"Inspect GGUF files", "ds4-gguf"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", ds4::version_line("ds4-gguf"), "Print the version and git commit and exit");
   std::string path;
   Limits lim;
   CLI::App* info_cmd = app.add_subcommand("info", "Print the header, metadata and tensor table of a GGUF file");

@@ -21,6 +21,7 @@
 #include "model/quant_mix.h"
 #include "model/synthetic_tokenizer.h"
 #include "model/synthetic_weights.h"
+#include "version/version.h"
 
 namespace {
 
@@ -56,6 +57,7 @@ struct Overrides {
 int run(int argc, char** argv) {
   CLI::App app{"Write a random-weight DeepSeek V4 (deepseek4) GGUF for tests and benchmarks."};
   app.set_help_flag("-h,--help", "Print this help and exit");
+  app.set_version_flag("--version", ds4::version_line("ds4-mkmodel"), "Print the version and git commit and exit");
   std::string preset = "tiny", mix_name = "ds4-q2", out, tokenizer_path;
   uint64_t seed = 1;
   std::optional<uint32_t> layers;
@@ -116,6 +118,8 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "ds4-mkmodel: error: %s\n", e.what());
     return 1;

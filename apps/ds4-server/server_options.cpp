@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "version/version.h"
 
 namespace ds4::app {
 
@@ -16,6 +17,7 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
       "(/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages)",
       "ds4-server"};
   app.option_defaults()->always_capture_default();
+  app.set_version_flag("--version", ds4::version_line("ds4-server"), "print the version and git commit and exit");
   auto* m = app.add_option("-m,--model", o.model, "GGUF model file");
   app.add_option("-c,--ctx", o.ctx, "context size in tokens (per resident session)")->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
   app.add_option("-n,--tokens", o.engine.max_tokens, "default and largest reply length in tokens")

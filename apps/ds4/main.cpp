@@ -33,6 +33,7 @@
 #include "core/file_map.h"
 #include "core/thread_pool.h"
 #include "model/deepseek4_model.h"
+#include "version/version.h"
 
 #include "chat_cli.h"
 #include "logits_file.h"
@@ -204,6 +205,7 @@ void print_error(const std::string& msg) {
 int main(int argc, char** argv) {
   CLI::App app{"DeepSeek V4 Flash on the CPU: interactive chat (no prompt), one-shot (-p), and token-id tools.", "ds4"};
   app.set_help_flag("-h,--help", "Print this help and exit");
+  app.set_version_flag("--version", ds4::version_line("ds4"), "Print the version and git commit and exit");
   Options o;
   o.threads = ds4::default_thread_count();
   o.prefill_chunk = ds4::cpu::kDefaultPrefillChunk;
@@ -268,6 +270,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     print_error(std::string(e.what()) + " (see ds4 --help)");
     return 1;
