@@ -74,10 +74,17 @@ MODEL ?= ds4flash.gguf
 DEMO_DIR ?= demo
 ARGS ?=
 MODE ?= chat
-run: build
+# Only what run-chat.sh starts: the chat or the server, and ds4-mkmodel for the
+# demo model (tests, fuzz targets and benchmarks are left to `make test`).
+RUN_TARGETS_chat = ds4 ds4-mkmodel
+RUN_TARGETS_server = ds4-server ds4-mkmodel
+run: configure
+	@$(if $(RUN_TARGETS_$(MODE)),,echo "make run: MODE must be chat or server, not '$(MODE)'" >&2; exit 2)
+	@cmake --build $(BUILD) --target $(RUN_TARGETS_$(MODE))
 	@MODEL="$(MODEL)" DEMO_DIR="$(DEMO_DIR)" ARGS="$(ARGS)" MODE="$(MODE)" ./scripts/run-chat.sh $(BUILD)
 
-bench: build
+bench: configure
+	@cmake --build $(BUILD) --target ds4-bench-kernels
 	@$(BUILD)/bench/ds4-bench-kernels --benchmark_min_time=0.2
 
 clean:
