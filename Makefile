@@ -1,5 +1,6 @@
 # DwarfStar: the two set-up commands are `make run` and `make test`.
-# Everything else here is a convenience target they are built from.
+# Everything else here is a convenience target they are built from, and
+# `make install` / `make uninstall` (PREFIX=/usr/local).
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -9,8 +10,9 @@ FUZZ_SECONDS ?= 60
 FUZZ_LONG_SECONDS ?= 3600
 
 CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
 
-.PHONY: all deps reference server-test-deps configure build test test-unit test-asan test-server server-load fuzz-short fuzz-long run demo bench clean
+.PHONY: all deps reference server-test-deps configure build test test-unit test-asan test-server server-load fuzz-short fuzz-long run demo bench install uninstall clean
 
 all: build
 
@@ -86,6 +88,18 @@ run: configure
 bench: configure
 	@cmake --build $(BUILD) --target ds4-bench-kernels
 	@$(BUILD)/bench/ds4-bench-kernels --benchmark_min_time=0.2
+
+# The programs (ds4_programs: every apps/ binary) into PREFIX/bin, README and
+# docs/ into PREFIX/share/doc/dwarfstar with an example systemd unit for
+# ds4-server (examples/ds4-server.service), and the list of what was installed
+# there (installed-files.txt), which `make uninstall PREFIX=...` removes
+# (it needs no build folder). DESTDIR=... stages both for packaging.
+install: configure
+	@cmake --build $(BUILD) --target ds4_programs
+	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+uninstall:
+	@cmake -DLIST="$(DESTDIR)$(PREFIX)/share/doc/dwarfstar/installed-files.txt" -P packaging/uninstall.cmake
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) demo
