@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -448,10 +447,7 @@ void register_benchmarks() {
 
 int main(int argc, char** argv) {
   // Google Benchmark has no version flag: ours is answered before it reads the arguments.
-  if (argc == 2 && std::string_view(argv[1]) == "--version") {
-    std::printf("%s\n", ds4::version_line("ds4-bench-kernels").c_str());
-    return 0;
-  }
+  if (ds4::answer_version_flag(argc, argv, "ds4-bench-kernels")) return 0;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("ds4_dot_isa_best", ds4::quant::dot_kernels().isa);

@@ -5,7 +5,6 @@
 // representative), else the synthetic tokenizer.
 #include <benchmark/benchmark.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string_view>
@@ -78,10 +77,7 @@ BENCHMARK(BM_EncodeColdSlices)->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
   // Google Benchmark has no version flag: ours is answered before it reads the arguments.
-  if (argc == 2 && std::string_view(argv[1]) == "--version") {
-    std::printf("%s\n", ds4::version_line("ds4-bench-tokenizer").c_str());
-    return 0;
-  }
+  if (ds4::answer_version_flag(argc, argv, "ds4-bench-tokenizer")) return 0;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

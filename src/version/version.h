@@ -15,5 +15,9 @@ std::string_view version();
 std::string_view git_commit();
 // "PROGRAM VERSION (commit COMMIT)": the --version line.
 std::string version_line(std::string_view program);
+// For mains whose flag parser has no version flag (Google Benchmark's): when
+// the only argument is --version, prints version_line(program) and returns
+// true (the caller exits 0).
+bool answer_version_flag(int argc, char** argv, std::string_view program);
 
 }  // namespace ds4
