@@ -336,4 +336,12 @@ std::vector<uint8_t> quantize(GgmlType type, std::span<const float> x, int64_t r
   return out;
 }
 
+void quantize_model(const std::string& model, const std::string& preset, bool imatrix_from_weights,
+                    const std::string& out) {
+  std::vector<std::string> options{"--ftype", preset, "--threads", "2"};
+  if (imatrix_from_weights) options.push_back("--imatrix-from-weights");
+  const Bytes gguf = run_cached("model-quantize", options, model, {}, Output::kFile);
+  write_bytes(out, gguf);
+}
+
 }  // namespace ds4::reference

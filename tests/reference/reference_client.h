@@ -41,4 +41,12 @@ std::vector<float> dequantize(GgmlType type, std::span<const uint8_t> blocks, in
 // per column, may be null) is ggml's importance matrix.
 std::vector<uint8_t> quantize(GgmlType type, std::span<const float> x, int64_t row, const float* imatrix);
 
+// llama.cpp's llama_model_quantize of `model` with one of llama-quantize's
+// presets ("Q4_K_M", "IQ2_XXS", ...), written to `out`. With
+// `imatrix_from_weights` the runner passes an importance matrix made from the
+// weights (per column, the sum of squared weights), where the IQ1/IQ2 presets
+// need one. Cached like the other modes (by the input file's bytes).
+void quantize_model(const std::string& model, const std::string& preset, bool imatrix_from_weights,
+                    const std::string& out);
+
 }  // namespace ds4::reference

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -32,6 +33,7 @@
 
 #include "ggml-backend.h"
 #include "ggml.h"
+#include "gguf.h"
 #include "llama.h"
 
 #ifndef DS4_REF_BINS_DIR
@@ -404,6 +406,111 @@ void run_quantize(const std::string& type_name, const std::string& in_path, cons
   write_file(out_path, out.data(), out.size());
 }
 
+
+// ---- model-quantize: llama.cpp's own llama_model_quantize, as llama-quantize runs it ----
+
+// llama-quantize's preset names (tools/quantize: the QUANT_OPTIONS table).
+llama_ftype ftype_from_name(const std::string& name) {
+  static const std::map<std::string, llama_ftype> kPresets = {
+      {"F32", LLAMA_FTYPE_ALL_F32},          {"F16", LLAMA_FTYPE_MOSTLY_F16},
+      {"BF16", LLAMA_FTYPE_MOSTLY_BF16},     {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
+      {"Q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},     {"Q4_1", LLAMA_FTYPE_MOSTLY_Q4_1},
+      {"Q5_0", LLAMA_FTYPE_MOSTLY_Q5_0},     {"Q5_1", LLAMA_FTYPE_MOSTLY_Q5_1},
+      {"Q2_K", LLAMA_FTYPE_MOSTLY_Q2_K},     {"Q2_K_S", LLAMA_FTYPE_MOSTLY_Q2_K_S},
+      {"Q3_K_S", LLAMA_FTYPE_MOSTLY_Q3_K_S}, {"Q3_K_M", LLAMA_FTYPE_MOSTLY_Q3_K_M},
+      {"Q3_K_L", LLAMA_FTYPE_MOSTLY_Q3_K_L}, {"Q4_K_S", LLAMA_FTYPE_MOSTLY_Q4_K_S},
+      {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"Q5_K_S", LLAMA_FTYPE_MOSTLY_Q5_K_S},
+      {"Q5_K_M", LLAMA_FTYPE_MOSTLY_Q5_K_M}, {"Q6_K", LLAMA_FTYPE_MOSTLY_Q6_K},
+      {"IQ1_S", LLAMA_FTYPE_MOSTLY_IQ1_S},   {"IQ1_M", LLAMA_FTYPE_MOSTLY_IQ1_M},
+      {"IQ2_XXS", LLAMA_FTYPE_MOSTLY_IQ2_XXS}, {"IQ2_XS", LLAMA_FTYPE_MOSTLY_IQ2_XS},
+      {"IQ2_S", LLAMA_FTYPE_MOSTLY_IQ2_S},   {"IQ2_M", LLAMA_FTYPE_MOSTLY_IQ2_M},
+      {"IQ3_XXS", LLAMA_FTYPE_MOSTLY_IQ3_XXS}, {"IQ3_XS", LLAMA_FTYPE_MOSTLY_IQ3_XS},
+      {"IQ3_S", LLAMA_FTYPE_MOSTLY_IQ3_S},   {"IQ3_M", LLAMA_FTYPE_MOSTLY_IQ3_M},
+      {"IQ4_NL", LLAMA_FTYPE_MOSTLY_IQ4_NL}, {"IQ4_XS", LLAMA_FTYPE_MOSTLY_IQ4_XS},
+      {"MXFP4_MOE", LLAMA_FTYPE_MOSTLY_MXFP4_MOE},
+  };
+  std::string upper = name;
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const auto it = kPresets.find(upper);
+  if (it == kPresets.end()) {
+    std::string known;
+    for (const auto& [n, f] : kPresets) known += (known.empty() ? "" : ", ") + n;
+    throw Failure("unknown quantization preset '" + name + "'; known: " + known);
+  }
+  return it->second;
+}
+
+struct GgufDeleter {
+  void operator()(gguf_context* g) const { gguf_free(g); }
+};
+struct GgmlContextDeleter {
+  void operator()(ggml_context* c) const { ggml_free(c); }
+};
+
+// An importance matrix in llama.cpp's in-memory form (one entry per weight
+// matrix, ne[0] values per expert), taken from the weights themselves: the sum
+// over rows of w^2 per column. llama-imatrix measures activations instead;
+// this stands in for one where llama.cpp requires an imatrix (IQ1/IQ2 presets),
+// deterministic and tied to the file.
+struct WeightImportance {
+  std::vector<std::string> names;
+  std::vector<std::vector<float>> values;
+  std::vector<llama_model_imatrix_data> entries;  // null-terminated, points into the above
+};
+
+WeightImportance importance_from_weights(const std::string& path) {
+  ggml_context* raw_ctx = nullptr;
+  const gguf_init_params gp{/*no_alloc=*/false, &raw_ctx};
+  std::unique_ptr<gguf_context, GgufDeleter> g(gguf_init_from_file(path.c_str(), gp));
+  std::unique_ptr<ggml_context, GgmlContextDeleter> ctx(raw_ctx);
+  if (!g || !ctx) throw Failure("cannot read GGUF " + path);
+  WeightImportance imp;
+  for (int64_t i = 0; i < gguf_get_n_tensors(g.get()); ++i) {
+    const char* name = gguf_get_tensor_name(g.get(), i);
+    const ggml_tensor* t = ggml_get_tensor(ctx.get(), name);
+    const std::string n(name);
+    if (t == nullptr || ggml_n_dims(t) < 2 || n.size() < 7 || n.compare(n.size() - 7, 7, ".weight") != 0) continue;
+    const ggml_type_traits* traits = ggml_get_type_traits(t->type);
+    // F32 has no to_float (nothing to convert); integer tables (hash routing) have none either.
+    if (t->type != GGML_TYPE_F32 && traits->to_float == nullptr) continue;
+    const int64_t cols = t->ne[0], rows = t->ne[1], experts = t->ne[2] * t->ne[3];
+    std::vector<float> sums(static_cast<size_t>(cols * experts), 0.0f), row(static_cast<size_t>(cols));
+    for (int64_t e = 0; e < experts; ++e)
+      for (int64_t r = 0; r < rows; ++r) {
+        const char* src = static_cast<const char*>(t->data) + e * t->nb[2] + r * t->nb[1];
+        if (t->type == GGML_TYPE_F32) {
+          std::memcpy(row.data(), src, row.size() * sizeof(float));
+        } else {
+          traits->to_float(src, row.data(), cols);
+        }
+        float* s = sums.data() + e * cols;
+        for (int64_t c = 0; c < cols; ++c) s[c] += row[static_cast<size_t>(c)] * row[static_cast<size_t>(c)];
+      }
+    imp.names.push_back(n);
+    imp.values.push_back(std::move(sums));
+  }
+  for (size_t i = 0; i < imp.names.size(); ++i)
+    imp.entries.push_back({imp.names[i].c_str(), imp.values[i].data(), imp.values[i].size()});
+  imp.entries.push_back({nullptr, nullptr, 0});
+  return imp;
+}
+
+void run_model_quantize(const std::string& in_path, const std::string& out_path, const std::string& preset,
+                        bool imatrix_from_weights, int threads) {
+  llama_model_quantize_params params = llama_model_quantize_default_params();
+  params.ftype = ftype_from_name(preset);
+  params.nthread = threads;
+  WeightImportance imp;
+  if (imatrix_from_weights) {
+    imp = importance_from_weights(in_path);
+    params.imatrix = imp.entries.data();
+  }
+  // llama_model_quantize reports most problems by throwing inside and
+  // returning non-zero after logging them as errors (printed above).
+  if (llama_model_quantize(in_path.c_str(), out_path.c_str(), &params) != 0)
+    throw Failure("llama_model_quantize " + preset + " of " + in_path + " failed");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -467,6 +574,17 @@ int main(int argc, char** argv) {
   quantize->add_option("--row", row, "elements per row")->required();
   quantize->add_option("--imatrix", imatrix, "f32 importance per column");
 
+  auto* model_quantize = app.add_subcommand(
+      "model-quantize", "llama_model_quantize with one of llama-quantize's presets (Q4_K_M, IQ2_XXS, ...)");
+  model_quantize->add_option("-m,--model", model, "GGUF model to quantize (F32/F16/BF16 tensors)")->required();
+  model_quantize->add_option("--out", out, "output GGUF")->required();
+  std::string preset;
+  model_quantize->add_option("--ftype", preset, "preset name, as llama-quantize spells it")->required();
+  bool imatrix_from_weights = false;
+  model_quantize->add_flag("--imatrix-from-weights", imatrix_from_weights,
+                           "importance = per-column sum of squared weights (stands in for llama-imatrix's)");
+  model_quantize->add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -485,6 +603,10 @@ int main(int argc, char** argv) {
       run_dequant(type_name, in, out);
     } else if (*quantize) {
       run_quantize(type_name, in, out, row, imatrix);
+    } else if (*model_quantize) {
+      llama_backend_init();
+      run_model_quantize(model, out, preset, imatrix_from_weights, threads);
+      llama_backend_free();
     } else {
       if (cpu_variant.empty()) {
         ggml_backend_load_all_from_path(DS4_REF_BINS_DIR);
