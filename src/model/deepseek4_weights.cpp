@@ -12,13 +12,17 @@ namespace {
 
 constexpr GgmlType kF32Only[] = {GgmlType::F32};
 constexpr GgmlType kI32Only[] = {GgmlType::I32};
-// BF16: llama.cpp's converter keeps the checkpoint's BF16 matrices (token_embd,
-// output, ffn_gate_inp, ...) in BF16.
-// Q6_K: llama-quantize's K-quant presets put it on output, token_embd and
-// some attention and FFN matrices.
-constexpr GgmlType kDense[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q6_K};
-constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::Q2_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::MXFP4,
-                                GgmlType::F32,     GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0};
+// Every matrix takes every type with a dot kernel, as in llama.cpp:
+// llama-quantize's presets put K- and IQ-types on attention, shared-expert,
+// embedding and head matrices too (Q6_K on output and token_embd, Q2_K on
+// token_embd of the IQ2 presets, ...), and llama.cpp's converter keeps the
+// checkpoint's BF16 matrices (token_embd, output, ffn_gate_inp) in BF16.
+constexpr GgmlType kDense[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,    GgmlType::Q8_0,   GgmlType::Q2_K,
+                               GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::MXFP4};
+// Routed experts list the formats their files usually hold first (the
+// error message names the types in this order).
+constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::Q2_K, GgmlType::Q4_K, GgmlType::Q6_K,
+                                GgmlType::MXFP4,   GgmlType::F32,    GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0};
 
 std::string type_list(std::span<const GgmlType> types) {
   std::string s;

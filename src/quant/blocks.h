@@ -79,6 +79,18 @@ struct BlockIQ2_XXS {
 static_assert(sizeof(BlockIQ2_XXS) == 66);
 static_assert(offsetof(BlockIQ2_XXS, qs) == 2);
 
+// IQ2_XS: 256 values = 32 groups of 8, each a 16-bit word (9-bit index into
+// the 512-point grid, 7-bit sign index); a 4-bit scale per 16 values (two
+// per byte, low nibble first); one f16 super-block scale.
+struct BlockIQ2_XS {
+  uint16_t d;                  // f16 block scale
+  uint16_t qs[kQK_K / 8];
+  uint8_t scales[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ2_XS) == 74);
+static_assert(offsetof(BlockIQ2_XS, qs) == 2);
+static_assert(offsetof(BlockIQ2_XS, scales) == 66);
+
 // 32 FP4 (E2M1) codes sharing one E8M0 power-of-two exponent.
 struct BlockMXFP4 {
   uint8_t e;                   // E8M0 exponent, bias 127

@@ -25,6 +25,7 @@ struct DotKernels {
   float (*bf16_f32)(int64_t n, const uint16_t* w, const float* x);
   float (*f32_f32)(int64_t n, const float* w, const float* x);
   float (*q6_K_q8_K)(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
+  float (*iq2_xs_q8_K)(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x);
 };
 
 const DotKernels& dot_kernels_scalar();
@@ -53,8 +54,13 @@ float dot_f32_f32_scalar(int64_t n, const float* w, const float* x);
 // One integer sum per block (scale times each 16-element sub-block's sum),
 // one float term per block, as the other K-quants.
 float dot_q6_K_q8_K_scalar(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
+// One integer sum per block (each 16-value half of a sub-block times its
+// multiplier 2 * scale + 1), one float term per block, 1/8 at the end (ggml's
+// generic ggml_vec_dot_iq2_xs_q8_K).
+float dot_iq2_xs_q8_K_scalar(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x);
 // The avx2 level's, which the AVX-512 levels share (dot_avx2.cpp).
 float dot_q6_K_q8_K_avx2(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
+float dot_iq2_xs_q8_K_avx2(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x);
 
 // The same dots in the float order of ggml's x86 CPU kernels (AVX2 and up),
 // for --quality (dot_ggml_x86.cpp). Bit-identical to what llama.cpp computes

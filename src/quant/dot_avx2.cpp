@@ -19,6 +19,7 @@
 #include "quant/dot.h"
 #include "quant/dot_x86_common.h"
 #include "quant/dot_blocks_avx2.h"
+#include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/mxfp4.h"
 
@@ -216,6 +217,43 @@ float dot_iq2_xxs_q8_K(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
   return 0.125f * sumf;
 }
 
+// ---- IQ2_XS x Q8_K ----
+//
+// Per sub-block of 32: the four groups' grid qwords and sign factors by
+// table loads, |x| times sign-corrected grid (maddubs), each 16-value half
+// times its multiplier 2 * scale + 1 (madd); exact integers, one float term
+// per block as the scalar kernel.
+
+float dot_iq2_xs_q8_K(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  const uint64_t* grid = kIq2xsGrid.data();
+  const uint64_t* sign = kIq2SignFactors.data();
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i acc = _mm256_setzero_si256();
+    const uint16_t* q = w[i].qs;
+#pragma GCC unroll 8
+    for (int b = 0; b < 8; ++b) {
+      const __m256i xv = load256(x[i].qs + 32 * b);
+      const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(grid[q[4 * b + 3] & 511]),
+                                          static_cast<int64_t>(grid[q[4 * b + 2] & 511]),
+                                          static_cast<int64_t>(grid[q[4 * b + 1] & 511]),
+                                          static_cast<int64_t>(grid[q[4 * b] & 511]));
+      const __m256i s = _mm256_set_epi64x(
+          static_cast<int64_t>(sign[q[4 * b + 3] >> 9]), static_cast<int64_t>(sign[q[4 * b + 2] >> 9]),
+          static_cast<int64_t>(sign[q[4 * b + 1] >> 9]), static_cast<int64_t>(sign[q[4 * b] >> 9]));
+      const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(_mm256_sign_epi8(g, s), xv));
+      const int sc = w[i].scales[b];
+      const __m256i mult = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(2 * (sc >> 4) + 1)),
+                                            _mm_set1_epi16(static_cast<int16_t>(2 * (sc & 0xf) + 1)));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, mult));
+    }
+    const float d = f16_value(w[i].d) * x[i].d;
+    sumf += d * static_cast<float>(hsum_i32(acc));
+  }
+  return 0.125f * sumf;
+}
+
 // ---- Float formats ----
 
 // Loads of 8 weights as f32; `tail` variants read only the first `count`.
@@ -266,9 +304,11 @@ float dot_f32_f32(int64_t n, const float* w, const float* x) { return dot_float<
 extern const DotKernels kDotAvx2 = {
     "avx2",           dot_q8_0_q8_0, dot_q2_K_q8_K, dot_q4_K_q8_K, dot_iq2_xxs_q8_K,
     dot_mxfp4_q8_0,   dot_f16_f32,   dot_bf16_f32,  dot_f32_f32, dot_q6_K_q8_K,
+    dot_iq2_xs_q8_K,
 };
 
 // The AVX-512 levels' Q6_K kernel (no wider one yet).
 float dot_q6_K_q8_K_avx2(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) { return dot_q6_K_q8_K(n, w, x); }
+float dot_iq2_xs_q8_K_avx2(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x) { return dot_iq2_xs_q8_K(n, w, x); }
 
 }  // namespace ds4::quant

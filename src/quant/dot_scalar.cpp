@@ -8,6 +8,7 @@
 
 #include "core/fp16.h"
 #include "quant/dot.h"
+#include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_block_sum.h"
 #include "quant/k_scales.h"
 #include "quant/mxfp4.h"
@@ -107,6 +108,37 @@ float dot_iq2_xxs_q8_K_scalar(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K*
   return 0.125f * sum;
 }
 
+// The exact integer dot of one IQ2_XS block with 256 Q8_K codes: per
+// 16-value half of each sub-block of 32, sum(grid * sign * q8) times
+// 2 * scale + 1.
+namespace {
+int32_t iq2_xs_block_isum(const BlockIQ2_XS& w, const int8_t* q8) {
+  int32_t block_sum = 0;
+  for (int h = 0; h < kQK_K / 16; ++h) {
+    const int32_t ls = 2 * ((w.scales[h / 2] >> (4 * (h % 2))) & 0xf) + 1;
+    int32_t half_sum = 0;
+    for (int g = 0; g < 2; ++g) {
+      const uint16_t word = w.qs[2 * h + g];
+      const uint8_t signs = kIq2xsSigns[word >> 9];
+      for (int j = 0; j < 8; ++j) {
+        const int v = iq2xs_grid_byte(word & 511, j) * q8[j];
+        half_sum += (signs & kIq2xsSignMask[j]) ? -v : v;
+      }
+      q8 += 8;
+    }
+    block_sum += half_sum * ls;
+  }
+  return block_sum;
+}
+}  // namespace
+
+float dot_iq2_xs_q8_K_scalar(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x) {
+  float sum = 0.f;
+  for (int64_t i = 0; i < n / kQK_K; ++i)
+    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(iq2_xs_block_isum(w[i], x[i].qs));
+  return 0.125f * sum;
+}
+
 // Plain-type dots, one product per element added in index order. f16 and
 // bf16 accumulate in f32; f32 accumulates in double (ds4's F32 matmul).
 float dot_f16_f32_scalar(int64_t n, const uint16_t* w, const float* x) {
@@ -154,6 +186,7 @@ extern const DotKernels kDotScalar = {
     dot_bf16_f32_scalar,
     dot_f32_f32_scalar,
     dot_q6_K_q8_K_scalar,
+    dot_iq2_xs_q8_K_scalar,
 };
 
 }  // namespace ds4::quant

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
-#include "quant/iq2_xxs_search.h"
+#include "quant/iq2_grid_search.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/quant.h"
 #include "quant/rounding.h"
@@ -19,65 +19,10 @@ namespace {
 
 constexpr int kMaxQ = 3;  // levels per element; values 2*l+1 = 1, 3, 5
 
-// Among the grid neighbours of an off-grid code word, the one with the
-// least weighted squared error at `scale`; writes its levels to L. The
-// per-element error of each of the 3 levels is tabulated once; summing the
-// table entries in element order gives the same floats as evaluating
-// w*(scale*q - x)^2 per candidate.
-int best_neighbour(std::span<const uint8_t> candidates, const Iq2xxsSearchTables& t, const float* xval,
-                   const float* weight, float scale, int8_t* L) {
-  float err[8][3];
-  for (int l = 0; l < 3; ++l) {
-    const float sq = scale * static_cast<float>(2 * l + 1);
-    for (int i = 0; i < 8; ++i) {
-      const float diff = sq - xval[i];
-      err[i][l] = weight[i] * diff * diff;
-    }
-  }
-  // Candidates are scored four at a time (independent sums, each still in
-  // element order) and compared in list order, first minimum wins.
-  float best_d2 = std::numeric_limits<float>::max();
-  int best = -1;
-  const size_t count = candidates.size();
-  size_t c = 0;
-  for (; c + 4 <= count; c += 4) {
-    const uint8_t* l0 = t.levels(candidates[c]);
-    const uint8_t* l1 = t.levels(candidates[c + 1]);
-    const uint8_t* l2 = t.levels(candidates[c + 2]);
-    const uint8_t* l3 = t.levels(candidates[c + 3]);
-    float d[4] = {0, 0, 0, 0};
-    for (int i = 0; i < 8; ++i) {
-      d[0] += err[i][l0[i]];
-      d[1] += err[i][l1[i]];
-      d[2] += err[i][l2[i]];
-      d[3] += err[i][l3[i]];
-    }
-    for (int j = 0; j < 4; ++j) {
-      if (d[j] < best_d2) {
-        best_d2 = d[j];
-        best = candidates[c + j];
-      }
-    }
-  }
-  for (; c < count; ++c) {
-    const uint8_t* lv = t.levels(candidates[c]);
-    float d2 = 0;
-    for (int i = 0; i < 8; ++i) d2 += err[i][lv[i]];
-    if (d2 < best_d2) {
-      best_d2 = d2;
-      best = candidates[c];
-    }
-  }
-  if (best < 0) throw Error("IQ2_XXS quantize: no grid neighbour (non-finite input?)");
-  const uint8_t* lv = t.levels(best);
-  for (int i = 0; i < 8; ++i) L[i] = static_cast<int8_t>(lv[i]);
-  return best;
-}
-
 // Snaps each group of 8 to the grid at inverse scale `id`: round every
 // element to a level, and if that word is off the grid take the best of its
 // nearest grid points at scale `scale`. Writes levels to L.
-void snap_to_grid(const Iq2xxsSearchTables& t, const float* xval, const float* waux, float id, float scale,
+void snap_to_grid(const Iq2GridSearch& t, const float* xval, const float* waux, float id, float scale,
                   int8_t* L) {
   for (int k = 0; k < 4; ++k) {
     uint16_t u = 0;
@@ -86,12 +31,12 @@ void snap_to_grid(const Iq2xxsSearchTables& t, const float* xval, const float* w
       L[8 * k + i] = static_cast<int8_t>(l);
       u = static_cast<uint16_t>(u | (l << (2 * i)));
     }
-    if (t.grid_index(u) < 0) best_neighbour(t.neighbours(u), t, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+    if (t.grid_index(u) < 0) t.best_neighbour(u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
   }
 }
 
 // One super-block (ggml's quantize_row_iq2_xxs_impl).
-void quantize_block(const Iq2xxsSearchTables& t, const float* xbl, const float* qwbl, BlockIQ2_XXS& y) {
+void quantize_block(const Iq2GridSearch& t, const float* xbl, const float* qwbl, BlockIQ2_XXS& y) {
   float scales[kQK_K / 32];
   float weight[32];
   float xval[32];
@@ -199,7 +144,7 @@ void quantize_block(const Iq2xxsSearchTables& t, const float* xbl, const float* 
     for (int k = 0; k < 4; ++k) {
       uint16_t u = 0;
       for (int i = 0; i < 8; ++i) u = static_cast<uint16_t>(u | (L[8 * k + i] << (2 * i)));
-      const int grid_index = u < Iq2xxsSearchTables::kMapSize ? t.grid_index(u) : -1;
+      const int grid_index = u < Iq2GridSearch::kMapSize ? t.grid_index(u) : -1;
       if (grid_index < 0) throw Error("IQ2_XXS quantize: code word off the grid (non-finite input?)");
       q2[2 * ib] |= static_cast<uint32_t>(grid_index) << (8 * k);
       q2[2 * ib + 1] |= static_cast<uint32_t>(block_signs[k]) << (7 * k);
@@ -246,7 +191,7 @@ void dequantize_row_iq2_xxs(const BlockIQ2_XXS* x, float* y, int64_t n) {
 }
 
 void quantize_row_iq2_xxs(const float* x, BlockIQ2_XXS* y, int64_t n, const float* importance) {
-  const Iq2xxsSearchTables& tables = Iq2xxsSearchTables::get();
+  const Iq2GridSearch& tables = Iq2GridSearch::iq2_xxs();
   const int64_t nb = n / kQK_K;
   std::vector<float> uniform;
   if (!importance) {

@@ -22,6 +22,7 @@ bool dequantize_supported(GgmlType type) {
     case GgmlType::Q4_K:
     case GgmlType::Q6_K:
     case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
     case GgmlType::MXFP4:
       return true;
     default:
@@ -64,6 +65,7 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::Q4_K: dequantize_row_q4_K(static_cast<const BlockQ4_K*>(src), dst, n); break;
     case GgmlType::Q6_K: dequantize_row_q6_K(static_cast<const BlockQ6_K*>(src), dst, n); break;
     case GgmlType::IQ2_XXS: dequantize_row_iq2_xxs(static_cast<const BlockIQ2_XXS*>(src), dst, n); break;
+    case GgmlType::IQ2_XS: dequantize_row_iq2_xs(static_cast<const BlockIQ2_XS*>(src), dst, n); break;
     case GgmlType::MXFP4: dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n); break;
     default: break;
   }
@@ -96,6 +98,7 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n, const f
     case GgmlType::Q4_K: quantize_row_q4_K(src, static_cast<BlockQ4_K*>(dst), n, importance); break;
     case GgmlType::Q6_K: quantize_row_q6_K(src, static_cast<BlockQ6_K*>(dst), n, importance); break;
     case GgmlType::IQ2_XXS: quantize_row_iq2_xxs(src, static_cast<BlockIQ2_XXS*>(dst), n, importance); break;
+    case GgmlType::IQ2_XS: quantize_row_iq2_xs(src, static_cast<BlockIQ2_XS*>(dst), n, importance); break;
     case GgmlType::MXFP4: quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n); break;
     default: break;
   }
@@ -117,7 +120,7 @@ void quantize_rows(GgmlType type, const float* src, void* dst, int64_t nrows, in
   check_count("quantize", type, n_per_row);
   if (nrows < 0) throw Error("quantize: negative row count " + std::to_string(nrows));
   std::vector<float> energy;
-  if (!importance && type == GgmlType::IQ2_XXS) {
+  if (!importance && (type == GgmlType::IQ2_XXS || type == GgmlType::IQ2_XS)) {
     energy.resize(static_cast<size_t>(n_per_row));
     weight_energy_importance(src, nrows, n_per_row, energy.data());
     importance = energy.data();

@@ -16,19 +16,19 @@
 namespace ds4::quant {
 
 // n elements (a multiple of the type's block size) of F32, F16, BF16, Q8_0,
-// Q8_K, Q2_K, Q4_K, Q6_K, IQ2_XXS or MXFP4 -> f32. Throws ds4::Error for other types
+// Q8_K, Q2_K, Q4_K, Q6_K, IQ2_XXS, IQ2_XS or MXFP4 -> f32. Throws ds4::Error for other types
 // or a bad n.
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
 // f32 -> type, for every type dequantize_row supports except Q8_K (use
 // quantize_row_q8_K). `importance` (length n, may be null) weights each
 // element's squared error like ggml's imatrix quant_weights; used by Q2_K,
-// Q4_K, Q6_K and IQ2_XXS, ignored by the others. Without importance Q2_K/Q4_K use
-// ggml's plain reference quantizers; IQ2_XXS (which ggml refuses without an
-// imatrix) uses uniform importance, since one row carries no column
+// Q4_K, Q6_K, IQ2_XXS and IQ2_XS, ignored by the others. Without importance Q2_K/Q4_K use
+// ggml's plain reference quantizers; IQ2_XXS and IQ2_XS (which ggml refuses without an
+// imatrix) use uniform importance, since one row carries no column
 // statistics (ds4's column weight-energy fallback is in quantize_rows). Throws
 // ds4::Error for unsupported types or a bad n. Bit-identical to ggml's
-// quantize_q2_K / quantize_q4_K / quantize_q6_K / quantize_iq2_xxs /
+// quantize_q2_K / quantize_q4_K / quantize_q6_K / quantize_iq2_xxs / quantize_iq2_xs /
 // quantize_row_*_ref.
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n,
                   const float* importance = nullptr);
@@ -36,7 +36,7 @@ bool quantize_supported(GgmlType type);
 
 // nrows rows of n_per_row elements (n_per_row a multiple of the block size;
 // rows are stored back to back). `importance` has one entry per column
-// (n_per_row), shared by all rows like an imatrix. IQ2_XXS without
+// (n_per_row), shared by all rows like an imatrix. IQ2_XXS and IQ2_XS without
 // importance uses ds4's weight-energy fallback over these rows:
 // importance[col] = sum over rows of w[row][col]^2.
 void quantize_rows(GgmlType type, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
@@ -52,6 +52,7 @@ void dequantize_row_q2_K(const BlockQ2_K* x, float* y, int64_t n);
 void dequantize_row_q4_K(const BlockQ4_K* x, float* y, int64_t n);
 void dequantize_row_q6_K(const BlockQ6_K* x, float* y, int64_t n);
 void dequantize_row_iq2_xxs(const BlockIQ2_XXS* x, float* y, int64_t n);
+void dequantize_row_iq2_xs(const BlockIQ2_XS* x, float* y, int64_t n);
 void dequantize_row_mxfp4(const BlockMXFP4* x, float* y, int64_t n);
 
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);  // ggml's quantize_row_q8_0_ref
@@ -61,6 +62,7 @@ void quantize_row_q6_K(const float* x, BlockQ6_K* y, int64_t n, const float* imp
 // The 256 signed values q - 32 (-32..31) of a Q6_K block, in element order.
 void q6_K_values(const BlockQ6_K& b, int8_t* q);
 void quantize_row_iq2_xxs(const float* x, BlockIQ2_XXS* y, int64_t n, const float* importance);
+void quantize_row_iq2_xs(const float* x, BlockIQ2_XS* y, int64_t n, const float* importance);
 void quantize_row_mxfp4(const float* x, BlockMXFP4* y, int64_t n);
 
 // ---- Activation quantizers ----

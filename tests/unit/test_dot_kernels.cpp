@@ -24,6 +24,7 @@
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/dot.h"
+#include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_tables.h"
 
 namespace ds4::quant {
@@ -162,6 +163,12 @@ void fill_iq2_xxs(BlockIQ2_XXS& b, Rng& rng, bool extreme_scale = false) {
   for (uint16_t& q : b.qs) q = static_cast<uint16_t>(rng());
 }
 
+void fill_iq2_xs(BlockIQ2_XS& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  for (uint16_t& q : b.qs) q = static_cast<uint16_t>(rng());
+  for (uint8_t& s : b.scales) s = random_byte(rng);
+}
+
 void fill_mxfp4(BlockMXFP4& b, Rng& rng, bool extreme_scale = false) {
   b.e = extreme_scale ? random_byte(rng) : static_cast<uint8_t>(std::uniform_int_distribution<int>(107, 147)(rng));
   for (uint8_t& q : b.qs) q = random_byte(rng);
@@ -262,6 +269,29 @@ Truth truth_iq2_xxs(int64_t nb, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
   return t;
 }
 
+// IQ2_XS: group g of 8 (0..31) is word qs[g]: grid point (bits 0-8), 7 sign
+// bits (9-15) plus parity; its 16-value half h = g / 2 has the 4-bit scale
+// nibble h % 2 of byte h / 2, value d * (0.5 + scale) / 4.
+Truth truth_iq2_xs(int64_t nb, const BlockIQ2_XS* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int g = 0; g < 32; ++g) {
+      const int h = g / 2;
+      const int nibble = (w[i].scales[h / 2] >> (4 * (h % 2))) & 15;
+      const double scale = f16d(w[i].d) * (0.5 + nibble) * 0.25;
+      const uint64_t entry = kIq2xsGrid[w[i].qs[g] & 511];
+      uint32_t sign_bits = w[i].qs[g] >> 9;
+      sign_bits |= static_cast<uint32_t>(std::popcount(sign_bits) & 1) << 7;  // even number of negatives
+      for (int j = 0; j < 8; ++j) {
+        const double mag = static_cast<double>((entry >> (8 * j)) & 255);
+        const double v = ((sign_bits >> j) & 1) ? -mag : mag;
+        t.add(scale * v, 0, act(x[i], 8 * g + j));
+      }
+    }
+  }
+  return t;
+}
+
 Truth truth_mxfp4(int64_t nb, const BlockMXFP4* w, const BlockQ8_0* x) {
   static const double kE2M1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
   Truth t;
@@ -305,6 +335,8 @@ const Format<BlockQ4_K, BlockQ8_K> kQ4_K{"q4_K", kQK_K, &DotKernels::q4_K_q8_K, 
 const Format<BlockQ6_K, BlockQ8_K> kQ6_K{"q6_K", kQK_K, &DotKernels::q6_K_q8_K, fill_q6_K, fill_q8_K, truth_q6_K};
 const Format<BlockIQ2_XXS, BlockQ8_K> kIq2Xxs{"iq2_xxs", kQK_K, &DotKernels::iq2_xxs_q8_K, fill_iq2_xxs, fill_q8_K,
                                               truth_iq2_xxs};
+const Format<BlockIQ2_XS, BlockQ8_K> kIq2Xs{"iq2_xs", kQK_K, &DotKernels::iq2_xs_q8_K, fill_iq2_xs, fill_q8_K,
+                                            truth_iq2_xs};
 const Format<BlockMXFP4, BlockQ8_0> kMxfp4{"mxfp4", kQKMxfp4, &DotKernels::mxfp4_q8_0, fill_mxfp4, fill_q8_0,
                                            truth_mxfp4};
 
@@ -373,6 +405,7 @@ TEST(DotKernelsQ2_K, EqualScalarExactlyAndTruth) { check_format(kQ2_K, 12, false
 TEST(DotKernelsQ4_K, EqualScalarExactlyAndTruth) { check_format(kQ4_K, 12, false); }
 TEST(DotKernelsQ6_K, EqualScalarExactlyAndTruth) { check_format(kQ6_K, 12, false); }
 TEST(DotKernelsIq2Xxs, EqualScalarExactlyAndTruth) { check_format(kIq2Xxs, 12, false); }
+TEST(DotKernelsIq2Xs, EqualScalarExactlyAndTruth) { check_format(kIq2Xs, 12, false); }
 TEST(DotKernelsMxfp4, EqualScalarExactlyAndTruth) { check_format(kMxfp4, 12, false); }
 
 // Any scale bit patterns (subnormal, huge, infinite; every E8M0 exponent):
@@ -382,6 +415,7 @@ TEST(DotKernelsQ2_K, ExtremeScalesEqualScalarExactly) { check_format(kQ2_K, 3, t
 TEST(DotKernelsQ4_K, ExtremeScalesEqualScalarExactly) { check_format(kQ4_K, 3, true); }
 TEST(DotKernelsQ6_K, ExtremeScalesEqualScalarExactly) { check_format(kQ6_K, 3, true); }
 TEST(DotKernelsIq2Xxs, ExtremeScalesEqualScalarExactly) { check_format(kIq2Xxs, 3, true); }
+TEST(DotKernelsIq2Xs, ExtremeScalesEqualScalarExactly) { check_format(kIq2Xs, 3, true); }
 TEST(DotKernelsMxfp4, ExtremeScalesEqualScalarExactly) { check_format(kMxfp4, 3, true); }
 
 // -128 x -128 in every position: the product sign tricks overflow here.

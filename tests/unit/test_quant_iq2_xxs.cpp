@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/fp16.h"
-#include "quant/iq2_xxs_search.h"
+#include "quant/iq2_grid_search.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/quant.h"
 #include "test_quant_util.h"
@@ -87,10 +87,10 @@ TEST(QuantIq2xxs, DecodedGroupsAreGridPointsWithEvenParity) {
 }
 
 TEST(QuantIq2xxs, SearchTablesMatchBruteForce) {
-  const Iq2xxsSearchTables& t = Iq2xxsSearchTables::get();
+  const Iq2GridSearch& t = Iq2GridSearch::iq2_xxs();
   for (int k = 0; k < 256; ++k) EXPECT_EQ(t.grid_index(kIq2xxsCompactGrid[k]), k);
   int off_grid = 0;
-  for (int u = 0; u < Iq2xxsSearchTables::kMapSize; ++u) {
+  for (int u = 0; u < Iq2GridSearch::kMapSize; ++u) {
     bool three_level = true;
     for (int i = 0; i < 8; ++i) three_level &= ((u >> (2 * i)) & 3) != 3;
     if (!three_level || t.grid_index(static_cast<uint16_t>(u)) >= 0) continue;
@@ -109,14 +109,14 @@ TEST(QuantIq2xxs, SearchTablesMatchBruteForce) {
     for (int k = 0; k < 256; ++k) {
       if (dist[k] > d1) d2 = std::min(d2, dist[k]);
     }
-    std::vector<uint8_t> expect;
+    std::vector<uint16_t> expect;
     for (int d : {d1, d2}) {
       for (int k = 0; k < 256; ++k) {
-        if (dist[k] == d) expect.push_back(static_cast<uint8_t>(k));
+        if (dist[k] == d) expect.push_back(static_cast<uint16_t>(k));
       }
     }
     const auto got = t.neighbours(static_cast<uint16_t>(u));
-    ASSERT_EQ(std::vector<uint8_t>(got.begin(), got.end()), expect) << "word " << u;
+    ASSERT_EQ(std::vector<uint16_t>(got.begin(), got.end()), expect) << "word " << u;
   }
   EXPECT_EQ(off_grid, 6561 - 256);
 }
@@ -251,7 +251,7 @@ TEST(QuantIq2xxs, FallbacksAndZeroBlocks) {
 
 TEST(QuantIq2xxs, Throughput) {
   const auto x = test::gaussian(1 << 20, 61);
-  Iq2xxsSearchTables::get();
+  Iq2GridSearch::iq2_xxs();
   const auto t0 = std::chrono::steady_clock::now();
   const auto q = quantize(x, nullptr);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,0 +1,212 @@
+// IQ2_XS: super-blocks of 256 = 16 sub-blocks of 16 = 32 groups of 8. Each
+// group is a point of the 512-point grid (3 magnitude levels) with
+// even-parity signs; each sub-block has a 4-bit scale; one f16 scale per
+// super-block.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "quant/iq2_grid_search.h"
+#include "quant/iq2_xs_tables.h"
+#include "quant/quant.h"
+#include "quant/rounding.h"
+#include "quant/scale_search.h"
+
+namespace ds4::quant {
+namespace {
+
+constexpr int kMaxQ = 3;  // levels per element; values 2*l+1 = 1, 3, 5
+
+// Magnitudes of one sub-block of 16 (two groups of 8) and the 7 coded sign
+// bits of each group. The format forces an even number of negatives per
+// group, so when the count is odd the element where a wrong sign costs least
+// (smallest w*x^2) is flipped.
+void split_signs(const float* xb, const float* weight, float* xval, uint8_t* block_signs) {
+  for (int k = 0; k < 2; ++k) {
+    int nflip = 0;
+    uint8_t s = 0;
+    for (int i = 0; i < 8; ++i) {
+      if (xb[8 * k + i] >= 0) {
+        xval[8 * k + i] = xb[8 * k + i];
+      } else {
+        xval[8 * k + i] = -xb[8 * k + i];
+        ++nflip;
+        s = static_cast<uint8_t>(s | (1 << i));
+      }
+    }
+    if (nflip % 2) {
+      int imin = 0;
+      float min = weight[8 * k] * xb[8 * k] * xb[8 * k];
+      for (int i = 1; i < 8; ++i) {
+        const float ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+        if (ax < min) {
+          min = ax;
+          imin = i;
+        }
+      }
+      xval[8 * k + imin] = -xval[8 * k + imin];
+      s = static_cast<uint8_t>(s ^ (1 << imin));
+    }
+    block_signs[k] = s & 127;  // bit 7 is implied by parity
+  }
+}
+
+// Rounds group k to levels at inverse scale id; when the word is off the grid
+// takes the best neighbour at `scale`. Returns whether it was on the grid.
+bool snap_group(const Iq2GridSearch& t, const float* xval, const float* waux, float id, float scale, int8_t* L) {
+  uint16_t u = 0;
+  for (int i = 0; i < 8; ++i) {
+    const int l = std::max(0, std::min(kMaxQ - 1, nearest_int(0.5f * (id * xval[i] - 1))));
+    L[i] = static_cast<int8_t>(l);
+    u = static_cast<uint16_t>(u | (l << (2 * i)));
+  }
+  if (t.grid_index(u) >= 0) return true;
+  t.best_neighbour(u, xval, waux, scale, L);
+  return false;
+}
+
+// Least-squares scale of the 16 magnitudes on levels L: sumqx / sumq2.
+void fit_sums(const float* xval, const float* weight, const int8_t* L, float& sumqx, float& sumq2) {
+  sumqx = 0;
+  sumq2 = 0;
+  for (int i = 0; i < 16; ++i) {
+    const float w = weight[i];
+    const float q = 2 * L[i] + 1;
+    sumqx += w * xval[i] * q;
+    sumq2 += w * q * q;
+  }
+}
+
+// One sub-block of 16: the best scale and its two 16-bit group words (ggml's
+// quantize_row_iq2_xs_impl inner loop). Returns the scale (0 for an
+// all-small sub-block).
+float quantize_sub_block(const Iq2GridSearch& t, const float* xb, const float* qw, float sigma2, uint16_t* words) {
+  float weight[16], waux[16], xval[16];
+  int8_t L[16] = {}, Laux[16];
+  uint8_t block_signs[2];
+  for (int i = 0; i < 16; ++i) weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
+  for (int i = 0; i < 16; ++i) waux[i] = std::sqrt(weight[i]);
+  split_signs(xb, weight, xval, block_signs);
+
+  float max = xval[0];
+  for (int i = 1; i < 16; ++i) max = std::max(max, xval[i]);
+  if (max < kGroupMaxEps) return 0;
+
+  // A scan of 19 scales around max/5, each snapped to the grid and refit by
+  // least squares; the best fit wins.
+  float best = 0;
+  float scale = max / (2 * kMaxQ - 1);
+  bool on_grid[2] = {true, true};
+  for (int is = -9; is <= 9; ++is) {
+    const float id = (2 * kMaxQ - 1 + is * 0.1f) / max;
+    const float this_scale = 1 / id;
+    bool on_grid_aux[2];
+    for (int k = 0; k < 2; ++k)
+      on_grid_aux[k] = snap_group(t, xval + 8 * k, waux + 8 * k, id, this_scale, Laux + 8 * k);
+    float sumqx, sumq2;
+    fit_sums(xval, weight, Laux, sumqx, sumq2);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      scale = sumqx / sumq2;
+      best = scale * sumqx;
+      std::memcpy(L, Laux, sizeof(L));
+      on_grid[0] = on_grid_aux[0];
+      on_grid[1] = on_grid_aux[1];
+    }
+  }
+  // Groups that needed a neighbour are snapped again at the chosen scale,
+  // and the scale refit.
+  if ((!on_grid[0] || !on_grid[1]) && scale > 0) {
+    const float id = 1 / scale;
+    for (int k = 0; k < 2; ++k) {
+      if (!on_grid[k]) snap_group(t, xval + 8 * k, waux + 8 * k, id, scale, L + 8 * k);
+    }
+    float sumqx, sumq2;
+    fit_sums(xval, weight, L, sumqx, sumq2);
+    if (sumq2 > 0) scale = sumqx / sumq2;
+  }
+  if (scale < 0) {
+    // Scales are coded unsigned; a negative fit is expressed by flipping
+    // all signs (ggml keeps this guard although it should not trigger).
+    scale = -scale;
+    for (int k = 0; k < 2; ++k) block_signs[k] = static_cast<uint8_t>(~block_signs[k] & 127);
+  }
+  for (int k = 0; k < 2; ++k) {
+    uint16_t u = 0;
+    for (int i = 0; i < 8; ++i) u = static_cast<uint16_t>(u | (L[8 * k + i] << (2 * i)));
+    const int grid_index = t.grid_index(u);
+    if (grid_index < 0) throw Error("IQ2_XS quantize: code word off the grid (non-finite input?)");
+    words[k] = static_cast<uint16_t>(grid_index | (block_signs[k] << 9));
+  }
+  return scale;
+}
+
+void quantize_block(const Iq2GridSearch& t, const float* xbl, const float* qwbl, BlockIQ2_XS& y) {
+  float scales[kQK_K / 16];
+  uint16_t q2[kQK_K / 8] = {};
+  y.d = f32_to_f16(0.f);
+  std::memset(y.scales, 0, sizeof(y.scales));
+
+  float sumx2 = 0;
+  for (int i = 0; i < kQK_K; ++i) sumx2 += xbl[i] * xbl[i];
+  const float sigma2 = sumx2 / kQK_K;
+  float max_scale = 0;
+  for (int ib = 0; ib < kQK_K / 16; ++ib) {
+    scales[ib] = quantize_sub_block(t, xbl + 16 * ib, qwbl + 16 * ib, sigma2, q2 + 2 * ib);
+    max_scale = std::max(max_scale, scales[ib]);
+  }
+  if (!max_scale) {
+    std::memset(y.qs, 0, sizeof(y.qs));
+    return;
+  }
+  // Sub-block scales are coded as d*(2l+1) with l in 0..15, d = max/31.
+  const float d = max_scale / 31;
+  y.d = f32_to_f16(d);
+  const float id = 1 / d;
+  for (int ib = 0; ib < kQK_K / 16; ++ib) {
+    const int l = std::max(0, std::min(15, nearest_int(0.5f * (id * scales[ib] - 1))));
+    if (ib % 2 == 0) {
+      y.scales[ib / 2] = static_cast<uint8_t>(l);
+    } else {
+      y.scales[ib / 2] = static_cast<uint8_t>(y.scales[ib / 2] | (l << 4));
+    }
+  }
+  std::memcpy(y.qs, q2, sizeof(y.qs));
+}
+
+}  // namespace
+
+void dequantize_row_iq2_xs(const BlockIQ2_XS* x, float* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(x[i].d);
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      const float db[2] = {d * (0.5f + static_cast<float>(x[i].scales[ib] & 0xf)) * 0.25f,
+                           d * (0.5f + static_cast<float>(x[i].scales[ib] >> 4)) * 0.25f};
+      for (int g = 0; g < 4; ++g) {
+        const uint16_t word = x[i].qs[4 * ib + g];
+        const uint8_t signs = kIq2xsSigns[word >> 9];
+        for (int j = 0; j < 8; ++j) {
+          y[j] = db[g / 2] * iq2xs_grid_byte(word & 511, j) * (signs & kIq2xsSignMask[j] ? -1.f : 1.f);
+        }
+        y += 8;
+      }
+    }
+  }
+}
+
+void quantize_row_iq2_xs(const float* x, BlockIQ2_XS* y, int64_t n, const float* importance) {
+  const Iq2GridSearch& tables = Iq2GridSearch::iq2_xs();
+  std::vector<float> uniform;
+  if (!importance) {
+    // ggml refuses IQ2_XS without an imatrix; as for IQ2_XXS, one row has no
+    // column statistics, so its weights are taken as equal.
+    uniform.assign(static_cast<size_t>(n), 1.0f);
+    importance = uniform.data();
+  }
+  for (int64_t i = 0; i < n / kQK_K; ++i) quantize_block(tables, x + i * kQK_K, importance + i * kQK_K, y[i]);
+}
+
+}  // namespace ds4::quant
