@@ -91,6 +91,20 @@ static_assert(sizeof(BlockIQ2_XS) == 74);
 static_assert(offsetof(BlockIQ2_XS, qs) == 2);
 static_assert(offsetof(BlockIQ2_XS, scales) == 66);
 
+// IQ1_M: 256 values = 32 groups of 8, each a point of the 2048-point
+// {-1, 0, 1} grid (index low 8 bits in qs, high 3 bits in a nibble of qh)
+// plus a shift of +-1/8 (bit 3 of that nibble set: -1/8); a 3-bit scale per
+// 16 values; the f16 super-block scale is spread over the top nibbles of
+// the four little-endian uint16 words of `scales`.
+struct BlockIQ1_M {
+  uint8_t qs[kQK_K / 8];
+  uint8_t qh[kQK_K / 16];
+  uint8_t scales[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ1_M) == 56);
+static_assert(offsetof(BlockIQ1_M, qh) == 32);
+static_assert(offsetof(BlockIQ1_M, scales) == 48);
+
 // 32 FP4 (E2M1) codes sharing one E8M0 power-of-two exponent.
 struct BlockMXFP4 {
   uint8_t e;                   // E8M0 exponent, bias 127

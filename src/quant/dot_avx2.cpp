@@ -19,8 +19,10 @@
 #include "quant/dot.h"
 #include "quant/dot_x86_common.h"
 #include "quant/dot_blocks_avx2.h"
+#include "quant/iq1_tables.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_tables.h"
+#include "quant/quant.h"
 #include "quant/mxfp4.h"
 
 namespace ds4::quant {
@@ -254,6 +256,43 @@ float dot_iq2_xs_q8_K(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x) {
   return 0.125f * sumf;
 }
 
+// ---- IQ1_M x Q8_K ----
+//
+// Per sub-block of 32: grid values g in {-1, 0, 1} by table loads. The
+// products q8 * g come exact from maddubs((g + 1) as unsigned, q8) minus the
+// pair sums of q8 (maddubs by ones); the pair sums times each group's shift
+// sign give the shift term. Both are weighted by the half's multiplier
+// (madd) and summed in int32, one float term per block as the scalar kernel.
+
+float dot_iq1_m_q8_K(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  const uint64_t* grid = kIq1Grid.data();
+  const __m256i ones = _mm256_set1_epi8(1);
+  float sumf = 0.0f;
+  Iq1MUnpacked u;
+  for (int64_t i = 0; i < nb; ++i) {
+    iq1_m_unpack(w[i], u);
+    __m256i acc1 = _mm256_setzero_si256(), acc2 = _mm256_setzero_si256();
+    for (int b = 0; b < 8; ++b) {
+      const uint16_t* idx = u.index + 4 * b;
+      const uint8_t* neg = u.shift_negative + 4 * b;
+      const __m256i q8 = load256(x[i].qs + 32 * b);
+      const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(grid[idx[3]]), static_cast<int64_t>(grid[idx[2]]),
+                                          static_cast<int64_t>(grid[idx[1]]), static_cast<int64_t>(grid[idx[0]]));
+      const __m256i pairs = _mm256_maddubs_epi16(ones, q8);
+      const __m256i shifted = _mm256_maddubs_epi16(_mm256_add_epi8(g, ones), q8);
+      const __m256i mult = _mm256_set_m128i(_mm_set1_epi16(u.multiplier[2 * b + 1]), _mm_set1_epi16(u.multiplier[2 * b]));
+      const __m256i signs = _mm256_set_epi64x(neg[3] ? -1 : 0x0001000100010001, neg[2] ? -1 : 0x0001000100010001,
+                                              neg[1] ? -1 : 0x0001000100010001, neg[0] ? -1 : 0x0001000100010001);
+      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_sub_epi16(shifted, pairs), mult));
+      acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(pairs, _mm256_sign_epi16(mult, signs)));
+    }
+    const int sumi1 = hsum_i32(acc1), sumi2 = hsum_i32(acc2);
+    sumf += u.d * x[i].d * (static_cast<float>(sumi1) + kIq1Delta * static_cast<float>(sumi2));
+  }
+  return sumf;
+}
+
 // ---- Float formats ----
 
 // Loads of 8 weights as f32; `tail` variants read only the first `count`.
@@ -304,11 +343,12 @@ float dot_f32_f32(int64_t n, const float* w, const float* x) { return dot_float<
 extern const DotKernels kDotAvx2 = {
     "avx2",           dot_q8_0_q8_0, dot_q2_K_q8_K, dot_q4_K_q8_K, dot_iq2_xxs_q8_K,
     dot_mxfp4_q8_0,   dot_f16_f32,   dot_bf16_f32,  dot_f32_f32, dot_q6_K_q8_K,
-    dot_iq2_xs_q8_K,
+    dot_iq2_xs_q8_K,  dot_iq1_m_q8_K,
 };
 
 // The AVX-512 levels' Q6_K kernel (no wider one yet).
 float dot_q6_K_q8_K_avx2(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) { return dot_q6_K_q8_K(n, w, x); }
 float dot_iq2_xs_q8_K_avx2(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x) { return dot_iq2_xs_q8_K(n, w, x); }
+float dot_iq1_m_q8_K_avx2(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x) { return dot_iq1_m_q8_K(n, w, x); }
 
 }  // namespace ds4::quant

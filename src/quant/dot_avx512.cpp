@@ -899,6 +899,7 @@ extern const DotKernels kDotAvx512 = {
     dot_f32_f32,
     dot_q6_K_q8_K_avx2,
     dot_iq2_xs_q8_K_avx2,
+    dot_iq1_m_q8_K_avx2,
 };
 
 extern const DotKernels kDotAvx512Vnni = {
@@ -913,6 +914,7 @@ extern const DotKernels kDotAvx512Vnni = {
     dot_f32_f32,
     dot_q6_K_q8_K_avx2,
     dot_iq2_xs_q8_K_avx2,
+    dot_iq1_m_q8_K_avx2,
 };
 
 // The avx512vnni kernels, but IQ2_XXS with its grid in registers (VBMI).
@@ -928,6 +930,7 @@ extern const DotKernels kDotAvx512Vbmi = {
     dot_f32_f32,
     dot_q6_K_q8_K_avx2,
     dot_iq2_xs_q8_K_avx2,
+    dot_iq1_m_q8_K_avx2,
 };
 
 namespace avx512_detail {

@@ -8,6 +8,7 @@
 
 #include "core/fp16.h"
 #include "quant/dot.h"
+#include "quant/iq1_tables.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_block_sum.h"
 #include "quant/k_scales.h"
@@ -139,6 +140,32 @@ float dot_iq2_xs_q8_K_scalar(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x
   return 0.125f * sum;
 }
 
+float dot_iq1_m_q8_K_scalar(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x) {
+  float sumf = 0;
+  Iq1MUnpacked u;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    iq1_m_unpack(w[i], u);
+    const int8_t* q8 = x[i].qs;
+    int32_t sumi1 = 0, sumi2 = 0;
+    for (int h = 0; h < kQK_K / 16; ++h) {
+      int32_t grid_sum = 0, shift_sum = 0;
+      for (int g = 2 * h; g < 2 * h + 2; ++g) {
+        int32_t lsum1 = 0, lsum2 = 0;
+        for (int j = 0; j < 8; ++j) {
+          lsum1 += q8[8 * g + j] * iq1_grid_value(u.index[g], j);
+          lsum2 += q8[8 * g + j];
+        }
+        grid_sum += lsum1;
+        shift_sum += u.shift_negative[g] ? -lsum2 : lsum2;
+      }
+      sumi1 += grid_sum * u.multiplier[h];
+      sumi2 += shift_sum * u.multiplier[h];
+    }
+    sumf += u.d * x[i].d * (static_cast<float>(sumi1) + kIq1Delta * static_cast<float>(sumi2));
+  }
+  return sumf;
+}
+
 // Plain-type dots, one product per element added in index order. f16 and
 // bf16 accumulate in f32; f32 accumulates in double (ds4's F32 matmul).
 float dot_f16_f32_scalar(int64_t n, const uint16_t* w, const float* x) {
@@ -187,6 +214,7 @@ extern const DotKernels kDotScalar = {
     dot_f32_f32_scalar,
     dot_q6_K_q8_K_scalar,
     dot_iq2_xs_q8_K_scalar,
+    dot_iq1_m_q8_K_scalar,
 };
 
 }  // namespace ds4::quant

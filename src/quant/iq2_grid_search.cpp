@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 
+#include "quant/iq1_tables.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_tables.h"
 
@@ -22,16 +23,21 @@ bool all_levels_below_3(int u) {
 
 // Function-local statics are initialised exactly once, even with threads.
 const Iq2GridSearch& Iq2GridSearch::iq2_xxs() {
-  static const Iq2GridSearch tables(kIq2xxsCompactGrid);
+  static const Iq2GridSearch tables(kIq2xxsCompactGrid, 2);
   return tables;
 }
 
 const Iq2GridSearch& Iq2GridSearch::iq2_xs() {
-  static const Iq2GridSearch tables(kIq2xsCompactGrid);
+  static const Iq2GridSearch tables(kIq2xsCompactGrid, 2);
   return tables;
 }
 
-Iq2GridSearch::Iq2GridSearch(std::span<const uint16_t> compact_grid)
+const Iq2GridSearch& Iq2GridSearch::iq1() {
+  static const Iq2GridSearch tables(kIq1CompactGrid, 3);
+  return tables;
+}
+
+Iq2GridSearch::Iq2GridSearch(std::span<const uint16_t> compact_grid, int n_distances)
     : on_grid_(kMapSize, -1), neighbour_begin_(kMapSize + 1, 0), levels_(8 * compact_grid.size()) {
   const int n = static_cast<int>(compact_grid.size());
   for (int k = 0; k < n; ++k) {
@@ -48,7 +54,7 @@ Iq2GridSearch::Iq2GridSearch(std::span<const uint16_t> compact_grid)
     if (on_grid_[u] >= 0 || !all_levels_below_3(u)) continue;
     int pos[8];
     for (int i = 0; i < 8; ++i) pos[i] = (u >> (2 * i)) & 3;
-    int d_first = 1 << 30;
+    std::vector<int> nearest;  // the n_distances smallest distinct distances, ascending
     for (int k = 0; k < n; ++k) {
       const uint8_t* lv = levels(k);
       int d2 = 0;
@@ -57,13 +63,13 @@ Iq2GridSearch::Iq2GridSearch(std::span<const uint16_t> compact_grid)
         d2 += diff * diff;
       }
       dist[static_cast<size_t>(k)] = d2;
-      d_first = std::min(d_first, d2);
+      const auto at = std::lower_bound(nearest.begin(), nearest.end(), d2);
+      if (at != nearest.end() && *at == d2) continue;
+      if (static_cast<int>(at - nearest.begin()) >= n_distances) continue;
+      nearest.insert(at, d2);
+      if (static_cast<int>(nearest.size()) > n_distances) nearest.pop_back();
     }
-    int d_second = 1 << 30;
-    for (int k = 0; k < n; ++k) {
-      if (dist[static_cast<size_t>(k)] > d_first) d_second = std::min(d_second, dist[static_cast<size_t>(k)]);
-    }
-    for (int d : {d_first, d_second}) {
+    for (int d : nearest) {
       for (int k = 0; k < n; ++k) {
         if (dist[static_cast<size_t>(k)] == d) neighbour_list_.push_back(static_cast<uint16_t>(k));
       }

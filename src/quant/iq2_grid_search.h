@@ -1,9 +1,10 @@
-// Lookup structures for the grid search of the 2-bit IQ formats (IQ2_XXS's
-// 256-point and IQ2_XS's 512-point codebooks), built once per grid on first
-// use (thread-safe): the reverse map from an 8-element code word (2 bits per
+// Lookup structures for the grid search of the IQ formats whose codebook
+// points are 8 elements at 3 levels (IQ2_XXS's 256-point, IQ2_XS's 512-point
+// and IQ1_S/IQ1_M's 2048-point codebooks), built once per grid on first use
+// (thread-safe): the reverse map from an 8-element code word (2 bits per
 // element, element i in bits 2i..2i+1) to its grid index, and for every code
 // word with levels 0..2 that is not on the grid, the grid points at the two
-// smallest squared distances (ggml's kmap_q2xs / kneighbors_q2xs).
+// (IQ1: three) smallest squared distances (ggml's kmap_q2xs / kneighbors_q2xs).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@ class Iq2GridSearch {
 
   static const Iq2GridSearch& iq2_xxs();
   static const Iq2GridSearch& iq2_xs();
+  static const Iq2GridSearch& iq1();
 
   // Grid index of code word `u`, or -1 when `u` is not a grid point.
   int grid_index(uint16_t u) const { return on_grid_[u]; }
@@ -37,7 +39,7 @@ class Iq2GridSearch {
   int size() const { return static_cast<int>(levels_.size() / 8); }
 
  private:
-  explicit Iq2GridSearch(std::span<const uint16_t> compact_grid);
+  Iq2GridSearch(std::span<const uint16_t> compact_grid, int n_distances);
   std::vector<int16_t> on_grid_;
   std::vector<uint32_t> neighbour_begin_;  // kMapSize + 1 offsets
   std::vector<uint16_t> neighbour_list_;

@@ -24,6 +24,7 @@
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/dot.h"
+#include "quant/iq1_tables.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_tables.h"
 
@@ -169,6 +170,15 @@ void fill_iq2_xs(BlockIQ2_XS& b, Rng& rng, bool extreme_scale = false) {
   for (uint8_t& s : b.scales) s = random_byte(rng);
 }
 
+void fill_iq1_m(BlockIQ1_M& b, Rng& rng, bool extreme_scale = false) {
+  for (uint8_t& q : b.qs) q = random_byte(rng);
+  for (uint8_t& q : b.qh) q = random_byte(rng);
+  for (uint8_t& s : b.scales) s = random_byte(rng);
+  // The f16 super-block scale lives in the top nibble of each scale word.
+  const uint16_t d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  for (int k = 0; k < 4; ++k) b.scales[2 * k + 1] = static_cast<uint8_t>((b.scales[2 * k + 1] & 0x0f) | (((d >> (4 * k)) & 15) << 4));
+}
+
 void fill_mxfp4(BlockMXFP4& b, Rng& rng, bool extreme_scale = false) {
   b.e = extreme_scale ? random_byte(rng) : static_cast<uint8_t>(std::uniform_int_distribution<int>(107, 147)(rng));
   for (uint8_t& q : b.qs) q = random_byte(rng);
@@ -292,6 +302,33 @@ Truth truth_iq2_xs(int64_t nb, const BlockIQ2_XS* w, const BlockQ8_K* x) {
   return t;
 }
 
+// IQ1_M: group g of 8 has grid index qs[g] | bits of nibble g % 2 of
+// qh[g / 2] (bits 0-2 high index bits, bit 3 a -1/8 shift, else +1/8); the
+// 16-value half h has 3-bit scale field h % 4 of scale word h / 4, value
+// d * (2 s + 1); d is the f16 made of the words' top nibbles.
+Truth truth_iq1_m(int64_t nb, const BlockIQ1_M* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    uint16_t sc[4];
+    for (int k = 0; k < 4; ++k) sc[k] = static_cast<uint16_t>(w[i].scales[2 * k] | (w[i].scales[2 * k + 1] << 8));
+    uint16_t dbits = 0;
+    for (int k = 0; k < 4; ++k) dbits = static_cast<uint16_t>(dbits | ((sc[k] >> 12) << (4 * k)));
+    const double d = f16d(dbits);
+    for (int g = 0; g < 32; ++g) {
+      const int h = g / 2;
+      const int nibble = (w[i].qh[g / 2] >> (4 * (g % 2))) & 15;
+      const int index = w[i].qs[g] | ((nibble & 7) << 8);
+      const double shift = (nibble & 8) ? -0.125 : 0.125;
+      const double scale = d * (2 * ((sc[h / 4] >> (3 * (h % 4))) & 7) + 1);
+      for (int j = 0; j < 8; ++j) {
+        const double v = static_cast<int8_t>(kIq1Grid[static_cast<size_t>(index)] >> (8 * j));
+        t.add(scale * (v + shift), 0, act(x[i], 8 * g + j));
+      }
+    }
+  }
+  return t;
+}
+
 Truth truth_mxfp4(int64_t nb, const BlockMXFP4* w, const BlockQ8_0* x) {
   static const double kE2M1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
   Truth t;
@@ -337,6 +374,7 @@ const Format<BlockIQ2_XXS, BlockQ8_K> kIq2Xxs{"iq2_xxs", kQK_K, &DotKernels::iq2
                                               truth_iq2_xxs};
 const Format<BlockIQ2_XS, BlockQ8_K> kIq2Xs{"iq2_xs", kQK_K, &DotKernels::iq2_xs_q8_K, fill_iq2_xs, fill_q8_K,
                                             truth_iq2_xs};
+const Format<BlockIQ1_M, BlockQ8_K> kIq1M{"iq1_m", kQK_K, &DotKernels::iq1_m_q8_K, fill_iq1_m, fill_q8_K, truth_iq1_m};
 const Format<BlockMXFP4, BlockQ8_0> kMxfp4{"mxfp4", kQKMxfp4, &DotKernels::mxfp4_q8_0, fill_mxfp4, fill_q8_0,
                                            truth_mxfp4};
 
@@ -406,6 +444,7 @@ TEST(DotKernelsQ4_K, EqualScalarExactlyAndTruth) { check_format(kQ4_K, 12, false
 TEST(DotKernelsQ6_K, EqualScalarExactlyAndTruth) { check_format(kQ6_K, 12, false); }
 TEST(DotKernelsIq2Xxs, EqualScalarExactlyAndTruth) { check_format(kIq2Xxs, 12, false); }
 TEST(DotKernelsIq2Xs, EqualScalarExactlyAndTruth) { check_format(kIq2Xs, 12, false); }
+TEST(DotKernelsIq1M, EqualScalarExactlyAndTruth) { check_format(kIq1M, 12, false); }
 TEST(DotKernelsMxfp4, EqualScalarExactlyAndTruth) { check_format(kMxfp4, 12, false); }
 
 // Any scale bit patterns (subnormal, huge, infinite; every E8M0 exponent):
@@ -416,6 +455,7 @@ TEST(DotKernelsQ4_K, ExtremeScalesEqualScalarExactly) { check_format(kQ4_K, 3, t
 TEST(DotKernelsQ6_K, ExtremeScalesEqualScalarExactly) { check_format(kQ6_K, 3, true); }
 TEST(DotKernelsIq2Xxs, ExtremeScalesEqualScalarExactly) { check_format(kIq2Xxs, 3, true); }
 TEST(DotKernelsIq2Xs, ExtremeScalesEqualScalarExactly) { check_format(kIq2Xs, 3, true); }
+TEST(DotKernelsIq1M, ExtremeScalesEqualScalarExactly) { check_format(kIq1M, 3, true); }
 TEST(DotKernelsMxfp4, ExtremeScalesEqualScalarExactly) { check_format(kMxfp4, 3, true); }
 
 // -128 x -128 in every position: the product sign tricks overflow here.
