@@ -19,10 +19,10 @@ constexpr GgmlType kI32Only[] = {GgmlType::I32};
 // checkpoint's BF16 matrices (token_embd, output, ffn_gate_inp) in BF16.
 constexpr GgmlType kDense[] = {GgmlType::F32,     GgmlType::F16,    GgmlType::BF16,  GgmlType::Q8_0,
                                GgmlType::Q2_K,    GgmlType::Q4_K,   GgmlType::Q6_K,  GgmlType::IQ2_XXS,
-                               GgmlType::IQ2_XS,  GgmlType::IQ1_M,  GgmlType::MXFP4};
+                               GgmlType::IQ2_XS,  GgmlType::IQ1_S,  GgmlType::IQ1_M, GgmlType::MXFP4};
 // Routed experts list the formats their files usually hold first (the
 // error message names the types in this order).
-constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_M, GgmlType::Q2_K,
+constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::Q2_K,
                                 GgmlType::Q4_K,    GgmlType::Q6_K,   GgmlType::MXFP4, GgmlType::F32,
                                 GgmlType::F16,     GgmlType::BF16,   GgmlType::Q8_0};
 

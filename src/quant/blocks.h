@@ -91,6 +91,19 @@ static_assert(sizeof(BlockIQ2_XS) == 74);
 static_assert(offsetof(BlockIQ2_XS, qs) == 2);
 static_assert(offsetof(BlockIQ2_XS, scales) == 66);
 
+// IQ1_S: 256 values = 32 groups of 8, each a point of the 2048-point
+// {-1, 0, 1} grid (index low 8 bits in qs); per sub-block of 32 one word
+// of qh: the four groups' high 3 index bits (bits 0-11), a 3-bit scale
+// (12-14) and the shift sign (bit 15 set: -1/8, else +1/8).
+struct BlockIQ1_S {
+  uint16_t d;                  // f16 block scale
+  uint8_t qs[kQK_K / 8];
+  uint16_t qh[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ1_S) == 50);
+static_assert(offsetof(BlockIQ1_S, qs) == 2);
+static_assert(offsetof(BlockIQ1_S, qh) == 34);
+
 // IQ1_M: 256 values = 32 groups of 8, each a point of the 2048-point
 // {-1, 0, 1} grid (index low 8 bits in qs, high 3 bits in a nibble of qh)
 // plus a shift of +-1/8 (bit 3 of that nibble set: -1/8); a 3-bit scale per

@@ -27,6 +27,7 @@ struct DotKernels {
   float (*q6_K_q8_K)(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
   float (*iq2_xs_q8_K)(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x);
   float (*iq1_m_q8_K)(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x);
+  float (*iq1_s_q8_K)(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x);
 };
 
 const DotKernels& dot_kernels_scalar();
@@ -63,10 +64,15 @@ float dot_iq2_xs_q8_K_scalar(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x
 // half's multiplied by its 2 * scale + 1; one float term per block,
 // d * d8 * (sum1 + sum2 / 8) (ggml's generic ggml_vec_dot_iq1_m_q8_K).
 float dot_iq1_m_q8_K_scalar(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x);
+// sum(q8 * grid) and the shift term from the activation's 16-sums, each
+// sub-block's times 2 * scale + 1; d * d8 * (sum + sum_shift / 8) per block
+// (ggml's generic ggml_vec_dot_iq1_s_q8_K).
+float dot_iq1_s_q8_K_scalar(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x);
 // The avx2 level's, which the AVX-512 levels share (dot_avx2.cpp).
 float dot_q6_K_q8_K_avx2(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
 float dot_iq2_xs_q8_K_avx2(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x);
 float dot_iq1_m_q8_K_avx2(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x);
+float dot_iq1_s_q8_K_avx2(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x);
 
 // The same dots in the float order of ggml's x86 CPU kernels (AVX2 and up),
 // for --quality (dot_ggml_x86.cpp). Bit-identical to what llama.cpp computes

@@ -293,6 +293,39 @@ float dot_iq1_m_q8_K(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x) {
   return sumf;
 }
 
+// ---- IQ1_S x Q8_K ----
+//
+// q8 * grid exactly as for IQ1_M (maddubs of g + 1, minus the pair sums of
+// q8), times the sub-block's multiplier; the shift term from the
+// activation's 16-sums in scalar code, as the scalar kernel.
+
+float dot_iq1_s_q8_K(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  const uint64_t* grid = kIq1Grid.data();
+  const __m256i ones = _mm256_set1_epi8(1);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i acc = _mm256_setzero_si256();
+    int32_t sumi1 = 0;
+    for (int b = 0; b < 8; ++b) {
+      const uint16_t h = w[i].qh[b];
+      const uint8_t* qs = w[i].qs + 4 * b;
+      const __m256i q8 = load256(x[i].qs + 32 * b);
+      const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(grid[qs[3] | (((h >> 9) & 7) << 8)]),
+                                          static_cast<int64_t>(grid[qs[2] | (((h >> 6) & 7) << 8)]),
+                                          static_cast<int64_t>(grid[qs[1] | (((h >> 3) & 7) << 8)]),
+                                          static_cast<int64_t>(grid[qs[0] | ((h & 7) << 8)]));
+      const __m256i products =
+          _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_add_epi8(g, ones), q8), _mm256_maddubs_epi16(ones, q8));
+      const int16_t ls = static_cast<int16_t>(2 * ((h >> 12) & 7) + 1);
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(products, _mm256_set1_epi16(ls)));
+      sumi1 += ls * ((h & 0x8000) ? -1 : 1) * (x[i].bsums[2 * b] + x[i].bsums[2 * b + 1]);
+    }
+    sumf += f16_value(w[i].d) * x[i].d * (static_cast<float>(hsum_i32(acc)) + kIq1Delta * static_cast<float>(sumi1));
+  }
+  return sumf;
+}
+
 // ---- Float formats ----
 
 // Loads of 8 weights as f32; `tail` variants read only the first `count`.
@@ -343,12 +376,13 @@ float dot_f32_f32(int64_t n, const float* w, const float* x) { return dot_float<
 extern const DotKernels kDotAvx2 = {
     "avx2",           dot_q8_0_q8_0, dot_q2_K_q8_K, dot_q4_K_q8_K, dot_iq2_xxs_q8_K,
     dot_mxfp4_q8_0,   dot_f16_f32,   dot_bf16_f32,  dot_f32_f32, dot_q6_K_q8_K,
-    dot_iq2_xs_q8_K,  dot_iq1_m_q8_K,
+    dot_iq2_xs_q8_K,  dot_iq1_m_q8_K, dot_iq1_s_q8_K,
 };
 
 // The AVX-512 levels' Q6_K kernel (no wider one yet).
 float dot_q6_K_q8_K_avx2(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) { return dot_q6_K_q8_K(n, w, x); }
 float dot_iq2_xs_q8_K_avx2(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x) { return dot_iq2_xs_q8_K(n, w, x); }
 float dot_iq1_m_q8_K_avx2(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x) { return dot_iq1_m_q8_K(n, w, x); }
+float dot_iq1_s_q8_K_avx2(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x) { return dot_iq1_s_q8_K(n, w, x); }
 
 }  // namespace ds4::quant

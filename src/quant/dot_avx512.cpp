@@ -900,6 +900,7 @@ extern const DotKernels kDotAvx512 = {
     dot_q6_K_q8_K_avx2,
     dot_iq2_xs_q8_K_avx2,
     dot_iq1_m_q8_K_avx2,
+    dot_iq1_s_q8_K_avx2,
 };
 
 extern const DotKernels kDotAvx512Vnni = {
@@ -915,6 +916,7 @@ extern const DotKernels kDotAvx512Vnni = {
     dot_q6_K_q8_K_avx2,
     dot_iq2_xs_q8_K_avx2,
     dot_iq1_m_q8_K_avx2,
+    dot_iq1_s_q8_K_avx2,
 };
 
 // The avx512vnni kernels, but IQ2_XXS with its grid in registers (VBMI).
@@ -931,6 +933,7 @@ extern const DotKernels kDotAvx512Vbmi = {
     dot_q6_K_q8_K_avx2,
     dot_iq2_xs_q8_K_avx2,
     dot_iq1_m_q8_K_avx2,
+    dot_iq1_s_q8_K_avx2,
 };
 
 namespace avx512_detail {

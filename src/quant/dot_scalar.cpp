@@ -166,6 +166,28 @@ float dot_iq1_m_q8_K_scalar(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x) 
   return sumf;
 }
 
+float dot_iq1_s_q8_K_scalar(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x) {
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const int8_t* q8 = x[i].qs;
+    int32_t sumi = 0, sumi1 = 0;
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      const uint16_t h = w[i].qh[ib];
+      const int32_t ls = 2 * ((h >> 12) & 7) + 1;
+      const int32_t delta = (h & 0x8000) ? -1 : 1;
+      int32_t lsum = 0;
+      for (int g = 0; g < 4; ++g) {
+        const int index = w[i].qs[4 * ib + g] | (((h >> (3 * g)) & 7) << 8);
+        for (int j = 0; j < 8; ++j) lsum += q8[32 * ib + 8 * g + j] * iq1_grid_value(index, j);
+      }
+      sumi += ls * lsum;
+      sumi1 += ls * delta * (x[i].bsums[2 * ib] + x[i].bsums[2 * ib + 1]);
+    }
+    sumf += f16_to_f32(w[i].d) * x[i].d * (static_cast<float>(sumi) + kIq1Delta * static_cast<float>(sumi1));
+  }
+  return sumf;
+}
+
 // Plain-type dots, one product per element added in index order. f16 and
 // bf16 accumulate in f32; f32 accumulates in double (ds4's F32 matmul).
 float dot_f16_f32_scalar(int64_t n, const uint16_t* w, const float* x) {
@@ -215,6 +237,7 @@ extern const DotKernels kDotScalar = {
     dot_q6_K_q8_K_scalar,
     dot_iq2_xs_q8_K_scalar,
     dot_iq1_m_q8_K_scalar,
+    dot_iq1_s_q8_K_scalar,
 };
 
 }  // namespace ds4::quant

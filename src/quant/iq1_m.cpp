@@ -49,31 +49,6 @@ int group_index(const BlockIQ1_M& b, int group) {
   return b.qs[group] | ((b.qh[ib] << (8 - 4 * (group % 2))) & 0x700);
 }
 
-// Of the neighbours of off-grid word u, the one with the least weighted
-// squared error at `scale` with level values xg (ggml's
-// iq1_find_best_neighbour2; first minimum wins). Writes its levels to L.
-int best_neighbour(const Iq2GridSearch& t, uint16_t u, const float* xval, const float* weight, float scale,
-                   const float* xg, int8_t* L) {
-  float best_score = FLT_MAX;
-  int best = -1;
-  for (uint16_t k : t.neighbours(u)) {
-    const uint8_t* lv = t.levels(k);
-    float d2 = 0;
-    for (int i = 0; i < 8; ++i) {
-      const float diff = scale * xg[lv[i]] - xval[i];
-      d2 += weight[i] * diff * diff;
-    }
-    if (d2 < best_score) {
-      best_score = d2;
-      best = k;
-    }
-  }
-  if (best < 0) throw Error("IQ1_M quantize: no grid neighbour (non-finite input?)");
-  const uint8_t* lv = t.levels(best);
-  for (int i = 0; i < 8; ++i) L[i] = static_cast<int8_t>(lv[i]);
-  return best;
-}
-
 void sub_block_weights(const float* xb, const float* qw, float sigma2, float* weight) {
   if (qw) {
     for (int i = 0; i < kSub; ++i) weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
@@ -142,7 +117,7 @@ SubBlockFit fit_sub_block(const Iq2GridSearch& t, const float* xb, const float* 
     index[g] = t.grid_index(u);
     if (index[g] < 0) {
       all_on_grid = false;
-      index[g] = best_neighbour(t, u, xb + 8 * g, weight + 8 * g, scale, group_values(best_k, g), L + 8 * g);
+      index[g] = t.best_neighbour_valued(u, xb + 8 * g, weight + 8 * g, scale, group_values(best_k, g), L + 8 * g);
     }
   }
   if (!all_on_grid) {

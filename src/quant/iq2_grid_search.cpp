@@ -133,4 +133,26 @@ int Iq2GridSearch::best_neighbour(uint16_t u, const float* xval, const float* we
   return best;
 }
 
+int Iq2GridSearch::best_neighbour_valued(uint16_t u, const float* xval, const float* weight, float scale,
+                                         const float* values, int8_t* L) const {
+  float best_score = std::numeric_limits<float>::max();
+  int best = -1;
+  for (uint16_t k : neighbours(u)) {
+    const uint8_t* lv = levels(k);
+    float d2 = 0;
+    for (int i = 0; i < 8; ++i) {
+      const float diff = scale * values[lv[i]] - xval[i];
+      d2 += weight[i] * diff * diff;
+    }
+    if (d2 < best_score) {
+      best_score = d2;
+      best = k;
+    }
+  }
+  if (best < 0) throw Error("IQ1 quantize: no grid neighbour (non-finite input?)");
+  const uint8_t* lv = levels(best);
+  for (int i = 0; i < 8; ++i) L[i] = static_cast<int8_t>(lv[i]);
+  return best;
+}
+
 }  // namespace ds4::quant

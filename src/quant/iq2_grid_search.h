@@ -36,6 +36,11 @@ class Iq2GridSearch {
   // squared error sum_i weight[i] * (scale * (2 l_i + 1) - xval[i])^2 (first
   // on ties, ggml's iq2_find_best_neighbour); writes its levels to L[0..7].
   int best_neighbour(uint16_t u, const float* xval, const float* weight, float scale, int8_t* L) const;
+  // The same with explicit level values: error sum_i weight[i] *
+  // (scale * values[l_i] - xval[i])^2 (ggml's iq1_find_best_neighbour2,
+  // where the IQ1 formats shift the levels -1, 0, 1 by +-1/8).
+  int best_neighbour_valued(uint16_t u, const float* xval, const float* weight, float scale, const float* values,
+                            int8_t* L) const;
   int size() const { return static_cast<int>(levels_.size() / 8); }
 
  private:

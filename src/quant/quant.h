@@ -16,19 +16,19 @@
 namespace ds4::quant {
 
 // n elements (a multiple of the type's block size) of F32, F16, BF16, Q8_0,
-// Q8_K, Q2_K, Q4_K, Q6_K, IQ2_XXS, IQ2_XS, IQ1_M or MXFP4 -> f32. Throws ds4::Error for other types
+// Q8_K, Q2_K, Q4_K, Q6_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M or MXFP4 -> f32. Throws ds4::Error for other types
 // or a bad n.
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
 // f32 -> type, for every type dequantize_row supports except Q8_K (use
 // quantize_row_q8_K). `importance` (length n, may be null) weights each
 // element's squared error like ggml's imatrix quant_weights; used by Q2_K,
-// Q4_K, Q6_K, IQ2_XXS, IQ2_XS and IQ1_M, ignored by the others. Without importance Q2_K/Q4_K use
+// Q4_K, Q6_K, IQ2_XXS, IQ2_XS, IQ1_S and IQ1_M, ignored by the others. Without importance Q2_K/Q4_K use
 // ggml's plain reference quantizers; IQ2_XXS and IQ2_XS (which ggml refuses without an
 // imatrix) use uniform importance, since one row carries no column
 // statistics (ds4's column weight-energy fallback is in quantize_rows). Throws
 // ds4::Error for unsupported types or a bad n. Bit-identical to ggml's
-// quantize_q2_K / quantize_q4_K / quantize_q6_K / quantize_iq2_xxs / quantize_iq2_xs / quantize_iq1_m /
+// quantize_q2_K / quantize_q4_K / quantize_q6_K / quantize_iq2_xxs / quantize_iq2_xs / quantize_iq1_s / quantize_iq1_m /
 // quantize_row_*_ref.
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n,
                   const float* importance = nullptr);
@@ -54,6 +54,7 @@ void dequantize_row_q6_K(const BlockQ6_K* x, float* y, int64_t n);
 void dequantize_row_iq2_xxs(const BlockIQ2_XXS* x, float* y, int64_t n);
 void dequantize_row_iq2_xs(const BlockIQ2_XS* x, float* y, int64_t n);
 void dequantize_row_iq1_m(const BlockIQ1_M* x, float* y, int64_t n);
+void dequantize_row_iq1_s(const BlockIQ1_S* x, float* y, int64_t n);
 void dequantize_row_mxfp4(const BlockMXFP4* x, float* y, int64_t n);
 
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);  // ggml's quantize_row_q8_0_ref
@@ -67,6 +68,8 @@ void quantize_row_iq2_xs(const float* x, BlockIQ2_XS* y, int64_t n, const float*
 // Without importance IQ1_M weights each element by x^2, as ggml's quantizer does
 // (ggml's tools refuse IQ1_M without an imatrix).
 void quantize_row_iq1_m(const float* x, BlockIQ1_M* y, int64_t n, const float* importance);
+// IQ1_S without importance: uniform weights (ggml refuses it without an imatrix).
+void quantize_row_iq1_s(const float* x, BlockIQ1_S* y, int64_t n, const float* importance);
 // An IQ1_M block's fields decoded: the super-block scale, each 16-value
 // half's multiplier 2 * scale + 1, each group's grid index and shift sign.
 struct Iq1MUnpacked {

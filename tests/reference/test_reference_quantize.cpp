@@ -172,7 +172,9 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{GgmlType::IQ2_XS, Importance::kRandom, Data::kHeavyTailed, true},
                     Case{GgmlType::IQ2_XS, Importance::kEnergy, Data::kGaussian, true},
                     Case{GgmlType::IQ1_M, Importance::kRandom, Data::kGaussian, true},
-                    Case{GgmlType::IQ1_M, Importance::kEnergy, Data::kGaussian, true}),
+                    Case{GgmlType::IQ1_M, Importance::kEnergy, Data::kGaussian, true},
+                    Case{GgmlType::IQ1_S, Importance::kRandom, Data::kHeavyTailed, true},
+                    Case{GgmlType::IQ1_S, Importance::kEnergy, Data::kGaussian, true}),
     case_name);
 
 }  // namespace

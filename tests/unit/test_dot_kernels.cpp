@@ -179,6 +179,12 @@ void fill_iq1_m(BlockIQ1_M& b, Rng& rng, bool extreme_scale = false) {
   for (int k = 0; k < 4; ++k) b.scales[2 * k + 1] = static_cast<uint8_t>((b.scales[2 * k + 1] & 0x0f) | (((d >> (4 * k)) & 15) << 4));
 }
 
+void fill_iq1_s(BlockIQ1_S& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  for (uint8_t& q : b.qs) q = random_byte(rng);
+  for (uint16_t& h : b.qh) h = static_cast<uint16_t>(rng());
+}
+
 void fill_mxfp4(BlockMXFP4& b, Rng& rng, bool extreme_scale = false) {
   b.e = extreme_scale ? random_byte(rng) : static_cast<uint8_t>(std::uniform_int_distribution<int>(107, 147)(rng));
   for (uint8_t& q : b.qs) q = random_byte(rng);
@@ -329,6 +335,28 @@ Truth truth_iq1_m(int64_t nb, const BlockIQ1_M* w, const BlockQ8_K* x) {
   return t;
 }
 
+// IQ1_S: sub-block b of 32 has word qh[b]: high index bits of group g at
+// bits 3g..3g+2, scale s at 12-14 (value d * (2 s + 1)), bit 15 a -1/8 shift
+// (else +1/8).
+Truth truth_iq1_s(int64_t nb, const BlockIQ1_S* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int b = 0; b < 8; ++b) {
+      const uint16_t h = w[i].qh[b];
+      const double scale = f16d(w[i].d) * (2 * ((h >> 12) & 7) + 1);
+      const double shift = (h & 0x8000) ? -0.125 : 0.125;
+      for (int g = 0; g < 4; ++g) {
+        const int index = w[i].qs[4 * b + g] | (((h >> (3 * g)) & 7) << 8);
+        for (int j = 0; j < 8; ++j) {
+          const double v = static_cast<int8_t>(kIq1Grid[static_cast<size_t>(index)] >> (8 * j));
+          t.add(scale * (v + shift), 0, act(x[i], 32 * b + 8 * g + j));
+        }
+      }
+    }
+  }
+  return t;
+}
+
 Truth truth_mxfp4(int64_t nb, const BlockMXFP4* w, const BlockQ8_0* x) {
   static const double kE2M1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
   Truth t;
@@ -375,6 +403,7 @@ const Format<BlockIQ2_XXS, BlockQ8_K> kIq2Xxs{"iq2_xxs", kQK_K, &DotKernels::iq2
 const Format<BlockIQ2_XS, BlockQ8_K> kIq2Xs{"iq2_xs", kQK_K, &DotKernels::iq2_xs_q8_K, fill_iq2_xs, fill_q8_K,
                                             truth_iq2_xs};
 const Format<BlockIQ1_M, BlockQ8_K> kIq1M{"iq1_m", kQK_K, &DotKernels::iq1_m_q8_K, fill_iq1_m, fill_q8_K, truth_iq1_m};
+const Format<BlockIQ1_S, BlockQ8_K> kIq1S{"iq1_s", kQK_K, &DotKernels::iq1_s_q8_K, fill_iq1_s, fill_q8_K, truth_iq1_s};
 const Format<BlockMXFP4, BlockQ8_0> kMxfp4{"mxfp4", kQKMxfp4, &DotKernels::mxfp4_q8_0, fill_mxfp4, fill_q8_0,
                                            truth_mxfp4};
 
@@ -445,6 +474,7 @@ TEST(DotKernelsQ6_K, EqualScalarExactlyAndTruth) { check_format(kQ6_K, 12, false
 TEST(DotKernelsIq2Xxs, EqualScalarExactlyAndTruth) { check_format(kIq2Xxs, 12, false); }
 TEST(DotKernelsIq2Xs, EqualScalarExactlyAndTruth) { check_format(kIq2Xs, 12, false); }
 TEST(DotKernelsIq1M, EqualScalarExactlyAndTruth) { check_format(kIq1M, 12, false); }
+TEST(DotKernelsIq1S, EqualScalarExactlyAndTruth) { check_format(kIq1S, 12, false); }
 TEST(DotKernelsMxfp4, EqualScalarExactlyAndTruth) { check_format(kMxfp4, 12, false); }
 
 // Any scale bit patterns (subnormal, huge, infinite; every E8M0 exponent):
@@ -456,6 +486,7 @@ TEST(DotKernelsQ6_K, ExtremeScalesEqualScalarExactly) { check_format(kQ6_K, 3, t
 TEST(DotKernelsIq2Xxs, ExtremeScalesEqualScalarExactly) { check_format(kIq2Xxs, 3, true); }
 TEST(DotKernelsIq2Xs, ExtremeScalesEqualScalarExactly) { check_format(kIq2Xs, 3, true); }
 TEST(DotKernelsIq1M, ExtremeScalesEqualScalarExactly) { check_format(kIq1M, 3, true); }
+TEST(DotKernelsIq1S, ExtremeScalesEqualScalarExactly) { check_format(kIq1S, 3, true); }
 TEST(DotKernelsMxfp4, ExtremeScalesEqualScalarExactly) { check_format(kMxfp4, 3, true); }
 
 // -128 x -128 in every position: the product sign tricks overflow here.
