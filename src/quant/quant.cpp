@@ -23,6 +23,8 @@ bool dequantize_supported(GgmlType type) {
     case GgmlType::Q6_K:
     case GgmlType::IQ2_XXS:
     case GgmlType::MXFP4:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S:
       return true;
     default:
       return false;
@@ -65,6 +67,8 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::Q6_K: dequantize_row_q6_K(static_cast<const BlockQ6_K*>(src), dst, n); break;
     case GgmlType::IQ2_XXS: dequantize_row_iq2_xxs(static_cast<const BlockIQ2_XXS*>(src), dst, n); break;
     case GgmlType::MXFP4: dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n); break;
+    case GgmlType::IQ3_XXS: dequantize_row_iq3_xxs(static_cast<const BlockIQ3_XXS*>(src), dst, n); break;
+    case GgmlType::IQ3_S: dequantize_row_iq3_s(static_cast<const BlockIQ3_S*>(src), dst, n); break;
     default: break;
   }
 }
@@ -97,6 +101,8 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n, const f
     case GgmlType::Q6_K: quantize_row_q6_K(src, static_cast<BlockQ6_K*>(dst), n, importance); break;
     case GgmlType::IQ2_XXS: quantize_row_iq2_xxs(src, static_cast<BlockIQ2_XXS*>(dst), n, importance); break;
     case GgmlType::MXFP4: quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n); break;
+    case GgmlType::IQ3_XXS: quantize_row_iq3_xxs(src, static_cast<BlockIQ3_XXS*>(dst), n, importance); break;
+    case GgmlType::IQ3_S: quantize_row_iq3_s(src, static_cast<BlockIQ3_S*>(dst), n, importance); break;
     default: break;
   }
 }

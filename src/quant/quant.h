@@ -16,20 +16,20 @@
 namespace ds4::quant {
 
 // n elements (a multiple of the type's block size) of F32, F16, BF16, Q8_0,
-// Q8_K, Q2_K, Q4_K, Q6_K, IQ2_XXS or MXFP4 -> f32. Throws ds4::Error for other types
+// Q8_K, Q2_K, Q4_K, Q6_K, IQ2_XXS, MXFP4, IQ3_XXS or IQ3_S -> f32. Throws ds4::Error for other types
 // or a bad n.
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
 // f32 -> type, for every type dequantize_row supports except Q8_K (use
 // quantize_row_q8_K). `importance` (length n, may be null) weights each
 // element's squared error like ggml's imatrix quant_weights; used by Q2_K,
-// Q4_K, Q6_K and IQ2_XXS, ignored by the others. Without importance Q2_K/Q4_K use
+// Q4_K, Q6_K, IQ2_XXS, IQ3_XXS and IQ3_S, ignored by the others. Without importance Q2_K/Q4_K use
 // ggml's plain reference quantizers; IQ2_XXS (which ggml refuses without an
 // imatrix) uses uniform importance, since one row carries no column
 // statistics (ds4's column weight-energy fallback is in quantize_rows). Throws
 // ds4::Error for unsupported types or a bad n. Bit-identical to ggml's
 // quantize_q2_K / quantize_q4_K / quantize_q6_K / quantize_iq2_xxs /
-// quantize_row_*_ref.
+// quantize_iq3_xxs / quantize_iq3_s / quantize_row_*_ref.
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n,
                   const float* importance = nullptr);
 bool quantize_supported(GgmlType type);
@@ -53,6 +53,8 @@ void dequantize_row_q4_K(const BlockQ4_K* x, float* y, int64_t n);
 void dequantize_row_q6_K(const BlockQ6_K* x, float* y, int64_t n);
 void dequantize_row_iq2_xxs(const BlockIQ2_XXS* x, float* y, int64_t n);
 void dequantize_row_mxfp4(const BlockMXFP4* x, float* y, int64_t n);
+void dequantize_row_iq3_xxs(const BlockIQ3_XXS* x, float* y, int64_t n);
+void dequantize_row_iq3_s(const BlockIQ3_S* x, float* y, int64_t n);
 
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);  // ggml's quantize_row_q8_0_ref
 void quantize_row_q2_K(const float* x, BlockQ2_K* y, int64_t n, const float* importance);
@@ -62,6 +64,11 @@ void quantize_row_q6_K(const float* x, BlockQ6_K* y, int64_t n, const float* imp
 void q6_K_values(const BlockQ6_K& b, int8_t* q);
 void quantize_row_iq2_xxs(const float* x, BlockIQ2_XXS* y, int64_t n, const float* importance);
 void quantize_row_mxfp4(const float* x, BlockMXFP4* y, int64_t n);
+// IQ3_XXS / IQ3_S: ggml's quantize_iq3_xxs / quantize_iq3_s; without
+// importance each element is weighted by x^2 (ggml allows both without an
+// imatrix, unlike IQ2_XXS).
+void quantize_row_iq3_xxs(const float* x, BlockIQ3_XXS* y, int64_t n, const float* importance);
+void quantize_row_iq3_s(const float* x, BlockIQ3_S* y, int64_t n, const float* importance);
 
 // ---- Activation quantizers ----
 //

@@ -167,7 +167,15 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{GgmlType::IQ2_XXS, Importance::kRandom, Data::kGaussian, true},
                     Case{GgmlType::IQ2_XXS, Importance::kRandom, Data::kHeavyTailed, true},
                     Case{GgmlType::IQ2_XXS, Importance::kEnergy, Data::kGaussian, true},
-                    Case{GgmlType::IQ2_XXS, Importance::kEnergy, Data::kHeavyTailed, true}),
+                    Case{GgmlType::IQ2_XXS, Importance::kEnergy, Data::kHeavyTailed, true},
+                    Case{GgmlType::IQ3_XXS, Importance::kNone, Data::kGaussian, true},
+                    Case{GgmlType::IQ3_XXS, Importance::kNone, Data::kHeavyTailed, true},
+                    Case{GgmlType::IQ3_XXS, Importance::kRandom, Data::kGaussian, true},
+                    Case{GgmlType::IQ3_XXS, Importance::kRandom, Data::kHeavyTailed, true},
+                    Case{GgmlType::IQ3_S, Importance::kNone, Data::kGaussian, true},
+                    Case{GgmlType::IQ3_S, Importance::kNone, Data::kHeavyTailed, true},
+                    Case{GgmlType::IQ3_S, Importance::kRandom, Data::kGaussian, true},
+                    Case{GgmlType::IQ3_S, Importance::kRandom, Data::kHeavyTailed, true}),
     case_name);
 
 }  // namespace
