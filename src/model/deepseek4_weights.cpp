@@ -16,9 +16,12 @@ constexpr GgmlType kI32Only[] = {GgmlType::I32};
 // output, ffn_gate_inp, ...) in BF16.
 // Q6_K: llama-quantize's K-quant presets put it on output, token_embd and
 // some attention and FFN matrices.
-constexpr GgmlType kDense[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q6_K};
-constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::Q2_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::MXFP4,
-                                GgmlType::F32,     GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0};
+// IQ3_XXS / IQ3_S: llama-quantize's IQ3_XXS preset (iq3_s on token_embd).
+constexpr GgmlType kDense[] = {GgmlType::F32,  GgmlType::F16,     GgmlType::BF16, GgmlType::Q8_0,
+                               GgmlType::Q6_K, GgmlType::IQ3_XXS, GgmlType::IQ3_S};
+constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::Q2_K,  GgmlType::Q4_K, GgmlType::Q6_K,
+                                GgmlType::MXFP4,   GgmlType::F32,   GgmlType::F16,  GgmlType::BF16,
+                                GgmlType::Q8_0,    GgmlType::IQ3_XXS, GgmlType::IQ3_S};
 
 std::string type_list(std::span<const GgmlType> types) {
   std::string s;

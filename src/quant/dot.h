@@ -25,6 +25,8 @@ struct DotKernels {
   float (*bf16_f32)(int64_t n, const uint16_t* w, const float* x);
   float (*f32_f32)(int64_t n, const float* w, const float* x);
   float (*q6_K_q8_K)(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
+  float (*iq3_xxs_q8_K)(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x);
+  float (*iq3_s_q8_K)(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x);
 };
 
 const DotKernels& dot_kernels_scalar();
@@ -55,6 +57,12 @@ float dot_f32_f32_scalar(int64_t n, const float* w, const float* x);
 float dot_q6_K_q8_K_scalar(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
 // The avx2 level's, which the AVX-512 levels share (dot_avx2.cpp).
 float dot_q6_K_q8_K_avx2(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
+// IQ3_XXS / IQ3_S: one integer sum per block (ggml's generic kernels), the
+// avx2 level's shared by the AVX-512 levels.
+float dot_iq3_xxs_q8_K_scalar(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x);
+float dot_iq3_s_q8_K_scalar(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x);
+float dot_iq3_xxs_q8_K_avx2(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x);
+float dot_iq3_s_q8_K_avx2(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x);
 
 // The same dots in the float order of ggml's x86 CPU kernels (AVX2 and up),
 // for --quality (dot_ggml_x86.cpp). Bit-identical to what llama.cpp computes

@@ -25,6 +25,7 @@
 #include "quant/blocks.h"
 #include "quant/dot.h"
 #include "quant/iq2_xxs_tables.h"
+#include "quant/iq3_tables.h"
 
 namespace ds4::quant {
 namespace {
@@ -162,6 +163,22 @@ void fill_iq2_xxs(BlockIQ2_XXS& b, Rng& rng, bool extreme_scale = false) {
   for (uint16_t& q : b.qs) q = static_cast<uint16_t>(rng());
 }
 
+void fill_iq3_xxs(BlockIQ3_XXS& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  // Occasionally every magnitude 62 and every scale 15 (the largest sums).
+  const bool saturate = std::uniform_int_distribution<int>(0, 7)(rng) == 0;
+  for (uint8_t& q : b.qs) q = saturate ? uint8_t{0xff} : random_byte(rng);
+}
+
+void fill_iq3_s(BlockIQ3_S& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  const bool saturate = std::uniform_int_distribution<int>(0, 7)(rng) == 0;
+  for (uint8_t& q : b.qs) q = saturate ? uint8_t{0xff} : random_byte(rng);
+  for (uint8_t& q : b.qh) q = saturate ? uint8_t{0xff} : random_byte(rng);
+  for (uint8_t& q : b.signs) q = random_byte(rng);
+  for (uint8_t& q : b.scales) q = saturate ? uint8_t{0xff} : random_byte(rng);
+}
+
 void fill_mxfp4(BlockMXFP4& b, Rng& rng, bool extreme_scale = false) {
   b.e = extreme_scale ? random_byte(rng) : static_cast<uint8_t>(std::uniform_int_distribution<int>(107, 147)(rng));
   for (uint8_t& q : b.qs) q = random_byte(rng);
@@ -262,6 +279,45 @@ Truth truth_iq2_xxs(int64_t nb, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
   return t;
 }
 
+// IQ3_XXS from its layout: group g (4 elements) of the block is grid point
+// qs[g]; sub-block s has the uint32 at qs[64 + 4s]: 7 sign bits per 8
+// elements (the 8th makes the count of negatives even), scale in bits 28-31;
+// value d * (0.5 + scale) * 0.5 * grid byte * sign.
+Truth truth_iq3_xxs(int64_t nb, const BlockIQ3_XXS* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int e = 0; e < kQK_K; ++e) {
+      const int sub = e / 32, eight = (e % 32) / 8;
+      uint32_t aux;
+      std::memcpy(&aux, &w[i].qs[64 + 4 * sub], 4);
+      const double scale = f16d(w[i].d) * (0.5 + (aux >> 28)) * 0.5;
+      uint32_t sign_bits = (aux >> (7 * eight)) & 127;
+      sign_bits |= static_cast<uint32_t>(std::popcount(sign_bits) & 1) << 7;
+      const double mag = static_cast<double>((kIq3xxsGrid[w[i].qs[e / 4]] >> (8 * (e % 4))) & 255);
+      t.add(scale * (((sign_bits >> (e % 8)) & 1) ? -mag : mag), 0, act(x[i], e));
+    }
+  }
+  return t;
+}
+
+// IQ3_S from its layout: group g is grid point qs[g] + 256 * bit (g % 8) of
+// qh[g / 8]; element e is negated by bit e % 8 of signs[e / 8]; sub-block s
+// has scale nibble s % 2 of scales[s / 2]; value d * (1 + 2 scale) * grid byte.
+Truth truth_iq3_s(int64_t nb, const BlockIQ3_S* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int e = 0; e < kQK_K; ++e) {
+      const int g = e / 4, sub = e / 32;
+      const int index = w[i].qs[g] + 256 * ((w[i].qh[g / 8] >> (g % 8)) & 1);
+      const int nibble = (w[i].scales[sub / 2] >> (4 * (sub % 2))) & 15;
+      const double scale = f16d(w[i].d) * (1 + 2 * nibble);
+      const double mag = static_cast<double>((kIq3sGrid[index] >> (8 * (e % 4))) & 255);
+      t.add(scale * (((w[i].signs[e / 8] >> (e % 8)) & 1) ? -mag : mag), 0, act(x[i], e));
+    }
+  }
+  return t;
+}
+
 Truth truth_mxfp4(int64_t nb, const BlockMXFP4* w, const BlockQ8_0* x) {
   static const double kE2M1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
   Truth t;
@@ -305,6 +361,9 @@ const Format<BlockQ4_K, BlockQ8_K> kQ4_K{"q4_K", kQK_K, &DotKernels::q4_K_q8_K, 
 const Format<BlockQ6_K, BlockQ8_K> kQ6_K{"q6_K", kQK_K, &DotKernels::q6_K_q8_K, fill_q6_K, fill_q8_K, truth_q6_K};
 const Format<BlockIQ2_XXS, BlockQ8_K> kIq2Xxs{"iq2_xxs", kQK_K, &DotKernels::iq2_xxs_q8_K, fill_iq2_xxs, fill_q8_K,
                                               truth_iq2_xxs};
+const Format<BlockIQ3_XXS, BlockQ8_K> kIq3Xxs{"iq3_xxs", kQK_K, &DotKernels::iq3_xxs_q8_K, fill_iq3_xxs, fill_q8_K,
+                                              truth_iq3_xxs};
+const Format<BlockIQ3_S, BlockQ8_K> kIq3S{"iq3_s", kQK_K, &DotKernels::iq3_s_q8_K, fill_iq3_s, fill_q8_K, truth_iq3_s};
 const Format<BlockMXFP4, BlockQ8_0> kMxfp4{"mxfp4", kQKMxfp4, &DotKernels::mxfp4_q8_0, fill_mxfp4, fill_q8_0,
                                            truth_mxfp4};
 
@@ -374,6 +433,8 @@ TEST(DotKernelsQ4_K, EqualScalarExactlyAndTruth) { check_format(kQ4_K, 12, false
 TEST(DotKernelsQ6_K, EqualScalarExactlyAndTruth) { check_format(kQ6_K, 12, false); }
 TEST(DotKernelsIq2Xxs, EqualScalarExactlyAndTruth) { check_format(kIq2Xxs, 12, false); }
 TEST(DotKernelsMxfp4, EqualScalarExactlyAndTruth) { check_format(kMxfp4, 12, false); }
+TEST(DotKernelsIq3Xxs, EqualScalarExactlyAndTruth) { check_format(kIq3Xxs, 12, false); }
+TEST(DotKernelsIq3S, EqualScalarExactlyAndTruth) { check_format(kIq3S, 12, false); }
 
 // Any scale bit patterns (subnormal, huge, infinite; every E8M0 exponent):
 // overflow and NaN must come out exactly as in the scalar reference.
@@ -383,6 +444,8 @@ TEST(DotKernelsQ4_K, ExtremeScalesEqualScalarExactly) { check_format(kQ4_K, 3, t
 TEST(DotKernelsQ6_K, ExtremeScalesEqualScalarExactly) { check_format(kQ6_K, 3, true); }
 TEST(DotKernelsIq2Xxs, ExtremeScalesEqualScalarExactly) { check_format(kIq2Xxs, 3, true); }
 TEST(DotKernelsMxfp4, ExtremeScalesEqualScalarExactly) { check_format(kMxfp4, 3, true); }
+TEST(DotKernelsIq3Xxs, ExtremeScalesEqualScalarExactly) { check_format(kIq3Xxs, 3, true); }
+TEST(DotKernelsIq3S, ExtremeScalesEqualScalarExactly) { check_format(kIq3S, 3, true); }
 
 // -128 x -128 in every position: the product sign tricks overflow here.
 TEST(DotKernelsQ8_0, AllMinusOneTwentyEight) {

@@ -27,7 +27,8 @@ constexpr int64_t kRows = 37;   // not a multiple of the 16-row chunk
 constexpr int64_t kExperts = 3;
 
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,    GgmlType::Q8_0, GgmlType::Q2_K,
-                           GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ2_XXS, GgmlType::MXFP4};
+                           GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ2_XXS, GgmlType::MXFP4,
+                           GgmlType::IQ3_XXS, GgmlType::IQ3_S};
 
 // A quantized weight tensor [kCols, kRows, n_experts] and the view on it.
 struct Weight {
