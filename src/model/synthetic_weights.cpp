@@ -1,6 +1,7 @@
 #include "model/synthetic_weights.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "core/gguf_writer.h"
 #include "quant/blocks.h"
 #include "quant/iq2_xxs_tables.h"
+#include "quant/iq3_tables.h"
 #include "quant/k_scales.h"
 #include "quant/quant.h"
 
@@ -131,6 +133,56 @@ void random_iq2_xxs(Rng& rng, float std, quant::BlockIQ2_XXS* out, int64_t n_blo
   }
 }
 
+// IQ3_XXS: x = d*(0.5 + s)/2 * grid * sign, IQ3_S: x = d*(1 + 2s) * grid *
+// sign, per 32 elements with a 4-bit scale s; scales as IQ2_XXS's (4..11).
+// Mean of grid_value^2 over an IQ3 codebook (4 bytes per point).
+template <size_t N>
+constexpr double iq3_grid_mean_square(const std::array<uint32_t, N>& grid) {
+  double s = 0;
+  for (uint32_t g : grid)
+    for (int j = 0; j < 4; ++j) {
+      const double v = static_cast<double>((g >> (8 * j)) & 0xFF);
+      s += v * v;
+    }
+  return s / (static_cast<double>(N) * 4.0);
+}
+
+void random_iq3_xxs(Rng& rng, float std, quant::BlockIQ3_XXS* out, int64_t n_blocks) {
+  const double s2 = mean_square_of_range(kIq2ScaleLo, kIq2ScaleSpan, 0.5) / 4.0;
+  const uint16_t d = f32_to_f16(static_cast<float>(std / std::sqrt(s2 * iq3_grid_mean_square(quant::kIq3xxsGrid))));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    quant::BlockIQ3_XXS& blk = out[b];
+    blk.d = d;
+    for (int sub = 0; sub < 8; ++sub) {
+      // Eight grid indices, then four 7-bit sign indices and the scale nibble.
+      const uint64_t grid = rng.next();
+      std::memcpy(&blk.qs[8 * sub], &grid, 8);
+      const uint64_t r = rng.next();
+      const uint32_t scale = kIq2ScaleLo + static_cast<uint32_t>((r >> 60) & 7);
+      const uint32_t aux = (static_cast<uint32_t>(r) & 0x0FFFFFFFu) | (scale << 28);
+      std::memcpy(&blk.qs[quant::kQK_K / 4 + 4 * sub], &aux, 4);
+    }
+  }
+}
+
+void random_iq3_s(Rng& rng, float std, quant::BlockIQ3_S* out, int64_t n_blocks) {
+  const double s2 = 4.0 * mean_square_of_range(kIq2ScaleLo, kIq2ScaleSpan, 0.5);
+  const uint16_t d = f32_to_f16(static_cast<float>(std / std::sqrt(s2 * iq3_grid_mean_square(quant::kIq3sGrid))));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    quant::BlockIQ3_S& blk = out[b];
+    blk.d = d;
+    random_bytes(rng, blk.qs, sizeof blk.qs);
+    random_bytes(rng, blk.qh, sizeof blk.qh);
+    random_bytes(rng, blk.signs, sizeof blk.signs);
+    const uint64_t r = rng.next();
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t lo = kIq2ScaleLo + static_cast<uint32_t>((r >> (8 * k)) & 7);
+      const uint32_t hi = kIq2ScaleLo + static_cast<uint32_t>((r >> (8 * k + 4)) & 7);
+      blk.scales[k] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+}
+
 void random_mxfp4(Rng& rng, float std, quant::BlockMXFP4* out, int64_t n_blocks) {
   // x = k * 2^(e-128), k uniform over the 16 codes: E[k^2] = 274/8. Blocks mix
   // the two exponents around the target so E[x^2] = std^2 exactly.
@@ -147,7 +199,8 @@ void random_mxfp4(Rng& rng, float std, quant::BlockMXFP4* out, int64_t n_blocks)
 }
 
 bool has_random_codes(GgmlType type) {
-  return type == GgmlType::Q2_K || type == GgmlType::Q4_K || type == GgmlType::IQ2_XXS || type == GgmlType::MXFP4;
+  return type == GgmlType::Q2_K || type == GgmlType::Q4_K || type == GgmlType::IQ2_XXS || type == GgmlType::MXFP4 ||
+         type == GgmlType::IQ3_XXS || type == GgmlType::IQ3_S;
 }
 
 void random_codes(GgmlType type, Rng& rng, float std, uint8_t* dst, int64_t n_blocks) {
@@ -156,6 +209,8 @@ void random_codes(GgmlType type, Rng& rng, float std, uint8_t* dst, int64_t n_bl
     case GgmlType::Q4_K: random_q4_K(rng, std, reinterpret_cast<quant::BlockQ4_K*>(dst), n_blocks); break;
     case GgmlType::IQ2_XXS: random_iq2_xxs(rng, std, reinterpret_cast<quant::BlockIQ2_XXS*>(dst), n_blocks); break;
     case GgmlType::MXFP4: random_mxfp4(rng, std, reinterpret_cast<quant::BlockMXFP4*>(dst), n_blocks); break;
+    case GgmlType::IQ3_XXS: random_iq3_xxs(rng, std, reinterpret_cast<quant::BlockIQ3_XXS*>(dst), n_blocks); break;
+    case GgmlType::IQ3_S: random_iq3_s(rng, std, reinterpret_cast<quant::BlockIQ3_S*>(dst), n_blocks); break;
     default: throw Error("synthetic weights: no random-code generator for " + std::string(ggml_type_name(type)));
   }
 }

@@ -8,9 +8,10 @@
 // Scales keep activations O(1) through the stack. Inputs of every projection
 // are RMS-normalised (~unit variance), and a row of length n with weights
 // N(0, s^2) gives outputs N(0, n s^2), so matrices use s = gain / sqrt(row
-// length) (see weight_init for the gains). Quantized routed experts are written
-// as random codes with scales chosen so the dequantized values have mean 0 and
-// the target standard deviation, which is what makes Flash-sized files fast.
+// length) (see weight_init for the gains). Quantized matrices in formats with
+// a random-code generator (fill_tensor) are written as random codes with
+// scales chosen so the dequantized values have mean 0 and the target standard
+// deviation, which is what makes Flash-sized files fast.
 #pragma once
 
 #include <cstdint>
@@ -69,9 +70,10 @@ struct WeightInit {
 WeightInit weight_init(const TensorSpec& spec, const Deepseek4HParams& hp);
 
 // Fills dst (exactly the tensor's bytes in `type`) with its random values,
-// using up to n_threads threads. Routed K-quant / IQ2_XXS / MXFP4 tensors with
-// a mean-0 normal init get random codes directly; everything else is drawn as
-// floats and converted (f16) or quantized (quant::quantize_row).
+// using up to n_threads threads. Q2_K / Q4_K / IQ2_XXS / MXFP4 / IQ3_XXS /
+// IQ3_S tensors with a mean-0 normal init get random codes directly; everything
+// else is drawn as floats and converted (f16) or quantized
+// (quant::quantize_row).
 void fill_tensor(const TensorSpec& spec, GgmlType type, const WeightInit& init, uint64_t seed,
                  std::span<uint8_t> dst, unsigned n_threads);
 

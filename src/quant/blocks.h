@@ -117,6 +117,30 @@ struct BlockIQ1_M {
 static_assert(sizeof(BlockIQ1_M) == 56);
 static_assert(offsetof(BlockIQ1_M, qh) == 32);
 static_assert(offsetof(BlockIQ1_M, scales) == 48);
+// 8 sub-blocks of 32 = 64 groups of 4. qs[0..63]: one grid index per group
+// of 4; qs[64..95]: per sub-block a uint32 of 4x7 even-parity sign indices
+// (one per 8 elements) and a 4-bit scale in the top nibble.
+struct BlockIQ3_XXS {
+  uint16_t d;                  // f16 block scale
+  uint8_t qs[3 * kQK_K / 8];
+};
+static_assert(sizeof(BlockIQ3_XXS) == 98);
+static_assert(offsetof(BlockIQ3_XXS, qs) == 2);
+
+// 8 sub-blocks of 32 = 64 groups of 4, each a 9-bit index into the 512-point
+// grid (low 8 bits in qs, bit 8 in bit g%8 of qh[g/8]); 8 explicit sign bits
+// per 8 elements; 4-bit sub-block scales, two per byte (low nibble first).
+struct BlockIQ3_S {
+  uint16_t d;                  // f16 block scale
+  uint8_t qs[kQK_K / 4];
+  uint8_t qh[kQK_K / 32];
+  uint8_t signs[kQK_K / 8];
+  uint8_t scales[kQK_K / 64];
+};
+static_assert(sizeof(BlockIQ3_S) == 110);
+static_assert(offsetof(BlockIQ3_S, qh) == 66);
+static_assert(offsetof(BlockIQ3_S, signs) == 74);
+static_assert(offsetof(BlockIQ3_S, scales) == 106);
 
 // 32 FP4 (E2M1) codes sharing one E8M0 power-of-two exponent.
 struct BlockMXFP4 {

@@ -28,6 +28,8 @@ struct DotKernels {
   float (*iq2_xs_q8_K)(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x);
   float (*iq1_m_q8_K)(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x);
   float (*iq1_s_q8_K)(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x);
+  float (*iq3_xxs_q8_K)(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x);
+  float (*iq3_s_q8_K)(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x);
 };
 
 const DotKernels& dot_kernels_scalar();
@@ -73,6 +75,12 @@ float dot_q6_K_q8_K_avx2(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
 float dot_iq2_xs_q8_K_avx2(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x);
 float dot_iq1_m_q8_K_avx2(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x);
 float dot_iq1_s_q8_K_avx2(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x);
+// IQ3_XXS / IQ3_S: one integer sum per block (ggml's generic kernels), the
+// avx2 level's shared by the AVX-512 levels.
+float dot_iq3_xxs_q8_K_scalar(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x);
+float dot_iq3_s_q8_K_scalar(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x);
+float dot_iq3_xxs_q8_K_avx2(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x);
+float dot_iq3_s_q8_K_avx2(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x);
 
 // The same dots in the float order of ggml's x86 CPU kernels (AVX2 and up),
 // for --quality (dot_ggml_x86.cpp). Bit-identical to what llama.cpp computes

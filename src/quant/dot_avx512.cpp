@@ -901,6 +901,8 @@ extern const DotKernels kDotAvx512 = {
     dot_iq2_xs_q8_K_avx2,
     dot_iq1_m_q8_K_avx2,
     dot_iq1_s_q8_K_avx2,
+    dot_iq3_xxs_q8_K_avx2,
+    dot_iq3_s_q8_K_avx2,
 };
 
 extern const DotKernels kDotAvx512Vnni = {
@@ -917,6 +919,8 @@ extern const DotKernels kDotAvx512Vnni = {
     dot_iq2_xs_q8_K_avx2,
     dot_iq1_m_q8_K_avx2,
     dot_iq1_s_q8_K_avx2,
+    dot_iq3_xxs_q8_K_avx2,
+    dot_iq3_s_q8_K_avx2,
 };
 
 // The avx512vnni kernels, but IQ2_XXS with its grid in registers (VBMI).
@@ -934,6 +938,8 @@ extern const DotKernels kDotAvx512Vbmi = {
     dot_iq2_xs_q8_K_avx2,
     dot_iq1_m_q8_K_avx2,
     dot_iq1_s_q8_K_avx2,
+    dot_iq3_xxs_q8_K_avx2,
+    dot_iq3_s_q8_K_avx2,
 };
 
 namespace avx512_detail {

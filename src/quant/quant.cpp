@@ -26,6 +26,8 @@ bool dequantize_supported(GgmlType type) {
     case GgmlType::IQ1_S:
     case GgmlType::IQ1_M:
     case GgmlType::MXFP4:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S:
       return true;
     default:
       return false;
@@ -71,6 +73,8 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::IQ1_M: dequantize_row_iq1_m(static_cast<const BlockIQ1_M*>(src), dst, n); break;
     case GgmlType::IQ1_S: dequantize_row_iq1_s(static_cast<const BlockIQ1_S*>(src), dst, n); break;
     case GgmlType::MXFP4: dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n); break;
+    case GgmlType::IQ3_XXS: dequantize_row_iq3_xxs(static_cast<const BlockIQ3_XXS*>(src), dst, n); break;
+    case GgmlType::IQ3_S: dequantize_row_iq3_s(static_cast<const BlockIQ3_S*>(src), dst, n); break;
     default: break;
   }
 }
@@ -106,6 +110,8 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n, const f
     case GgmlType::IQ1_M: quantize_row_iq1_m(src, static_cast<BlockIQ1_M*>(dst), n, importance); break;
     case GgmlType::IQ1_S: quantize_row_iq1_s(src, static_cast<BlockIQ1_S*>(dst), n, importance); break;
     case GgmlType::MXFP4: quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n); break;
+    case GgmlType::IQ3_XXS: quantize_row_iq3_xxs(src, static_cast<BlockIQ3_XXS*>(dst), n, importance); break;
+    case GgmlType::IQ3_S: quantize_row_iq3_s(src, static_cast<BlockIQ3_S*>(dst), n, importance); break;
     default: break;
   }
 }

@@ -16,20 +16,21 @@
 namespace ds4::quant {
 
 // n elements (a multiple of the type's block size) of F32, F16, BF16, Q8_0,
-// Q8_K, Q2_K, Q4_K, Q6_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M or MXFP4 -> f32. Throws ds4::Error for other types
+// Q8_K, Q2_K, Q4_K, Q6_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M, IQ3_XXS, IQ3_S or MXFP4 -> f32. Throws ds4::Error for other types
 // or a bad n.
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
 // f32 -> type, for every type dequantize_row supports except Q8_K (use
 // quantize_row_q8_K). `importance` (length n, may be null) weights each
 // element's squared error like ggml's imatrix quant_weights; used by Q2_K,
-// Q4_K, Q6_K, IQ2_XXS, IQ2_XS, IQ1_S and IQ1_M, ignored by the others. Without importance Q2_K/Q4_K use
-// ggml's plain reference quantizers; IQ2_XXS and IQ2_XS (which ggml refuses without an
+// Q4_K, Q6_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M, IQ3_XXS and IQ3_S, ignored by the others. Without
+// importance Q2_K/Q4_K use ggml's plain reference quantizers, IQ1_M, IQ3_XXS and IQ3_S weight
+// each element by x^2 as ggml does; IQ2_XXS, IQ2_XS and IQ1_S (which ggml refuses without an
 // imatrix) use uniform importance, since one row carries no column
 // statistics (ds4's column weight-energy fallback is in quantize_rows). Throws
 // ds4::Error for unsupported types or a bad n. Bit-identical to ggml's
-// quantize_q2_K / quantize_q4_K / quantize_q6_K / quantize_iq2_xxs / quantize_iq2_xs / quantize_iq1_s / quantize_iq1_m /
-// quantize_row_*_ref.
+// quantize_q2_K / quantize_q4_K / quantize_q6_K / quantize_iq2_xxs / quantize_iq2_xs / quantize_iq1_s /
+// quantize_iq1_m / quantize_iq3_xxs / quantize_iq3_s / quantize_row_*_ref.
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n,
                   const float* importance = nullptr);
 bool quantize_supported(GgmlType type);
@@ -56,6 +57,8 @@ void dequantize_row_iq2_xs(const BlockIQ2_XS* x, float* y, int64_t n);
 void dequantize_row_iq1_m(const BlockIQ1_M* x, float* y, int64_t n);
 void dequantize_row_iq1_s(const BlockIQ1_S* x, float* y, int64_t n);
 void dequantize_row_mxfp4(const BlockMXFP4* x, float* y, int64_t n);
+void dequantize_row_iq3_xxs(const BlockIQ3_XXS* x, float* y, int64_t n);
+void dequantize_row_iq3_s(const BlockIQ3_S* x, float* y, int64_t n);
 
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);  // ggml's quantize_row_q8_0_ref
 void quantize_row_q2_K(const float* x, BlockQ2_K* y, int64_t n, const float* importance);
@@ -80,6 +83,11 @@ struct Iq1MUnpacked {
 };
 void iq1_m_unpack(const BlockIQ1_M& b, Iq1MUnpacked& u);
 void quantize_row_mxfp4(const float* x, BlockMXFP4* y, int64_t n);
+// IQ3_XXS / IQ3_S: ggml's quantize_iq3_xxs / quantize_iq3_s; without
+// importance each element is weighted by x^2 (ggml allows both without an
+// imatrix, unlike IQ2_XXS).
+void quantize_row_iq3_xxs(const float* x, BlockIQ3_XXS* y, int64_t n, const float* importance);
+void quantize_row_iq3_s(const float* x, BlockIQ3_S* y, int64_t n, const float* importance);
 
 // ---- Activation quantizers ----
 //

@@ -141,7 +141,9 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{GgmlType::IQ2_XS, 4096, {0}, {}},       // d at 0
                     Case{GgmlType::IQ1_M, 4096, {}, {}},         // d spread over scale nibbles
                     Case{GgmlType::IQ1_S, 4096, {0}, {}},        // d at 0
-                    Case{GgmlType::MXFP4, 8192, {}, {0}}),       // e at 0
+                    Case{GgmlType::MXFP4, 8192, {}, {0}},        // e at 0
+                    Case{GgmlType::IQ3_XXS, 4096, {0}, {}},      // d at 0
+                    Case{GgmlType::IQ3_S, 4096, {0}, {}}),       // d at 0
     case_name);
 
 // ggml (v0.4.0) has no to_float for Q8_K, an activation-only format, so it cannot

@@ -27,7 +27,7 @@ namespace {
 constexpr int64_t kRow = 4096;   // elements per row, like a DS4 weight row
 constexpr int64_t kRows = 16;    // 64 Ki elements per case
 
-enum class Data { kGaussian, kHeavyTailed };
+enum class Data { kGaussian, kHeavyTailed, kZeroGroups };
 enum class Importance { kNone, kRandom, kEnergy };
 
 struct Case {
@@ -40,7 +40,7 @@ struct Case {
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   std::string name(ggml_type_name(c.type));
-  name += c.data == Data::kGaussian ? "_gaussian" : "_heavy";
+  name += c.data == Data::kGaussian ? "_gaussian" : c.data == Data::kHeavyTailed ? "_heavy" : "_zero_groups";
   if (c.importance == Importance::kRandom) name += "_imatrix";
   if (c.importance == Importance::kEnergy) name += "_energy";
   return name;
@@ -51,7 +51,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }
 std::vector<float> make_data(Data data, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<float> x(static_cast<size_t>(kRow * kRows));
-  if (data == Data::kGaussian) {
+  if (data == Data::kGaussian || data == Data::kZeroGroups) {
     std::normal_distribution<float> g(0.0f, 0.02f);
     for (auto& v : x) v = g(rng);
   } else {
@@ -59,6 +59,15 @@ std::vector<float> make_data(Data data, uint64_t seed) {
     // real weight matrices' outlier columns.
     std::student_t_distribution<float> t(3.0f);
     for (auto& v : x) v = 0.02f * t(rng);
+  }
+  if (data == Data::kZeroGroups) {
+    // Gaussian with about a quarter of the 32-element groups all zero: the
+    // quantizers' empty-group paths (IQ3_S's later groups then shift in ggml's
+    // layout, which ours reproduces).
+    std::uniform_int_distribution<int> pick(0, 3);
+    for (size_t g = 0; g < x.size(); g += 32) {
+      if (pick(rng) == 0) std::fill_n(x.begin() + static_cast<std::ptrdiff_t>(g), 32, 0.0f);
+    }
   }
   return x;
 }
@@ -174,7 +183,18 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{GgmlType::IQ1_M, Importance::kRandom, Data::kGaussian, true},
                     Case{GgmlType::IQ1_M, Importance::kEnergy, Data::kGaussian, true},
                     Case{GgmlType::IQ1_S, Importance::kRandom, Data::kHeavyTailed, true},
-                    Case{GgmlType::IQ1_S, Importance::kEnergy, Data::kGaussian, true}),
+                    Case{GgmlType::IQ1_S, Importance::kEnergy, Data::kGaussian, true},
+                    Case{GgmlType::IQ3_XXS, Importance::kNone, Data::kGaussian, true},
+                    Case{GgmlType::IQ3_XXS, Importance::kNone, Data::kHeavyTailed, true},
+                    Case{GgmlType::IQ3_XXS, Importance::kRandom, Data::kGaussian, true},
+                    Case{GgmlType::IQ3_XXS, Importance::kRandom, Data::kHeavyTailed, true},
+                    Case{GgmlType::IQ3_S, Importance::kNone, Data::kGaussian, true},
+                    Case{GgmlType::IQ3_S, Importance::kNone, Data::kHeavyTailed, true},
+                    Case{GgmlType::IQ3_S, Importance::kRandom, Data::kGaussian, true},
+                    Case{GgmlType::IQ3_S, Importance::kRandom, Data::kHeavyTailed, true},
+                    Case{GgmlType::IQ3_XXS, Importance::kRandom, Data::kZeroGroups, true},
+                    Case{GgmlType::IQ3_S, Importance::kNone, Data::kZeroGroups, true},
+                    Case{GgmlType::IQ3_S, Importance::kRandom, Data::kZeroGroups, true}),
     case_name);
 
 }  // namespace

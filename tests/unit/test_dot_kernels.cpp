@@ -27,6 +27,7 @@
 #include "quant/iq1_tables.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_tables.h"
+#include "quant/iq3_tables.h"
 
 namespace ds4::quant {
 namespace {
@@ -185,6 +186,22 @@ void fill_iq1_s(BlockIQ1_S& b, Rng& rng, bool extreme_scale = false) {
   for (uint16_t& h : b.qh) h = static_cast<uint16_t>(rng());
 }
 
+void fill_iq3_xxs(BlockIQ3_XXS& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  // Occasionally every magnitude 62 and every scale 15 (the largest sums).
+  const bool saturate = std::uniform_int_distribution<int>(0, 7)(rng) == 0;
+  for (uint8_t& q : b.qs) q = saturate ? uint8_t{0xff} : random_byte(rng);
+}
+
+void fill_iq3_s(BlockIQ3_S& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  const bool saturate = std::uniform_int_distribution<int>(0, 7)(rng) == 0;
+  for (uint8_t& q : b.qs) q = saturate ? uint8_t{0xff} : random_byte(rng);
+  for (uint8_t& q : b.qh) q = saturate ? uint8_t{0xff} : random_byte(rng);
+  for (uint8_t& q : b.signs) q = random_byte(rng);
+  for (uint8_t& q : b.scales) q = saturate ? uint8_t{0xff} : random_byte(rng);
+}
+
 void fill_mxfp4(BlockMXFP4& b, Rng& rng, bool extreme_scale = false) {
   b.e = extreme_scale ? random_byte(rng) : static_cast<uint8_t>(std::uniform_int_distribution<int>(107, 147)(rng));
   for (uint8_t& q : b.qs) q = random_byte(rng);
@@ -308,6 +325,27 @@ Truth truth_iq2_xs(int64_t nb, const BlockIQ2_XS* w, const BlockQ8_K* x) {
   return t;
 }
 
+// IQ3_XXS from its layout: group g (4 elements) of the block is grid point
+// qs[g]; sub-block s has the uint32 at qs[64 + 4s]: 7 sign bits per 8
+// elements (the 8th makes the count of negatives even), scale in bits 28-31;
+// value d * (0.5 + scale) * 0.5 * grid byte * sign.
+Truth truth_iq3_xxs(int64_t nb, const BlockIQ3_XXS* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int e = 0; e < kQK_K; ++e) {
+      const int sub = e / 32, eight = (e % 32) / 8;
+      uint32_t aux;
+      std::memcpy(&aux, &w[i].qs[64 + 4 * sub], 4);
+      const double scale = f16d(w[i].d) * (0.5 + (aux >> 28)) * 0.5;
+      uint32_t sign_bits = (aux >> (7 * eight)) & 127;
+      sign_bits |= static_cast<uint32_t>(std::popcount(sign_bits) & 1) << 7;
+      const double mag = static_cast<double>((kIq3xxsGrid[w[i].qs[e / 4]] >> (8 * (e % 4))) & 255);
+      t.add(scale * (((sign_bits >> (e % 8)) & 1) ? -mag : mag), 0, act(x[i], e));
+    }
+  }
+  return t;
+}
+
 // IQ1_M: group g of 8 has grid index qs[g] | bits of nibble g % 2 of
 // qh[g / 2] (bits 0-2 high index bits, bit 3 a -1/8 shift, else +1/8); the
 // 16-value half h has 3-bit scale field h % 4 of scale word h / 4, value
@@ -352,6 +390,24 @@ Truth truth_iq1_s(int64_t nb, const BlockIQ1_S* w, const BlockQ8_K* x) {
           t.add(scale * (v + shift), 0, act(x[i], 32 * b + 8 * g + j));
         }
       }
+    }
+  }
+  return t;
+}
+
+// IQ3_S from its layout: group g is grid point qs[g] + 256 * bit (g % 8) of
+// qh[g / 8]; element e is negated by bit e % 8 of signs[e / 8]; sub-block s
+// has scale nibble s % 2 of scales[s / 2]; value d * (1 + 2 scale) * grid byte.
+Truth truth_iq3_s(int64_t nb, const BlockIQ3_S* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int e = 0; e < kQK_K; ++e) {
+      const int g = e / 4, sub = e / 32;
+      const int index = w[i].qs[g] + 256 * ((w[i].qh[g / 8] >> (g % 8)) & 1);
+      const int nibble = (w[i].scales[sub / 2] >> (4 * (sub % 2))) & 15;
+      const double scale = f16d(w[i].d) * (1 + 2 * nibble);
+      const double mag = static_cast<double>((kIq3sGrid[index] >> (8 * (e % 4))) & 255);
+      t.add(scale * (((w[i].signs[e / 8] >> (e % 8)) & 1) ? -mag : mag), 0, act(x[i], e));
     }
   }
   return t;
@@ -404,6 +460,9 @@ const Format<BlockIQ2_XS, BlockQ8_K> kIq2Xs{"iq2_xs", kQK_K, &DotKernels::iq2_xs
                                             truth_iq2_xs};
 const Format<BlockIQ1_M, BlockQ8_K> kIq1M{"iq1_m", kQK_K, &DotKernels::iq1_m_q8_K, fill_iq1_m, fill_q8_K, truth_iq1_m};
 const Format<BlockIQ1_S, BlockQ8_K> kIq1S{"iq1_s", kQK_K, &DotKernels::iq1_s_q8_K, fill_iq1_s, fill_q8_K, truth_iq1_s};
+const Format<BlockIQ3_XXS, BlockQ8_K> kIq3Xxs{"iq3_xxs", kQK_K, &DotKernels::iq3_xxs_q8_K, fill_iq3_xxs, fill_q8_K,
+                                              truth_iq3_xxs};
+const Format<BlockIQ3_S, BlockQ8_K> kIq3S{"iq3_s", kQK_K, &DotKernels::iq3_s_q8_K, fill_iq3_s, fill_q8_K, truth_iq3_s};
 const Format<BlockMXFP4, BlockQ8_0> kMxfp4{"mxfp4", kQKMxfp4, &DotKernels::mxfp4_q8_0, fill_mxfp4, fill_q8_0,
                                            truth_mxfp4};
 
@@ -476,6 +535,8 @@ TEST(DotKernelsIq2Xs, EqualScalarExactlyAndTruth) { check_format(kIq2Xs, 12, fal
 TEST(DotKernelsIq1M, EqualScalarExactlyAndTruth) { check_format(kIq1M, 12, false); }
 TEST(DotKernelsIq1S, EqualScalarExactlyAndTruth) { check_format(kIq1S, 12, false); }
 TEST(DotKernelsMxfp4, EqualScalarExactlyAndTruth) { check_format(kMxfp4, 12, false); }
+TEST(DotKernelsIq3Xxs, EqualScalarExactlyAndTruth) { check_format(kIq3Xxs, 12, false); }
+TEST(DotKernelsIq3S, EqualScalarExactlyAndTruth) { check_format(kIq3S, 12, false); }
 
 // Any scale bit patterns (subnormal, huge, infinite; every E8M0 exponent):
 // overflow and NaN must come out exactly as in the scalar reference.
@@ -488,6 +549,8 @@ TEST(DotKernelsIq2Xs, ExtremeScalesEqualScalarExactly) { check_format(kIq2Xs, 3,
 TEST(DotKernelsIq1M, ExtremeScalesEqualScalarExactly) { check_format(kIq1M, 3, true); }
 TEST(DotKernelsIq1S, ExtremeScalesEqualScalarExactly) { check_format(kIq1S, 3, true); }
 TEST(DotKernelsMxfp4, ExtremeScalesEqualScalarExactly) { check_format(kMxfp4, 3, true); }
+TEST(DotKernelsIq3Xxs, ExtremeScalesEqualScalarExactly) { check_format(kIq3Xxs, 3, true); }
+TEST(DotKernelsIq3S, ExtremeScalesEqualScalarExactly) { check_format(kIq3S, 3, true); }
 
 // -128 x -128 in every position: the product sign tricks overflow here.
 TEST(DotKernelsQ8_0, AllMinusOneTwentyEight) {

@@ -28,7 +28,8 @@ constexpr int64_t kExperts = 3;
 
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,    GgmlType::Q8_0, GgmlType::Q2_K,
                            GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
-                           GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::MXFP4};
+                           GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
+                           GgmlType::MXFP4};
 
 // A quantized weight tensor [kCols, kRows, n_experts] and the view on it.
 struct Weight {

@@ -59,6 +59,10 @@ GgmlType expected_type(QuantMix mix, TensorFamily fam, uint64_t row_length) {
   if (mix == QuantMix::Q8_0) return GgmlType::Q8_0;
   if (mix == QuantMix::Bf16) return GgmlType::BF16;
   if (mix == QuantMix::Q6_K) return row_length % 256 == 0 ? GgmlType::Q6_K : GgmlType::F16;
+  if (mix == QuantMix::Iq3Xxs) {
+    if (row_length % 256 != 0) return GgmlType::F16;
+    return fam == F::Embedding ? GgmlType::IQ3_S : GgmlType::IQ3_XXS;
+  }
   if (mix == QuantMix::LlamaConvert) {
     // The converter keeps each checkpoint tensor's type: FP8 -> Q8_0, FP4
     // experts -> MXFP4, F32 and BF16 as they are.
@@ -175,7 +179,8 @@ INSTANTIATE_TEST_SUITE_P(
     PresetsByMixes, MkmodelFiles,
     testing::Combine(testing::Values("tiny", "small"),
                      testing::Values(QuantMix::F32, QuantMix::F16, QuantMix::Q8_0, QuantMix::Ds4Q2, QuantMix::Ds4Q4,
-                                     QuantMix::Mxfp4, QuantMix::Bf16, QuantMix::LlamaConvert, QuantMix::Q6_K)),
+                                     QuantMix::Mxfp4, QuantMix::Bf16, QuantMix::LlamaConvert, QuantMix::Q6_K,
+                                     QuantMix::Iq3Xxs)),
     [](const auto& info) {
       std::string mix(quant_mix_name(std::get<1>(info.param)));
       for (char& c : mix)

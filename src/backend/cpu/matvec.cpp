@@ -18,8 +18,8 @@ namespace ds4::cpu {
 // Sources for the activation forms (see the table in matvec.h):
 //  - llama.cpp: ggml-cpu.c type_traits_cpu[].vec_dot_type gives the form each
 //    weight type is dotted with: F32->F32, F16->F16, BF16->BF16, Q8_0->Q8_0,
-//    MXFP4->Q8_0, Q2_K/Q4_K/Q6_K/IQ2_XXS/IQ2_XS/IQ1_S/IQ1_M->Q8_K. mul_mat converts the activation with
-//    that type's from_float: ggml_cpu_fp32_to_fp16 (F16C, round to nearest
+//    MXFP4->Q8_0, Q2_K/Q4_K/Q6_K/IQ2_XXS/IQ2_XS/IQ1_S/IQ1_M/IQ3_XXS/IQ3_S->Q8_K. mul_mat converts the
+//    activation with that type's from_float: ggml_cpu_fp32_to_fp16 (F16C, round to nearest
 //    even), ggml_cpu_fp32_to_bf16 (round to nearest even), quantize_row_q8_0
 //    (on x86 the AVX path: id = 127/amax, round half even; our
 //    quantize_row_q8_0_act_ggml_x86) and quantize_row_q8_K (arch/x86/quants.c
@@ -43,7 +43,9 @@ ActivationForm activation_form(GgmlType weight_type, Numerics numerics) {
     case GgmlType::IQ2_XXS:
     case GgmlType::IQ2_XS:
     case GgmlType::IQ1_S:
-    case GgmlType::IQ1_M: return ActivationForm::Q8_K;
+    case GgmlType::IQ1_M:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S: return ActivationForm::Q8_K;
     default: throw Error("matvec: no dot kernel for weight type " + std::string(ggml_type_name(weight_type)));
   }
 }
@@ -285,6 +287,10 @@ float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_
       return k.iq1_m_q8_K(n, reinterpret_cast<const BlockIQ1_M*>(row), static_cast<const BlockQ8_K*>(act));
     case GgmlType::IQ1_S:
       return k.iq1_s_q8_K(n, reinterpret_cast<const BlockIQ1_S*>(row), static_cast<const BlockQ8_K*>(act));
+    case GgmlType::IQ3_XXS:
+      return k.iq3_xxs_q8_K(n, reinterpret_cast<const BlockIQ3_XXS*>(row), static_cast<const BlockQ8_K*>(act));
+    case GgmlType::IQ3_S:
+      return k.iq3_s_q8_K(n, reinterpret_cast<const BlockIQ3_S*>(row), static_cast<const BlockQ8_K*>(act));
     default: return 0;  // activation_form() rejected the type earlier
   }
 }
