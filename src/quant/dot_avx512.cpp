@@ -898,6 +898,10 @@ extern const DotKernels kDotAvx512 = {
     dot_bf16_f32,
     dot_f32_f32,
     dot_q6_K_q8_K_avx2,
+    dot_q3_K_q8_K_avx2,
+    dot_q5_K_q8_K_avx2,
+    dot_iq4_nl_q8_0_avx2,
+    dot_iq4_xs_q8_K_avx2,
 };
 
 extern const DotKernels kDotAvx512Vnni = {
@@ -911,6 +915,10 @@ extern const DotKernels kDotAvx512Vnni = {
     dot_bf16_f32,
     dot_f32_f32,
     dot_q6_K_q8_K_avx2,
+    dot_q3_K_q8_K_avx2,
+    dot_q5_K_q8_K_avx2,
+    dot_iq4_nl_q8_0_avx2,
+    dot_iq4_xs_q8_K_avx2,
 };
 
 // The avx512vnni kernels, but IQ2_XXS with its grid in registers (VBMI).
@@ -925,6 +933,10 @@ extern const DotKernels kDotAvx512Vbmi = {
     dot_bf16_f32,
     dot_f32_f32,
     dot_q6_K_q8_K_avx2,
+    dot_q3_K_q8_K_avx2,
+    dot_q5_K_q8_K_avx2,
+    dot_iq4_nl_q8_0_avx2,
+    dot_iq4_xs_q8_K_avx2,
 };
 
 namespace avx512_detail {
