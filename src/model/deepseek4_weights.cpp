@@ -15,10 +15,15 @@ constexpr GgmlType kI32Only[] = {GgmlType::I32};
 // BF16: llama.cpp's converter keeps the checkpoint's BF16 matrices (token_embd,
 // output, ffn_gate_inp, ...) in BF16.
 // Q6_K: llama-quantize's K-quant presets put it on output, token_embd and
-// some attention and FFN matrices.
-constexpr GgmlType kDense[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q6_K};
-constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::Q2_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::MXFP4,
-                                GgmlType::F32,     GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0};
+// some attention and FFN matrices; Q3_K, Q5_K and IQ4_XS are the Q3_K_*,
+// Q5_K_* and IQ4_XS presets' main types, IQ4_NL IQ4_XS's fallback for rows
+// that are not a multiple of 256.
+constexpr GgmlType kDense[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q8_0,  GgmlType::Q6_K,
+                               GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::Q2_K,   GgmlType::Q4_K,  GgmlType::Q6_K,
+                                GgmlType::MXFP4,   GgmlType::F32,    GgmlType::F16,   GgmlType::BF16,
+                                GgmlType::Q8_0,    GgmlType::Q3_K,   GgmlType::Q5_K,  GgmlType::IQ4_NL,
+                                GgmlType::IQ4_XS};
 
 std::string type_list(std::span<const GgmlType> types) {
   std::string s;

@@ -26,8 +26,9 @@ constexpr int64_t kCols = 512;  // two Q8_K super-blocks
 constexpr int64_t kRows = 37;   // not a multiple of the 16-row chunk
 constexpr int64_t kExperts = 3;
 
-const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,    GgmlType::Q8_0, GgmlType::Q2_K,
-                           GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ2_XXS, GgmlType::MXFP4};
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,    GgmlType::Q8_0,  GgmlType::Q2_K,
+                           GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ2_XXS, GgmlType::MXFP4, GgmlType::Q3_K,
+                           GgmlType::Q5_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 // A quantized weight tensor [kCols, kRows, n_experts] and the view on it.
 struct Weight {
@@ -69,7 +70,8 @@ std::vector<float> activation_as_dotted(GgmlType type, Numerics numerics, const 
       for (size_t i = 0; i < x.size(); ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
       return out;
     case GgmlType::Q8_0:
-    case GgmlType::MXFP4: {
+    case GgmlType::MXFP4:
+    case GgmlType::IQ4_NL: {
       std::vector<quant::BlockQ8_0> q(x.size() / quant::kQK8_0);
       if (quality) {
         quant::quantize_row_q8_0_act_ggml_x86(x.data(), q.data(), kCols);
@@ -304,7 +306,7 @@ TEST(Matvec, RejectsBadInput) {
   q4_0.type = GgmlType::Q4_0;
   q4_0.row_bytes = *ggml_nbytes(GgmlType::Q4_0, kCols);
   EXPECT_THROW(matvec(q4_0, -1, x.data(), y.data(), Numerics::Default, nullptr), Error);
-  EXPECT_THROW(activation_form(GgmlType::Q5_K, Numerics::Quality), Error);
+  EXPECT_THROW(activation_form(GgmlType::IQ1_M, Numerics::Quality), Error);
 }
 
 }  // namespace
