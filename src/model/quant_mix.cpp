@@ -12,7 +12,7 @@ struct MixName {
   QuantMix mix;
   std::string_view name;
 };
-constexpr std::array<MixName, 9> kMixNames{{
+constexpr std::array<MixName, 12> kMixNames{{
     {QuantMix::F32, "f32"},
     {QuantMix::F16, "f16"},
     {QuantMix::Q8_0, "q8_0"},
@@ -22,6 +22,9 @@ constexpr std::array<MixName, 9> kMixNames{{
     {QuantMix::Bf16, "bf16"},
     {QuantMix::LlamaConvert, "llama-convert"},
     {QuantMix::Q6_K, "q6_K"},
+    {QuantMix::Q3_K, "q3_K"},
+    {QuantMix::Q5_K, "q5_K"},
+    {QuantMix::Iq4Xs, "iq4_xs"},
 }};
 
 bool rows_fit(GgmlType type, uint64_t row_length) {
@@ -82,7 +85,9 @@ std::optional<QuantMix> quant_mix_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view quant_mix_names() { return "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K"; }
+std::string_view quant_mix_names() {
+  return "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K|q3_K|q5_K|iq4_xs";
+}
 
 GgmlType tensor_type(QuantMix mix, const TensorSpec& spec) {
   const TensorFamily fam = spec.family();
@@ -102,6 +107,11 @@ GgmlType tensor_type(QuantMix mix, const TensorSpec& spec) {
     case QuantMix::Q8_0: return q8_0_or_f16(spec);
     case QuantMix::Bf16: return GgmlType::BF16;
     case QuantMix::Q6_K: return rows_fit(GgmlType::Q6_K, spec.row_length()) ? GgmlType::Q6_K : GgmlType::F16;
+    case QuantMix::Q3_K: return rows_fit(GgmlType::Q3_K, spec.row_length()) ? GgmlType::Q3_K : GgmlType::F16;
+    case QuantMix::Q5_K: return rows_fit(GgmlType::Q5_K, spec.row_length()) ? GgmlType::Q5_K : GgmlType::F16;
+    case QuantMix::Iq4Xs:
+      if (rows_fit(GgmlType::IQ4_XS, spec.row_length())) return GgmlType::IQ4_XS;
+      return rows_fit(GgmlType::IQ4_NL, spec.row_length()) ? GgmlType::IQ4_NL : GgmlType::F16;
     case QuantMix::LlamaConvert: return llama_convert_type(spec);
     case QuantMix::Ds4Q2:
     case QuantMix::Ds4Q4:
