@@ -9,7 +9,8 @@ namespace ds4::quant {
 // One super-block of `size` values (32: IQ4_NL, one scale; 256: IQ4_XS, eight
 // sub-blocks of 32 with 6-bit scales written to scales_h / scales_l) into the
 // f16 scale *d and size/2 bytes of nibble indices q4. Per sub-block a scale is
-// fitted by weighted least squares over 15 starting points, weights
+// fitted by weighted least squares at the scale mapping the largest magnitude
+// onto the table's end and at 15 rescalings around it, weights
 // importance*sqrt(sigma^2 + x^2) with importance, x^2 without.
 void quantize_iq4_super_block(int size, const float* x, const float* importance, uint16_t* d, uint8_t* q4,
                               uint16_t* scales_h, uint8_t* scales_l);
