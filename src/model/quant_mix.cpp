@@ -12,7 +12,7 @@ struct MixName {
   QuantMix mix;
   std::string_view name;
 };
-constexpr std::array<MixName, 10> kMixNames{{
+constexpr std::array<MixName, 13> kMixNames{{
     {QuantMix::F32, "f32"},
     {QuantMix::F16, "f16"},
     {QuantMix::Q8_0, "q8_0"},
@@ -23,6 +23,9 @@ constexpr std::array<MixName, 10> kMixNames{{
     {QuantMix::LlamaConvert, "llama-convert"},
     {QuantMix::Q6_K, "q6_K"},
     {QuantMix::Iq3Xxs, "iq3_xxs"},
+    {QuantMix::Q3_K, "q3_K"},
+    {QuantMix::Q5_K, "q5_K"},
+    {QuantMix::Iq4Xs, "iq4_xs"},
 }};
 
 bool rows_fit(GgmlType type, uint64_t row_length) {
@@ -83,7 +86,9 @@ std::optional<QuantMix> quant_mix_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view quant_mix_names() { return "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K|iq3_xxs"; }
+std::string_view quant_mix_names() {
+  return "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K|iq3_xxs|q3_K|q5_K|iq4_xs";
+}
 
 GgmlType tensor_type(QuantMix mix, const TensorSpec& spec) {
   const TensorFamily fam = spec.family();
@@ -107,6 +112,11 @@ GgmlType tensor_type(QuantMix mix, const TensorSpec& spec) {
       const GgmlType type = fam == TensorFamily::Embedding ? GgmlType::IQ3_S : GgmlType::IQ3_XXS;
       return rows_fit(type, spec.row_length()) ? type : GgmlType::F16;
     }
+    case QuantMix::Q3_K: return rows_fit(GgmlType::Q3_K, spec.row_length()) ? GgmlType::Q3_K : GgmlType::F16;
+    case QuantMix::Q5_K: return rows_fit(GgmlType::Q5_K, spec.row_length()) ? GgmlType::Q5_K : GgmlType::F16;
+    case QuantMix::Iq4Xs:
+      if (rows_fit(GgmlType::IQ4_XS, spec.row_length())) return GgmlType::IQ4_XS;
+      return rows_fit(GgmlType::IQ4_NL, spec.row_length()) ? GgmlType::IQ4_NL : GgmlType::F16;
     case QuantMix::LlamaConvert: return llama_convert_type(spec);
     case QuantMix::Ds4Q2:
     case QuantMix::Ds4Q4:

@@ -16,6 +16,11 @@
 //   iq3_xxs          every weight matrix in IQ3_XXS (token_embd IQ3_S, as
 //                    llama-quantize's IQ3_XXS preset) where its row is a
 //                    multiple of 256, F16 otherwise.
+//   q3_K, q5_K       every weight matrix in Q3_K / Q5_K where its row is a
+//                    multiple of 256, F16 otherwise.
+//   iq4_xs           every weight matrix in IQ4_XS, falling back to IQ4_NL (as
+//                    llama-quantize does) where the row is a multiple of 32
+//                    only, F16 otherwise.
 //   llama-convert    the layout llama.cpp's convert_hf_to_gguf.py writes from
 //                    the official checkpoint (each tensor keeps its source
 //                    type: FP8 -> Q8_0, BF16 -> BF16, F32 -> F32, FP4 experts
@@ -40,11 +45,12 @@
 
 namespace ds4::model {
 
-enum class QuantMix { F32, F16, Q8_0, Ds4Q2, Ds4Q4, Mxfp4, Bf16, LlamaConvert, Q6_K, Iq3Xxs };
+enum class QuantMix { F32, F16, Q8_0, Ds4Q2, Ds4Q4, Mxfp4, Bf16, LlamaConvert, Q6_K, Iq3Xxs, Q3_K, Q5_K, Iq4Xs };
 
 std::string_view quant_mix_name(QuantMix mix);  // "f32", ..., "ds4-q2", "mxfp4"
 std::optional<QuantMix> quant_mix_from_name(std::string_view name);
-// "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K|iq3_xxs", for help texts.
+// "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K|iq3_xxs|q3_K|q5_K|iq4_xs", for
+// help texts.
 std::string_view quant_mix_names();
 
 // The type of one tensor. Throws ds4::Error naming the tensor and the row-length

@@ -70,6 +70,35 @@ static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(offsetof(BlockQ6_K, scales) == 192);
 static_assert(offsetof(BlockQ6_K, d) == 208);
 
+// 16 sub-blocks of 16: x = d*(sc-32)*(q-4), q in 0..7 (low 2 bits in qs as
+// Q2_K's, the third bit in hmask), 6-bit sc packed in `scales`.
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];    // element e's third bit: bit e/32 of byte e%32
+  uint8_t qs[kQK_K / 4];       // element 128h+32k+l: bits 2k of byte 32h+l
+  // Scale j: low nibble in byte j (j < 8, bits 0-3) or j-8 (bits 4-7), top
+  // two bits at 2*(j/4) of byte 8 + j%4.
+  uint8_t scales[kKScaleSize];
+  uint16_t d;                  // f16 super-scale
+};
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(offsetof(BlockQ3_K, qs) == 32);
+static_assert(offsetof(BlockQ3_K, scales) == 96);
+static_assert(offsetof(BlockQ3_K, d) == 108);
+
+// 8 sub-blocks of 32: x = d*sc*q - dmin*m, sc/m packed as Q4_K's, q in 0..31
+// (low 4 bits in qs as Q4_K's, the fifth bit in qh).
+struct BlockQ5_K {
+  uint16_t d;                  // f16 super-scale for scales
+  uint16_t dmin;               // f16 super-scale for mins
+  uint8_t scales[kKScaleSize];
+  uint8_t qh[kQK_K / 8];       // element 32s+l's fifth bit: bit s of byte l
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(offsetof(BlockQ5_K, scales) == 4);
+static_assert(offsetof(BlockQ5_K, qh) == 16);
+static_assert(offsetof(BlockQ5_K, qs) == 48);
+
 // 8 groups of 32; each group is 2 uint32: 4 grid indices (bytes) and
 // 4x7 sign bits + a 4-bit scale in the top nibble.
 struct BlockIQ2_XXS {
@@ -149,5 +178,26 @@ struct BlockMXFP4 {
 };
 static_assert(sizeof(BlockMXFP4) == 17);
 static_assert(offsetof(BlockMXFP4, qs) == 1);
+
+// 32 4-bit indices into the non-linear table kIq4nlValues (iq4_values.h):
+// x = d * value[q]; low nibbles hold elements 0..15, high 16..31.
+struct BlockIQ4_NL {
+  uint16_t d;                  // f16 block scale
+  uint8_t qs[kQK8_0 / 2];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(offsetof(BlockIQ4_NL, qs) == 2);
+
+// 8 sub-blocks of 32, each as IQ4_NL's (16 bytes of nibbles) with a 6-bit
+// scale: x = d * (ls - 32) * value[q].
+struct BlockIQ4_XS {
+  uint16_t d;                  // f16 super-scale
+  uint16_t scales_h;           // top two bits of sub-block s's ls at bits 2s
+  uint8_t scales_l[kQK_K / 64];  // low nibble of ls: sub-block s in byte s/2, nibble s%2
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(offsetof(BlockIQ4_XS, scales_l) == 4);
+static_assert(offsetof(BlockIQ4_XS, qs) == 8);
 
 }  // namespace ds4::quant

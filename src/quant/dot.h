@@ -30,6 +30,10 @@ struct DotKernels {
   float (*iq1_s_q8_K)(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x);
   float (*iq3_xxs_q8_K)(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x);
   float (*iq3_s_q8_K)(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x);
+  float (*q3_K_q8_K)(int64_t n, const BlockQ3_K* w, const BlockQ8_K* x);
+  float (*q5_K_q8_K)(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x);
+  float (*iq4_nl_q8_0)(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x);  // ggml's vec_dot_type for IQ4_NL
+  float (*iq4_xs_q8_K)(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x);
 };
 
 const DotKernels& dot_kernels_scalar();
@@ -81,6 +85,20 @@ float dot_iq3_xxs_q8_K_scalar(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K*
 float dot_iq3_s_q8_K_scalar(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x);
 float dot_iq3_xxs_q8_K_avx2(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x);
 float dot_iq3_s_q8_K_avx2(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x);
+// Q3_K and Q5_K as Q6_K and Q4_K: one integer sum per block, one float term
+// (Q5_K's min through the activation's 16-sums). The AVX-512 levels share
+// the avx2 level's kernels.
+float dot_q3_K_q8_K_scalar(int64_t n, const BlockQ3_K* w, const BlockQ8_K* x);
+float dot_q5_K_q8_K_scalar(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x);
+float dot_q3_K_q8_K_avx2(int64_t n, const BlockQ3_K* w, const BlockQ8_K* x);
+float dot_q5_K_q8_K_avx2(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x);
+// IQ4_NL: one float term per block (ggml's generic kernel). IQ4_XS: one
+// integer sum per block (each sub-block's sum times ls - 32), one float term
+// per block (ggml's SIMD order, not its generic kernel's per-sub-block terms).
+float dot_iq4_nl_q8_0_scalar(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x);
+float dot_iq4_xs_q8_K_scalar(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x);
+float dot_iq4_nl_q8_0_avx2(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x);
+float dot_iq4_xs_q8_K_avx2(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x);
 
 // The same dots in the float order of ggml's x86 CPU kernels (AVX2 and up),
 // for --quality (dot_ggml_x86.cpp). Bit-identical to what llama.cpp computes

@@ -24,6 +24,7 @@
 #include "quant/iq2_xxs_tables.h"
 #include "quant/iq3_tables.h"
 #include "quant/quant.h"
+#include "quant/iq4_values.h"
 #include "quant/mxfp4.h"
 
 namespace ds4::quant {
@@ -187,6 +188,57 @@ float dot_q6_K_q8_K(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) {
   return sumf;
 }
 
+// ---- Q3_K x Q8_K ----
+//
+// The unsigned codes u = q + 4 (0..7) times x by vpmaddubsw, each 16-element
+// sub-block's pairs times its signed scale by vpmaddwd, the 4 * sc * sum(x) of
+// the offset taken off through the activation's 16-sums: the scalar
+// reference's integer sum, then its float term. The sub-blocks pair up in
+// lanes as Q6_K's, so its scale spreading patterns serve here too.
+
+// The 16 scales sc - 32 of a block as int8 (bytes j of the result).
+inline __m128i q3_K_signed_scales(const uint8_t* packed) {
+  constexpr uint32_t kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  // Low nibbles: bytes 0..3 give scales 0..3 (low) and 8..11 (high), bytes
+  // 4..7 scales 4..7 and 12..15; bytes 8..11 give the top bit pairs of scale
+  // j % 4 + 4m at bits 2m.
+  const uint32_t sc[4] = {(u[0] & kLow4) | ((u[2] & kLow2) << 4), (u[1] & kLow4) | (((u[2] >> 2) & kLow2) << 4),
+                          ((u[0] >> 4) & kLow4) | (((u[2] >> 4) & kLow2) << 4),
+                          ((u[1] >> 4) & kLow4) | (((u[2] >> 6) & kLow2) << 4)};
+  return _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)), _mm_set1_epi8(32));
+}
+
+float dot_q3_K_q8_K(int64_t n, const BlockQ3_K* w, const BlockQ8_K* x) {
+  const __m256i low2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const __m128i sc = q3_K_signed_scales(w[i].scales);
+    const __m256i scales = _mm256_broadcastsi128_si256(sc);
+    const __m256i hmask = load256(w[i].hmask);
+    __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qs = load256(w[i].qs + 32 * h);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        // Elements 128h + 32k + l: bits 2k of qs byte l, bit 4h + k of hmask byte l.
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hmask, 4 * h + k), one);
+        const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), low2),
+                                          _mm256_slli_epi16(high, 2));
+        const __m256i prod = _mm256_maddubs_epi16(u, load256(x[i].qs + 128 * h + 32 * k));
+        const __m256i scale = _mm256_srai_epi16(_mm256_shuffle_epi8(scales, load256(kQ6ScaleHigh[4 * h + k])), 8);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale));
+      }
+    }
+    const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), load256(x[i].bsums));  // sum sc * 16-sums
+    const int isum = hsum_i32(acc) - 4 * hsum_i32(offset);
+    sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(isum);
+  }
+  return sumf;
+}
+
 // ---- Q4_K x Q8_K ----
 //
 // One integer sum per block, one float term (the scalar reference's order).
@@ -198,6 +250,38 @@ float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
     __m256i isum, msum;
     q4_K_block_parts(w[i], x[i], isum, msum);
     sumf += k_block_value(w[i], x[i], hsum_i32(isum), hsum_i32(msum));
+  }
+  return sumf;
+}
+
+// ---- Q5_K x Q8_K ----
+//
+// As Q4_K, with the fifth bit of sub-block s (bit s of qh byte l) added to
+// the nibbles: codes 0..31, so vpmaddubsw pairs stay below 2 * 31 * 128.
+
+float dot_q5_K_q8_K(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const Q4KScales s = unpack_q4_K_scales(w[i].scales);
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
+    const __m256i mins_dup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+    const __m256i msum = _mm256_madd_epi16(mins_dup, load256(x[i].bsums));
+    const __m256i qh = load256(w[i].qh);
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q4 = load256(w[i].qs + 32 * c);
+      const __m256i hi_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4);
+      const __m256i hi_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q4, low4), hi_lo);
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4), hi_hi);
+      acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(x[i].qs + 64 * c)),
+                                                          _mm256_set1_epi16(s.scale[2 * c])));
+      acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(x[i].qs + 64 * c + 32)),
+                                                          _mm256_set1_epi16(s.scale[2 * c + 1])));
+    }
+    sumf += k_block_value(w[i], x[i], hsum_i32(_mm256_add_epi32(acc[0], acc[1])), hsum_i32(msum));
   }
   return sumf;
 }
@@ -400,6 +484,54 @@ float dot_iq3_s_q8_K(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x) {
   return sumf;
 }
 
+// ---- IQ4_NL x Q8_0, IQ4_XS x Q8_K ----
+//
+// The table values (-127..113) by pshufb of the nibbles, widened to int16 with
+// the activation so -128 activations stay exact (the abs/sign maddubs trick
+// would overflow on them): each sub-block's exact integer sum, then the
+// scalar reference's float terms.
+
+// Sum of value[q] * x over one 32-element sub-block (16 bytes of nibbles:
+// elements 0..15 low, 16..31 high) as 8 int32 lanes.
+inline __m256i iq4_sub_block(const uint8_t* qs, const int8_t* x, __m256i table) {
+  const __m128i q = load128(qs), low4 = _mm_set1_epi8(0x0f);
+  const __m256i idx = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
+  const __m256i v = _mm256_shuffle_epi8(table, idx);
+  const __m256i xv = load256(x);
+  const __m256i lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)),
+                                       _mm256_cvtepi8_epi16(_mm256_castsi256_si128(xv)));
+  const __m256i hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)),
+                                       _mm256_cvtepi8_epi16(_mm256_extracti128_si256(xv, 1)));
+  return _mm256_add_epi32(lo, hi);
+}
+
+float dot_iq4_nl_q8_0(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x) {
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues.data()));
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    const float d = f16_value(x[i].d) * f16_value(w[i].d);
+    sumf += d * static_cast<float>(hsum_i32(iq4_sub_block(w[i].qs, x[i].qs, table)));
+  }
+  return sumf;
+}
+
+float dot_iq4_xs_q8_K(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x) {
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues.data()));
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i acc = _mm256_setzero_si256();
+    uint32_t h = w[i].scales_h;
+#pragma GCC unroll 8
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      const int ls = ((w[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((h >> (2 * ib)) & 3) << 4);
+      const __m256i sub = iq4_sub_block(w[i].qs + 16 * ib, x[i].qs + 32 * ib, table);
+      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(sub, _mm256_set1_epi32(ls - 32)));
+    }
+    sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(hsum_i32(acc));
+  }
+  return sumf;
+}
+
 // ---- Float formats ----
 
 // Loads of 8 weights as f32; `tail` variants read only the first `count`.
@@ -452,6 +584,7 @@ extern const DotKernels kDotAvx2 = {
     dot_mxfp4_q8_0,   dot_f16_f32,   dot_bf16_f32,  dot_f32_f32, dot_q6_K_q8_K,
     dot_iq2_xs_q8_K,  dot_iq1_m_q8_K, dot_iq1_s_q8_K,
     dot_iq3_xxs_q8_K, dot_iq3_s_q8_K,
+    dot_q3_K_q8_K,    dot_q5_K_q8_K, dot_iq4_nl_q8_0, dot_iq4_xs_q8_K,
 };
 
 // The AVX-512 levels' Q6_K kernel (no wider one yet).
@@ -461,5 +594,9 @@ float dot_iq1_m_q8_K_avx2(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x) { 
 float dot_iq1_s_q8_K_avx2(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x) { return dot_iq1_s_q8_K(n, w, x); }
 float dot_iq3_xxs_q8_K_avx2(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x) { return dot_iq3_xxs_q8_K(n, w, x); }
 float dot_iq3_s_q8_K_avx2(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x) { return dot_iq3_s_q8_K(n, w, x); }
+float dot_q3_K_q8_K_avx2(int64_t n, const BlockQ3_K* w, const BlockQ8_K* x) { return dot_q3_K_q8_K(n, w, x); }
+float dot_q5_K_q8_K_avx2(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x) { return dot_q5_K_q8_K(n, w, x); }
+float dot_iq4_nl_q8_0_avx2(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x) { return dot_iq4_nl_q8_0(n, w, x); }
+float dot_iq4_xs_q8_K_avx2(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x) { return dot_iq4_xs_q8_K(n, w, x); }
 
 }  // namespace ds4::quant

@@ -903,6 +903,10 @@ extern const DotKernels kDotAvx512 = {
     dot_iq1_s_q8_K_avx2,
     dot_iq3_xxs_q8_K_avx2,
     dot_iq3_s_q8_K_avx2,
+    dot_q3_K_q8_K_avx2,
+    dot_q5_K_q8_K_avx2,
+    dot_iq4_nl_q8_0_avx2,
+    dot_iq4_xs_q8_K_avx2,
 };
 
 extern const DotKernels kDotAvx512Vnni = {
@@ -921,6 +925,10 @@ extern const DotKernels kDotAvx512Vnni = {
     dot_iq1_s_q8_K_avx2,
     dot_iq3_xxs_q8_K_avx2,
     dot_iq3_s_q8_K_avx2,
+    dot_q3_K_q8_K_avx2,
+    dot_q5_K_q8_K_avx2,
+    dot_iq4_nl_q8_0_avx2,
+    dot_iq4_xs_q8_K_avx2,
 };
 
 // The avx512vnni kernels, but IQ2_XXS with its grid in registers (VBMI).
@@ -940,6 +948,10 @@ extern const DotKernels kDotAvx512Vbmi = {
     dot_iq1_s_q8_K_avx2,
     dot_iq3_xxs_q8_K_avx2,
     dot_iq3_s_q8_K_avx2,
+    dot_q3_K_q8_K_avx2,
+    dot_q5_K_q8_K_avx2,
+    dot_iq4_nl_q8_0_avx2,
+    dot_iq4_xs_q8_K_avx2,
 };
 
 namespace avx512_detail {

@@ -14,6 +14,7 @@
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_block_sum.h"
 #include "quant/iq3_tables.h"
+#include "quant/iq4_values.h"
 #include "quant/k_scales.h"
 #include "quant/mxfp4.h"
 #include "quant/quant.h"
@@ -280,6 +281,76 @@ float dot_iq3_s_q8_K_scalar(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x) 
   return sum;
 }
 
+float dot_q3_K_q8_K_scalar(int64_t n, const BlockQ3_K* w, const BlockQ8_K* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int8_t sc[kQK_K / 16];
+    int8_t q[kQK_K];
+    q3_K_scales(w[i], sc);
+    q3_K_values(w[i], q);
+    int isum = 0;
+    for (int sub = 0; sub < kQK_K / 16; ++sub) {
+      int group = 0;
+      for (int e = 16 * sub; e < 16 * sub + 16; ++e) group += q[e] * x[i].qs[e];
+      isum += sc[sub] * group;
+    }
+    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+float dot_q5_K_q8_K_scalar(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint8_t q[kQK_K];
+    q5_K_codes(w[i], q);
+    int isum = 0;
+    int min_sum = 0;
+    for (int sub = 0; sub < 8; ++sub) {
+      const ScaleMin6 sm = unpack_q4_K_scale_min(sub, w[i].scales);
+      min_sum += (x[i].bsums[2 * sub] + x[i].bsums[2 * sub + 1]) * sm.min;
+      int group = 0;
+      for (int e = 32 * sub; e < 32 * sub + 32; ++e) group += q[e] * x[i].qs[e];
+      isum += sm.scale * group;
+    }
+    const float dall = x[i].d * f16_to_f32(w[i].d);
+    const float dmin = x[i].d * f16_to_f32(w[i].dmin);
+    sum += dall * static_cast<float>(isum) - dmin * static_cast<float>(min_sum);
+  }
+  return sum;
+}
+
+float dot_iq4_nl_q8_0_scalar(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    const float d = f16_to_f32(x[i].d) * f16_to_f32(w[i].d);
+    int isum = 0;
+    for (int j = 0; j < kQK8_0 / 2; ++j) {
+      isum += x[i].qs[j] * kIq4nlValues[w[i].qs[j] & 0xf] + x[i].qs[j + kQK8_0 / 2] * kIq4nlValues[w[i].qs[j] >> 4];
+    }
+    sum += d * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+float dot_iq4_xs_q8_K_scalar(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int sc[kQK_K / 32];
+    iq4_xs_scales(w[i], sc);
+    int isum = 0;
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      const uint8_t* qs = w[i].qs + 16 * ib;
+      const int8_t* q8 = x[i].qs + 32 * ib;
+      int group = 0;
+      for (int j = 0; j < 16; ++j) group += q8[j] * kIq4nlValues[qs[j] & 0xf] + q8[j + 16] * kIq4nlValues[qs[j] >> 4];
+      isum += sc[ib] * group;
+    }
+    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
 extern const DotKernels kDotScalar = {
     "scalar",
     dot_q8_0_q8_0_scalar,
@@ -296,6 +367,10 @@ extern const DotKernels kDotScalar = {
     dot_iq1_s_q8_K_scalar,
     dot_iq3_xxs_q8_K_scalar,
     dot_iq3_s_q8_K_scalar,
+    dot_q3_K_q8_K_scalar,
+    dot_q5_K_q8_K_scalar,
+    dot_iq4_nl_q8_0_scalar,
+    dot_iq4_xs_q8_K_scalar,
 };
 
 }  // namespace ds4::quant

@@ -28,6 +28,10 @@ bool dequantize_supported(GgmlType type) {
     case GgmlType::MXFP4:
     case GgmlType::IQ3_XXS:
     case GgmlType::IQ3_S:
+    case GgmlType::Q3_K:
+    case GgmlType::Q5_K:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
       return true;
     default:
       return false;
@@ -75,6 +79,10 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::MXFP4: dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n); break;
     case GgmlType::IQ3_XXS: dequantize_row_iq3_xxs(static_cast<const BlockIQ3_XXS*>(src), dst, n); break;
     case GgmlType::IQ3_S: dequantize_row_iq3_s(static_cast<const BlockIQ3_S*>(src), dst, n); break;
+    case GgmlType::Q3_K: dequantize_row_q3_K(static_cast<const BlockQ3_K*>(src), dst, n); break;
+    case GgmlType::Q5_K: dequantize_row_q5_K(static_cast<const BlockQ5_K*>(src), dst, n); break;
+    case GgmlType::IQ4_NL: dequantize_row_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n); break;
+    case GgmlType::IQ4_XS: dequantize_row_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n); break;
     default: break;
   }
 }
@@ -112,6 +120,10 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n, const f
     case GgmlType::MXFP4: quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n); break;
     case GgmlType::IQ3_XXS: quantize_row_iq3_xxs(src, static_cast<BlockIQ3_XXS*>(dst), n, importance); break;
     case GgmlType::IQ3_S: quantize_row_iq3_s(src, static_cast<BlockIQ3_S*>(dst), n, importance); break;
+    case GgmlType::Q3_K: quantize_row_q3_K(src, static_cast<BlockQ3_K*>(dst), n, importance); break;
+    case GgmlType::Q5_K: quantize_row_q5_K(src, static_cast<BlockQ5_K*>(dst), n, importance); break;
+    case GgmlType::IQ4_NL: quantize_row_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n, importance); break;
+    case GgmlType::IQ4_XS: quantize_row_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n, importance); break;
     default: break;
   }
 }

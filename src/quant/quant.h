@@ -16,21 +16,23 @@
 namespace ds4::quant {
 
 // n elements (a multiple of the type's block size) of F32, F16, BF16, Q8_0,
-// Q8_K, Q2_K, Q4_K, Q6_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M, IQ3_XXS, IQ3_S or MXFP4 -> f32. Throws ds4::Error for other types
+// Q8_K, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_NL, IQ4_XS or
+// MXFP4 -> f32. Throws ds4::Error for other types
 // or a bad n.
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
 // f32 -> type, for every type dequantize_row supports except Q8_K (use
 // quantize_row_q8_K). `importance` (length n, may be null) weights each
 // element's squared error like ggml's imatrix quant_weights; used by Q2_K,
-// Q4_K, Q6_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M, IQ3_XXS and IQ3_S, ignored by the others. Without
-// importance Q2_K/Q4_K use ggml's plain reference quantizers, IQ1_M, IQ3_XXS and IQ3_S weight
-// each element by x^2 as ggml does; IQ2_XXS, IQ2_XS and IQ1_S (which ggml refuses without an
+// Q3_K, Q4_K, Q5_K, Q6_K and the IQ types, ignored by the others. Without importance the K-quants
+// use ggml's plain reference quantizers; IQ1_M, IQ3_XXS, IQ3_S, IQ4_NL and IQ4_XS weight each
+// element by x^2 as ggml does; IQ2_XXS, IQ2_XS and IQ1_S (which ggml refuses without an
 // imatrix) use uniform importance, since one row carries no column
 // statistics (ds4's column weight-energy fallback is in quantize_rows). Throws
 // ds4::Error for unsupported types or a bad n. Bit-identical to ggml's
-// quantize_q2_K / quantize_q4_K / quantize_q6_K / quantize_iq2_xxs / quantize_iq2_xs / quantize_iq1_s /
-// quantize_iq1_m / quantize_iq3_xxs / quantize_iq3_s / quantize_row_*_ref.
+// quantize_q2_K .. quantize_q6_K / quantize_iq2_xxs / quantize_iq2_xs / quantize_iq3_xxs /
+// quantize_iq3_s / quantize_iq1_s / quantize_iq1_m / quantize_iq4_nl / quantize_iq4_xs /
+// quantize_row_*_ref.
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n,
                   const float* importance = nullptr);
 bool quantize_supported(GgmlType type);
@@ -88,6 +90,22 @@ void quantize_row_mxfp4(const float* x, BlockMXFP4* y, int64_t n);
 // imatrix, unlike IQ2_XXS).
 void quantize_row_iq3_xxs(const float* x, BlockIQ3_XXS* y, int64_t n, const float* importance);
 void quantize_row_iq3_s(const float* x, BlockIQ3_S* y, int64_t n, const float* importance);
+void dequantize_row_q3_K(const BlockQ3_K* x, float* y, int64_t n);
+void quantize_row_q3_K(const float* x, BlockQ3_K* y, int64_t n, const float* importance);
+// The 16 signed sub-block scales sc - 32 (-32..31) and the 256 signed values
+// q - 4 (-4..3) of a Q3_K block, in element order.
+void q3_K_scales(const BlockQ3_K& b, int8_t* sc);
+void q3_K_values(const BlockQ3_K& b, int8_t* q);
+void dequantize_row_q5_K(const BlockQ5_K* x, float* y, int64_t n);
+void quantize_row_q5_K(const float* x, BlockQ5_K* y, int64_t n, const float* importance);
+// The 256 codes 0..31 of a Q5_K block, in element order.
+void q5_K_codes(const BlockQ5_K& b, uint8_t* q);
+void dequantize_row_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n);
+void quantize_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n, const float* importance);
+void dequantize_row_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n);
+void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n, const float* importance);
+// The 8 sub-block scales ls - 32 (-32..31) of an IQ4_XS block.
+void iq4_xs_scales(const BlockIQ4_XS& b, int* sc);
 
 // ---- Activation quantizers ----
 //

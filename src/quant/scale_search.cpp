@@ -194,4 +194,53 @@ float fit_signed_scale(int n, int nmax, const float* x, int8_t* L, const float* 
   return scale;
 }
 
+float fit_signed_scale_descent(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  const float iscale = -nmax / max;
+  // L holds the signed codes during the search, offset by nmax at the end.
+  float sum_xl = 0, sum_l2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sum_xl += w * x[i] * l;
+    sum_l2 += w * l * l;
+  }
+  for (int round = 0; round < 5; ++round) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sum_xl - w * x[i] * L[i];
+      if (slx > 0) {
+        float sl2 = sum_l2 - w * L[i] * L[i];
+        const int new_l = std::max(-nmax, std::min(nmax - 1, nearest_int(x[i] * sl2 / slx)));
+        if (new_l != L[i]) {
+          slx += w * x[i] * new_l;
+          sl2 += w * new_l * new_l;
+          if (sl2 > 0 && slx * slx * sum_l2 > sum_xl * sum_xl * sl2) {
+            L[i] = static_cast<int8_t>(new_l);
+            sum_xl = slx;
+            sum_l2 = sl2;
+            ++changed;
+          }
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return sum_l2 > 0.0f ? sum_xl / sum_l2 : 0.0f;
+}
+
 }  // namespace ds4::quant

@@ -32,6 +32,12 @@ float fit_nonneg_scale(int n, int nmax, const float* x, uint8_t* L, const float*
 // scale (0 and all codes 0 for an all-zero group, as ggml).
 float fit_signed_scale(int n, int nmax, const float* x, int8_t* L, const float* weights);
 
+// ggml's make_q3_quants with do_rmse: codes L[i] - nmax in [-nmax, nmax - 1]
+// for x[i] ~= scale * (L[i] - nmax), starting from -nmax/max, then up to 5
+// rounds of coordinate descent on single codes, weights x[i]^2. Returns the
+// least-squares scale (0 and all codes 0 for an all-zero group, as ggml).
+float fit_signed_scale_descent(int n, int nmax, const float* x, int8_t* L);
+
 // Below this a group's maximum counts as zero (ggml's GROUP_MAX_EPS).
 inline constexpr float kGroupMaxEps = 1e-15f;
 

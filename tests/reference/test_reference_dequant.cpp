@@ -143,7 +143,11 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{GgmlType::IQ1_S, 4096, {0}, {}},        // d at 0
                     Case{GgmlType::MXFP4, 8192, {}, {0}},        // e at 0
                     Case{GgmlType::IQ3_XXS, 4096, {0}, {}},      // d at 0
-                    Case{GgmlType::IQ3_S, 4096, {0}, {}}),       // d at 0
+                    Case{GgmlType::IQ3_S, 4096, {0}, {}},        // d at 0
+                    Case{GgmlType::Q3_K, 4096, {108}, {}},       // d at 108
+                    Case{GgmlType::Q5_K, 4096, {0, 2}, {}},      // d at 0, dmin at 2
+                    Case{GgmlType::IQ4_NL, 8192, {0}, {}},       // d at 0
+                    Case{GgmlType::IQ4_XS, 4096, {0}, {}}),      // d at 0
     case_name);
 
 // ggml (v0.4.0) has no to_float for Q8_K, an activation-only format, so it cannot

@@ -14,10 +14,10 @@
 //                64 greedy tokens identical.
 //   other mixes: top-1 agreement >= 99 % and mean KL(ref || ours) <= 1e-3
 //                (measured: >= 639/640 and <= 6e-11, most bit-identical);
-//                bf16, llama-convert, q6_K and iq3_xxs (kernels not replicated or not
-//                confirmed yet, see has_unconfirmed_kernels) and any mix on a
-//                CPU without AVX-512: top-1 >= 80 % and KL <= 0.02, a
-//                regression guard.
+//                bf16, llama-convert, q6_K, iq3_xxs, q3_K, q5_K and iq4_xs
+//                (kernels not replicated or not confirmed yet, see
+//                has_unconfirmed_kernels) and any mix on a CPU without
+//                AVX-512: top-1 >= 80 % and KL <= 0.02, a regression guard.
 // With DS4_PARITY_SELF=1 also printed, not asserted: llama.cpp against
 // itself decoding token by token, which takes other kernels (vec_dot instead
 // of tinyBLAS / IQP) and lands much further away on the quantised mixes.
@@ -114,11 +114,12 @@ bool replicated_kernels() {
 
 // Mixes with matrices whose ggml kernels --quality does not replicate yet
 // (see the guard in QualityLogitsMatchLlamaCpp): BF16 (replicated, not yet
-// confirmed on an AVX512-BF16 CPU), Q6_K and IQ3_XXS/IQ3_S (ggml's vec_dot
-// float orders).
+// confirmed on an AVX512-BF16 CPU) and Q6_K, IQ3_XXS / IQ3_S, Q3_K, Q5_K,
+// IQ4_XS / IQ4_NL (ggml's vec_dot float orders for them).
 bool has_unconfirmed_kernels(model::QuantMix mix) {
-  return mix == model::QuantMix::Bf16 || mix == model::QuantMix::LlamaConvert || mix == model::QuantMix::Q6_K ||
-         mix == model::QuantMix::Iq3Xxs;
+  using M = model::QuantMix;
+  return mix == M::Bf16 || mix == M::LlamaConvert || mix == M::Q6_K || mix == M::Iq3Xxs || mix == M::Q3_K ||
+         mix == M::Q5_K || mix == M::Iq4Xs;
 }
 
 struct Case {
@@ -244,7 +245,7 @@ TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
     // --quality does not replicate (or not confirmed yet): only a regression
     // guard.
     std::printf("[parity] %s: llama.cpp's kernels differ from the replicated ones; guard only\n",
-                replicated_kernels() ? "BF16, Q6_K or IQ3 weights" : "no AVX-512");
+                replicated_kernels() ? "BF16 or unreplicated K/IQ weights" : "no AVX-512");
     EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.80 * n)));
     EXPECT_LE(c.mean_kl, 0.02);
   }
@@ -287,7 +288,8 @@ std::vector<Case> all_cases() {
   for (size_t c = 0; c < configs().size(); ++c)
     for (auto mix : {model::QuantMix::F32, model::QuantMix::F16, model::QuantMix::Q8_0, model::QuantMix::Mxfp4,
                      model::QuantMix::Ds4Q2, model::QuantMix::Ds4Q4, model::QuantMix::Bf16,
-                     model::QuantMix::LlamaConvert, model::QuantMix::Q6_K, model::QuantMix::Iq3Xxs})
+                     model::QuantMix::LlamaConvert, model::QuantMix::Q6_K, model::QuantMix::Iq3Xxs,
+                     model::QuantMix::Q3_K, model::QuantMix::Q5_K, model::QuantMix::Iq4Xs})
       v.push_back({c, mix});
   return v;
 }

@@ -160,6 +160,43 @@ void fill_q6_K(BlockQ6_K& b, Rng& rng, bool extreme_scale = false) {
   for (uint8_t& q : b.qh) q = saturate < 2 ? uint8_t{0xff} : random_byte(rng);
 }
 
+void fill_q3_K(BlockQ3_K& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  // Occasionally every code and scale at one end (values -4 / 3, scales -32 / 31).
+  const int saturate = std::uniform_int_distribution<int>(0, 7)(rng);
+  const uint8_t fixed = saturate == 0 ? uint8_t{0x00} : uint8_t{0xff};
+  for (uint8_t& q : b.hmask) q = saturate < 2 ? fixed : random_byte(rng);
+  for (uint8_t& q : b.qs) q = saturate < 2 ? fixed : random_byte(rng);
+  for (uint8_t& s : b.scales) s = saturate < 2 ? fixed : random_byte(rng);
+}
+
+void fill_q5_K(BlockQ5_K& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  b.dmin = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  for (uint8_t& s : b.scales) s = random_byte(rng);
+  // Occasionally all-maximal codes (31) and scales.
+  const bool saturate = std::uniform_int_distribution<int>(0, 7)(rng) == 0;
+  for (uint8_t& q : b.qs) q = saturate ? uint8_t{0xff} : random_byte(rng);
+  for (uint8_t& q : b.qh) q = saturate ? uint8_t{0xff} : random_byte(rng);
+  if (saturate) std::memset(b.scales, 0xff, sizeof(b.scales));
+}
+
+void fill_iq4_nl(BlockIQ4_NL& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  // Occasionally every index 0 (value -127, the largest magnitude).
+  const bool saturate = std::uniform_int_distribution<int>(0, 7)(rng) == 0;
+  for (uint8_t& q : b.qs) q = saturate ? uint8_t{0} : random_byte(rng);
+}
+
+void fill_iq4_xs(BlockIQ4_XS& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  // Occasionally every index 0 and every scale code 0 (ls - 32 = -32).
+  const bool saturate = std::uniform_int_distribution<int>(0, 7)(rng) == 0;
+  b.scales_h = saturate ? uint16_t{0} : static_cast<uint16_t>(rng());
+  for (uint8_t& s : b.scales_l) s = saturate ? uint8_t{0} : random_byte(rng);
+  for (uint8_t& q : b.qs) q = saturate ? uint8_t{0} : random_byte(rng);
+}
+
 void fill_iq2_xxs(BlockIQ2_XXS& b, Rng& rng, bool extreme_scale = false) {
   b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
   for (uint16_t& q : b.qs) q = static_cast<uint16_t>(rng());
@@ -274,6 +311,75 @@ Truth truth_q4_K(int64_t nb, const BlockQ4_K* w, const BlockQ8_K* x) {
       const uint8_t byte = w[i].qs[32 * chunk + within];
       const int code = (sub % 2 == 0) ? (byte & 15) : (byte >> 4);
       t.add(f16d(w[i].d) * sc * code, f16d(w[i].dmin) * m, act(x[i], e));
+    }
+  }
+  return t;
+}
+
+// Q3_K from its layout (ggml's block_q3_K): element 128h + 32k + l has its low
+// two bits at 2k of qs[32h + l] and its third bit at bit e/32 of hmask[l];
+// value d * (sc - 32) * (q - 4), scale j's low nibble in scales[j % 8] (high
+// nibble for j >= 8), its top two bits at 2(j/4) of scales[8 + j % 4].
+Truth truth_q3_K(int64_t nb, const BlockQ3_K* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int e = 0; e < kQK_K; ++e) {
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32, j = e / 16;
+      const int q = ((w[i].qs[32 * h + l] >> (2 * k)) & 3) | (((w[i].hmask[l] >> (e / 32)) & 1) << 2);
+      const int low = j < 8 ? (w[i].scales[j] & 15) : (w[i].scales[j - 8] >> 4);
+      const int sc = low | (((w[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+      t.add(f16d(w[i].d) * (sc - 32) * (q - 4), 0, act(x[i], e));
+    }
+  }
+  return t;
+}
+
+// Q5_K: Q4_K's nibbles and scales, plus the fifth bit of element 32s + l at
+// bit s of qh[l].
+Truth truth_q5_K(int64_t nb, const BlockQ5_K* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* p = w[i].scales;
+    for (int e = 0; e < kQK_K; ++e) {
+      const int sub = e / 32, chunk = e / 64, within = e % 32;
+      const int sc = sub < 4 ? (p[sub] & 63) : ((p[sub + 4] & 15) | ((p[sub - 4] >> 6) << 4));
+      const int m = sub < 4 ? (p[sub + 4] & 63) : ((p[sub + 4] >> 4) | ((p[sub] >> 6) << 4));
+      const uint8_t byte = w[i].qs[32 * chunk + within];
+      const int code = ((sub % 2 == 0) ? (byte & 15) : (byte >> 4)) + 16 * ((w[i].qh[within] >> sub) & 1);
+      t.add(f16d(w[i].d) * sc * code, f16d(w[i].dmin) * m, act(x[i], e));
+    }
+  }
+  return t;
+}
+
+// ggml's kvalues_iq4nl, the table IQ4_NL / IQ4_XS index.
+constexpr int kIq4Table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// IQ4_NL: element j < 16 indexes by the low nibble of qs[j], j >= 16 by the
+// high nibble of qs[j - 16]; value d * table[q].
+Truth truth_iq4_nl(int64_t nb, const BlockIQ4_NL* w, const BlockQ8_0* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int e = 0; e < 32; ++e) {
+      const int q = e < 16 ? (w[i].qs[e] & 15) : (w[i].qs[e - 16] >> 4);
+      t.add(f16d(w[i].d) * kIq4Table[q], 0, act(x[i], e));
+    }
+  }
+  return t;
+}
+
+// IQ4_XS: sub-block s (32 elements) as IQ4_NL over qs[16s..16s+15], scale
+// d * (ls - 32) with ls's low nibble in scales_l[s / 2] (high nibble for odd
+// s) and its top two bits at 2s of scales_h.
+Truth truth_iq4_xs(int64_t nb, const BlockIQ4_XS* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int e = 0; e < kQK_K; ++e) {
+      const int s = e / 32, j = e % 32;
+      const int ls = ((w[i].scales_l[s / 2] >> (4 * (s % 2))) & 15) | (((w[i].scales_h >> (2 * s)) & 3) << 4);
+      const uint8_t byte = w[i].qs[16 * s + (j % 16)];
+      const int q = j < 16 ? (byte & 15) : (byte >> 4);
+      t.add(f16d(w[i].d) * (ls - 32) * kIq4Table[q], 0, act(x[i], e));
     }
   }
   return t;
@@ -465,6 +571,12 @@ const Format<BlockIQ3_XXS, BlockQ8_K> kIq3Xxs{"iq3_xxs", kQK_K, &DotKernels::iq3
 const Format<BlockIQ3_S, BlockQ8_K> kIq3S{"iq3_s", kQK_K, &DotKernels::iq3_s_q8_K, fill_iq3_s, fill_q8_K, truth_iq3_s};
 const Format<BlockMXFP4, BlockQ8_0> kMxfp4{"mxfp4", kQKMxfp4, &DotKernels::mxfp4_q8_0, fill_mxfp4, fill_q8_0,
                                            truth_mxfp4};
+const Format<BlockQ3_K, BlockQ8_K> kQ3_K{"q3_K", kQK_K, &DotKernels::q3_K_q8_K, fill_q3_K, fill_q8_K, truth_q3_K};
+const Format<BlockQ5_K, BlockQ8_K> kQ5_K{"q5_K", kQK_K, &DotKernels::q5_K_q8_K, fill_q5_K, fill_q8_K, truth_q5_K};
+const Format<BlockIQ4_NL, BlockQ8_0> kIq4Nl{"iq4_nl", kQK8_0, &DotKernels::iq4_nl_q8_0, fill_iq4_nl, fill_q8_0,
+                                            truth_iq4_nl};
+const Format<BlockIQ4_XS, BlockQ8_K> kIq4Xs{"iq4_xs", kQK_K, &DotKernels::iq4_xs_q8_K, fill_iq4_xs, fill_q8_K,
+                                            truth_iq4_xs};
 
 // Block counts: odd ones, and ones around the 4- and 16-block groups the
 // 32-element kernels batch and the 8-block group K-quant rows end with.
@@ -537,6 +649,10 @@ TEST(DotKernelsIq1S, EqualScalarExactlyAndTruth) { check_format(kIq1S, 12, false
 TEST(DotKernelsMxfp4, EqualScalarExactlyAndTruth) { check_format(kMxfp4, 12, false); }
 TEST(DotKernelsIq3Xxs, EqualScalarExactlyAndTruth) { check_format(kIq3Xxs, 12, false); }
 TEST(DotKernelsIq3S, EqualScalarExactlyAndTruth) { check_format(kIq3S, 12, false); }
+TEST(DotKernelsQ3_K, EqualScalarExactlyAndTruth) { check_format(kQ3_K, 12, false); }
+TEST(DotKernelsQ5_K, EqualScalarExactlyAndTruth) { check_format(kQ5_K, 12, false); }
+TEST(DotKernelsIq4Nl, EqualScalarExactlyAndTruth) { check_format(kIq4Nl, 12, false); }
+TEST(DotKernelsIq4Xs, EqualScalarExactlyAndTruth) { check_format(kIq4Xs, 12, false); }
 
 // Any scale bit patterns (subnormal, huge, infinite; every E8M0 exponent):
 // overflow and NaN must come out exactly as in the scalar reference.
@@ -551,6 +667,10 @@ TEST(DotKernelsIq1S, ExtremeScalesEqualScalarExactly) { check_format(kIq1S, 3, t
 TEST(DotKernelsMxfp4, ExtremeScalesEqualScalarExactly) { check_format(kMxfp4, 3, true); }
 TEST(DotKernelsIq3Xxs, ExtremeScalesEqualScalarExactly) { check_format(kIq3Xxs, 3, true); }
 TEST(DotKernelsIq3S, ExtremeScalesEqualScalarExactly) { check_format(kIq3S, 3, true); }
+TEST(DotKernelsQ3_K, ExtremeScalesEqualScalarExactly) { check_format(kQ3_K, 3, true); }
+TEST(DotKernelsQ5_K, ExtremeScalesEqualScalarExactly) { check_format(kQ5_K, 3, true); }
+TEST(DotKernelsIq4Nl, ExtremeScalesEqualScalarExactly) { check_format(kIq4Nl, 3, true); }
+TEST(DotKernelsIq4Xs, ExtremeScalesEqualScalarExactly) { check_format(kIq4Xs, 3, true); }
 
 // -128 x -128 in every position: the product sign tricks overflow here.
 TEST(DotKernelsQ8_0, AllMinusOneTwentyEight) {

@@ -26,10 +26,10 @@ constexpr int64_t kCols = 512;  // two Q8_K super-blocks
 constexpr int64_t kRows = 37;   // not a multiple of the 16-row chunk
 constexpr int64_t kExperts = 3;
 
-const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,    GgmlType::Q8_0, GgmlType::Q2_K,
-                           GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
-                           GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
-                           GgmlType::MXFP4};
+const GgmlType kTypes[] = {GgmlType::F32,     GgmlType::F16,    GgmlType::BF16,    GgmlType::Q8_0,  GgmlType::Q2_K,
+                           GgmlType::Q3_K,    GgmlType::Q4_K,   GgmlType::Q5_K,    GgmlType::Q6_K,  GgmlType::IQ2_XXS,
+                           GgmlType::IQ2_XS,  GgmlType::IQ1_S,  GgmlType::IQ1_M,   GgmlType::IQ3_XXS, GgmlType::IQ3_S,
+                           GgmlType::IQ4_NL,  GgmlType::IQ4_XS, GgmlType::MXFP4};
 
 // A quantized weight tensor [kCols, kRows, n_experts] and the view on it.
 struct Weight {
@@ -71,7 +71,8 @@ std::vector<float> activation_as_dotted(GgmlType type, Numerics numerics, const 
       for (size_t i = 0; i < x.size(); ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
       return out;
     case GgmlType::Q8_0:
-    case GgmlType::MXFP4: {
+    case GgmlType::MXFP4:
+    case GgmlType::IQ4_NL: {
       std::vector<quant::BlockQ8_0> q(x.size() / quant::kQK8_0);
       if (quality) {
         quant::quantize_row_q8_0_act_ggml_x86(x.data(), q.data(), kCols);
@@ -302,11 +303,12 @@ TEST(Matvec, RejectsBadInput) {
   std::vector<float> y(kRows);
   EXPECT_THROW(matvec(w3.view, -1, x.data(), y.data(), Numerics::Default, nullptr), Error);
   EXPECT_THROW(matvec(w3.view, static_cast<int>(kExperts), x.data(), y.data(), Numerics::Default, nullptr), Error);
-  model::TensorView q4_0 = make_weight(GgmlType::Q8_0, kRows, 1, 62).view;
-  q4_0.type = GgmlType::Q4_0;
-  q4_0.row_bytes = *ggml_nbytes(GgmlType::Q4_0, kCols);
-  EXPECT_THROW(matvec(q4_0, -1, x.data(), y.data(), Numerics::Default, nullptr), Error);
-  EXPECT_THROW(activation_form(GgmlType::Q5_K, Numerics::Quality), Error);
+  // A ternary type (never in DeepSeek files): no dot kernel.
+  model::TensorView tq2_0 = make_weight(GgmlType::Q8_0, kRows, 1, 62).view;
+  tq2_0.type = GgmlType::TQ2_0;
+  tq2_0.row_bytes = *ggml_nbytes(GgmlType::TQ2_0, kCols);
+  EXPECT_THROW(matvec(tq2_0, -1, x.data(), y.data(), Numerics::Default, nullptr), Error);
+  EXPECT_THROW(activation_form(GgmlType::TQ1_0, Numerics::Quality), Error);
 }
 
 }  // namespace

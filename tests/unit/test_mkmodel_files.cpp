@@ -63,6 +63,11 @@ GgmlType expected_type(QuantMix mix, TensorFamily fam, uint64_t row_length) {
     if (row_length % 256 != 0) return GgmlType::F16;
     return fam == F::Embedding ? GgmlType::IQ3_S : GgmlType::IQ3_XXS;
   }
+  if (mix == QuantMix::Q3_K) return row_length % 256 == 0 ? GgmlType::Q3_K : GgmlType::F16;
+  if (mix == QuantMix::Q5_K) return row_length % 256 == 0 ? GgmlType::Q5_K : GgmlType::F16;
+  if (mix == QuantMix::Iq4Xs) {
+    return row_length % 256 == 0 ? GgmlType::IQ4_XS : row_length % 32 == 0 ? GgmlType::IQ4_NL : GgmlType::F16;
+  }
   if (mix == QuantMix::LlamaConvert) {
     // The converter keeps each checkpoint tensor's type: FP8 -> Q8_0, FP4
     // experts -> MXFP4, F32 and BF16 as they are.
@@ -180,7 +185,7 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Combine(testing::Values("tiny", "small"),
                      testing::Values(QuantMix::F32, QuantMix::F16, QuantMix::Q8_0, QuantMix::Ds4Q2, QuantMix::Ds4Q4,
                                      QuantMix::Mxfp4, QuantMix::Bf16, QuantMix::LlamaConvert, QuantMix::Q6_K,
-                                     QuantMix::Iq3Xxs)),
+                                     QuantMix::Iq3Xxs, QuantMix::Q3_K, QuantMix::Q5_K, QuantMix::Iq4Xs)),
     [](const auto& info) {
       std::string mix(quant_mix_name(std::get<1>(info.param)));
       for (char& c : mix)

@@ -18,8 +18,8 @@ namespace ds4::cpu {
 // Sources for the activation forms (see the table in matvec.h):
 //  - llama.cpp: ggml-cpu.c type_traits_cpu[].vec_dot_type gives the form each
 //    weight type is dotted with: F32->F32, F16->F16, BF16->BF16, Q8_0->Q8_0,
-//    MXFP4->Q8_0, Q2_K/Q4_K/Q6_K/IQ2_XXS/IQ2_XS/IQ1_S/IQ1_M/IQ3_XXS/IQ3_S->Q8_K. mul_mat converts the
-//    activation with that type's from_float: ggml_cpu_fp32_to_fp16 (F16C, round to nearest
+//    MXFP4/IQ4_NL->Q8_0, Q2_K..Q6_K/IQ2_XXS/IQ2_XS/IQ3_XXS/IQ3_S/IQ1_S/IQ1_M/IQ4_XS->Q8_K. mul_mat
+//    converts the activation with that type's from_float: ggml_cpu_fp32_to_fp16 (F16C, round to nearest
 //    even), ggml_cpu_fp32_to_bf16 (round to nearest even), quantize_row_q8_0
 //    (on x86 the AVX path: id = 127/amax, round half even; our
 //    quantize_row_q8_0_act_ggml_x86) and quantize_row_q8_K (arch/x86/quants.c
@@ -27,8 +27,9 @@ namespace ds4::cpu {
 //    reproduces).
 //  - ds4 (MODEL.md section 3): F16 weights are dotted with the f32 activation
 //    in float, no activation rounding; Q8_0 activations use
-//    lrintf(x * (1/d)) (quant::quantize_row_q8_0_act), also for MXFP4, which
-//    ds4 pairs with Q8_0 like llama.cpp; K-quants and IQ2_XXS take Q8_K.
+//    lrintf(x * (1/d)) (quant::quantize_row_q8_0_act), also for MXFP4 and
+//    IQ4_NL, which ds4 pairs with Q8_0 like llama.cpp; K-quants, IQ2_XXS and
+//    IQ4_XS take Q8_K.
 ActivationForm activation_form(GgmlType weight_type, Numerics numerics) {
   const bool quality = numerics == Numerics::Quality;
   switch (weight_type) {
@@ -36,7 +37,8 @@ ActivationForm activation_form(GgmlType weight_type, Numerics numerics) {
     case GgmlType::F16: return quality ? ActivationForm::F16Rounded : ActivationForm::F32;
     case GgmlType::BF16: return quality ? ActivationForm::BF16Rounded : ActivationForm::F32;
     case GgmlType::Q8_0:
-    case GgmlType::MXFP4: return ActivationForm::Q8_0;
+    case GgmlType::MXFP4:
+    case GgmlType::IQ4_NL: return ActivationForm::Q8_0;
     case GgmlType::Q2_K:
     case GgmlType::Q4_K:
     case GgmlType::Q6_K:
@@ -45,7 +47,10 @@ ActivationForm activation_form(GgmlType weight_type, Numerics numerics) {
     case GgmlType::IQ1_S:
     case GgmlType::IQ1_M:
     case GgmlType::IQ3_XXS:
-    case GgmlType::IQ3_S: return ActivationForm::Q8_K;
+    case GgmlType::IQ3_S:
+    case GgmlType::Q3_K:
+    case GgmlType::Q5_K:
+    case GgmlType::IQ4_XS: return ActivationForm::Q8_K;
     default: throw Error("matvec: no dot kernel for weight type " + std::string(ggml_type_name(weight_type)));
   }
 }
@@ -291,6 +296,14 @@ float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_
       return k.iq3_xxs_q8_K(n, reinterpret_cast<const BlockIQ3_XXS*>(row), static_cast<const BlockQ8_K*>(act));
     case GgmlType::IQ3_S:
       return k.iq3_s_q8_K(n, reinterpret_cast<const BlockIQ3_S*>(row), static_cast<const BlockQ8_K*>(act));
+    case GgmlType::Q3_K:
+      return k.q3_K_q8_K(n, reinterpret_cast<const BlockQ3_K*>(row), static_cast<const BlockQ8_K*>(act));
+    case GgmlType::Q5_K:
+      return k.q5_K_q8_K(n, reinterpret_cast<const BlockQ5_K*>(row), static_cast<const BlockQ8_K*>(act));
+    case GgmlType::IQ4_NL:
+      return k.iq4_nl_q8_0(n, reinterpret_cast<const BlockIQ4_NL*>(row), static_cast<const BlockQ8_0*>(act));
+    case GgmlType::IQ4_XS:
+      return k.iq4_xs_q8_K(n, reinterpret_cast<const BlockIQ4_XS*>(row), static_cast<const BlockQ8_K*>(act));
     default: return 0;  // activation_form() rejected the type earlier
   }
 }

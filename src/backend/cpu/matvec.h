@@ -10,7 +10,9 @@
 //   BF16       f32                                bf16-rounded f32
 //   Q8_0       Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
 //   MXFP4      Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
+//   IQ4_NL     Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
 //   Q2_K, Q4_K, IQ2_XXS   Q8_K                    Q8_K (same codes)
+//   Q3_K, Q5_K, Q6_K, IQ4_XS   Q8_K               Q8_K (same codes)
 #pragma once
 
 #include <cstdint>
