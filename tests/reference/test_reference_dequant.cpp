@@ -138,7 +138,11 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{GgmlType::Q4_K, 4096, {0, 2}, {}},      // d at 0, dmin at 2
                     Case{GgmlType::Q6_K, 4096, {208}, {}},       // d at 208
                     Case{GgmlType::IQ2_XXS, 4096, {0}, {}},      // d at 0
-                    Case{GgmlType::MXFP4, 8192, {}, {0}}),       // e at 0
+                    Case{GgmlType::MXFP4, 8192, {}, {0}},        // e at 0
+                    Case{GgmlType::Q4_0, 8192, {0}, {}},         // d at 0
+                    Case{GgmlType::Q4_1, 8192, {0, 2}, {}},      // d at 0, m at 2
+                    Case{GgmlType::Q5_0, 8192, {0}, {}},         // d at 0
+                    Case{GgmlType::Q5_1, 8192, {0, 2}, {}}),     // d at 0, m at 2
     case_name);
 
 // ggml (v0.4.0) has no to_float for Q8_K, an activation-only format, so it cannot

@@ -232,7 +232,7 @@ TEST(QuantBlocks, PlainTypes) {
 TEST(QuantBlocks, RejectsBadInput) {
   float y[64] = {};
   uint8_t buf[512] = {};
-  EXPECT_THROW(dequantize_row(GgmlType::Q4_0, buf, y, 32), Error);
+  EXPECT_THROW(dequantize_row(GgmlType::TQ1_0, buf, y, 256), Error);
   EXPECT_THROW(dequantize_row(GgmlType::Q8_0, buf, y, 33), Error);
   EXPECT_THROW(dequantize_row(GgmlType::Q2_K, buf, y, 128), Error);
   EXPECT_THROW(quantize_row(GgmlType::Q8_K, y, buf, 256), Error);
