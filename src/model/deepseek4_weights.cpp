@@ -16,9 +16,14 @@ constexpr GgmlType kI32Only[] = {GgmlType::I32};
 // output, ffn_gate_inp, ...) in BF16.
 // Q6_K: llama-quantize's K-quant presets put it on output, token_embd and
 // some attention and FFN matrices.
-constexpr GgmlType kDense[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q6_K};
+// Q4_0, Q4_1, Q5_0, Q5_1: llama-quantize's legacy presets, and its fallback
+// for rows not a multiple of 256 (Q4_0 for Q2_K/Q3_K, Q5_0 for Q4_K, Q5_1
+// for Q5_K).
+constexpr GgmlType kDense[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q6_K,
+                               GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1};
 constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::Q2_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::MXFP4,
-                                GgmlType::F32,     GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0};
+                                GgmlType::F32,     GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                                GgmlType::Q4_1,    GgmlType::Q5_0, GgmlType::Q5_1};
 
 std::string type_list(std::span<const GgmlType> types) {
   std::string s;

@@ -898,6 +898,10 @@ extern const DotKernels kDotAvx512 = {
     dot_bf16_f32,
     dot_f32_f32,
     dot_q6_K_q8_K_avx2,
+    dot_q4_0_q8_0_avx2,
+    dot_q4_1_q8_1_avx2,
+    dot_q5_0_q8_0_avx2,
+    dot_q5_1_q8_1_avx2,
 };
 
 extern const DotKernels kDotAvx512Vnni = {
@@ -911,6 +915,10 @@ extern const DotKernels kDotAvx512Vnni = {
     dot_bf16_f32,
     dot_f32_f32,
     dot_q6_K_q8_K_avx2,
+    dot_q4_0_q8_0_avx2,
+    dot_q4_1_q8_1_avx2,
+    dot_q5_0_q8_0_avx2,
+    dot_q5_1_q8_1_avx2,
 };
 
 // The avx512vnni kernels, but IQ2_XXS with its grid in registers (VBMI).
@@ -925,6 +933,10 @@ extern const DotKernels kDotAvx512Vbmi = {
     dot_bf16_f32,
     dot_f32_f32,
     dot_q6_K_q8_K_avx2,
+    dot_q4_0_q8_0_avx2,
+    dot_q4_1_q8_1_avx2,
+    dot_q5_0_q8_0_avx2,
+    dot_q5_1_q8_1_avx2,
 };
 
 namespace avx512_detail {

@@ -211,9 +211,10 @@ TEST_F(ModelBinding, EachBrokenFileNamesWhatIsWrong) {
       {"norm not f32", {.tensor = replace("blk.0.attn_norm.weight", GgmlType::F16, {256})},
        {"tensor 'blk.0.attn_norm.weight' has type f16; allowed: f32"}},
       {"dense in a K-quant", {.tensor = replace("blk.3.attn_kv.weight", GgmlType::Q4_K, {256, 128})},
-       {"tensor 'blk.3.attn_kv.weight' has type q4_K; allowed: f32, f16, bf16, q8_0, q6_K"}},
-      {"routed in q4_0", {.tensor = replace("blk.3.ffn_down_exps.weight", GgmlType::Q4_0, {256, 256, 16})},
-       {"tensor 'blk.3.ffn_down_exps.weight' has type q4_0; allowed: iq2_xxs, q2_K, q4_K, q6_K, mxfp4, f32, f16, bf16, q8_0"}},
+       {"tensor 'blk.3.attn_kv.weight' has type q4_K; allowed: f32, f16, bf16, q8_0, q6_K, q4_0, q4_1, q5_0, q5_1"}},
+      {"routed in tq1_0", {.tensor = replace("blk.3.ffn_down_exps.weight", GgmlType::TQ1_0, {256, 256, 16})},
+       {"tensor 'blk.3.ffn_down_exps.weight' has type tq1_0; allowed: iq2_xxs, q2_K, q4_K, q6_K, mxfp4, f32, f16, bf16, "
+        "q8_0, q4_0, q4_1, q5_0, q5_1"}},
       {"tid2eid not i32", {.tensor = replace("blk.0.ffn_gate_tid2eid.weight", GgmlType::F32, {4, 512})},
        {"tensor 'blk.0.ffn_gate_tid2eid.weight' has type f32; allowed: i32"}},
       {"gate/up types differ", {.tensor = replace("blk.3.ffn_up_exps.weight", GgmlType::Q4_K, {256, 256, 16})},
