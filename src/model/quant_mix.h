@@ -13,6 +13,11 @@
 //   bf16             every weight matrix in BF16.
 //   q6_K             every weight matrix in Q6_K where its row is a multiple
 //                    of 256, F16 otherwise.
+//   legacy           the 32-element formats, one per family: routed gate/up
+//                    Q4_0, routed down Q4_1, attention projections and output
+//                    head Q5_0, shared expert and embedding Q5_1; HC fn,
+//                    compressor, indexer and router F16 (and any matrix whose
+//                    row is not a multiple of 32, except routed ones).
 //   llama-convert    the layout llama.cpp's convert_hf_to_gguf.py writes from
 //                    the official checkpoint (each tensor keeps its source
 //                    type: FP8 -> Q8_0, BF16 -> BF16, F32 -> F32, FP4 experts
@@ -37,11 +42,11 @@
 
 namespace ds4::model {
 
-enum class QuantMix { F32, F16, Q8_0, Ds4Q2, Ds4Q4, Mxfp4, Bf16, LlamaConvert, Q6_K };
+enum class QuantMix { F32, F16, Q8_0, Ds4Q2, Ds4Q4, Mxfp4, Bf16, LlamaConvert, Q6_K, Legacy };
 
 std::string_view quant_mix_name(QuantMix mix);  // "f32", ..., "ds4-q2", "mxfp4"
 std::optional<QuantMix> quant_mix_from_name(std::string_view name);
-// "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K", for help texts.
+// "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K|legacy", for help texts.
 std::string_view quant_mix_names();
 
 // The type of one tensor. Throws ds4::Error naming the tensor and the row-length

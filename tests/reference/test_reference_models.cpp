@@ -208,7 +208,8 @@ TEST_P(ReferenceModels, LlamaCppRunsTheFile) {
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (const char* preset : {"tiny", "small"})
-    for (const char* mix : {"f32", "f16", "q8_0", "ds4-q2", "ds4-q4", "mxfp4", "bf16", "llama-convert", "q6_K"}) {
+    for (const char* mix :
+         {"f32", "f16", "q8_0", "ds4-q2", "ds4-q4", "mxfp4", "bf16", "llama-convert", "q6_K", "legacy"}) {
       const std::string_view m(mix);
       cases.push_back({preset, mix, m == "f32" || m == "q8_0"});
     }

@@ -118,7 +118,7 @@ void expect_views_match_file(const Deepseek4Model& m) {
 
 TEST_F(ModelBinding, EveryMixBindsAndViewsMatchTheFile) {
   for (QuantMix mix : {QuantMix::F32, QuantMix::F16, QuantMix::Q8_0, QuantMix::Ds4Q2, QuantMix::Ds4Q4, QuantMix::Mxfp4,
-                       QuantMix::Bf16, QuantMix::LlamaConvert, QuantMix::Q6_K}) {
+                       QuantMix::Bf16, QuantMix::LlamaConvert, QuantMix::Q6_K, QuantMix::Legacy}) {
     SCOPED_TRACE(std::string(quant_mix_name(mix)));
     const std::string path = write_model(preset_tiny(), mix, file("mix.gguf"));
     const Deepseek4Model m = Deepseek4Model::open(path);
