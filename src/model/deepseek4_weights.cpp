@@ -15,21 +15,24 @@ constexpr GgmlType kI32Only[] = {GgmlType::I32};
 // Every matrix takes every type with a dot kernel, as in llama.cpp:
 // llama-quantize's presets put K- and IQ-types on attention, shared-expert,
 // embedding and head matrices too (Q6_K on output and token_embd, Q2_K on
-// token_embd of the IQ2 presets, IQ3_S on token_embd of IQ3_XXS, IQ4_NL
-// where a row is not a multiple of 256, ...), and llama.cpp's converter
-// keeps the checkpoint's BF16 matrices (token_embd, output, ffn_gate_inp)
-// in BF16.
-constexpr GgmlType kDense[] = {GgmlType::F32,     GgmlType::F16,    GgmlType::BF16,   GgmlType::Q8_0,
-                               GgmlType::Q2_K,    GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K,
+// token_embd of the IQ2 presets, IQ3_S on token_embd of IQ3_XXS, ...), and
+// fall back where a row is not a multiple of 256 (Q4_0 for Q2_K/Q3_K, Q5_0
+// for Q4_K, Q5_1 for Q5_K, Q8_0 for Q6_K, IQ4_NL for the IQ presets);
+// llama.cpp's converter keeps the checkpoint's BF16 matrices (token_embd,
+// output, ffn_gate_inp) in BF16.
+constexpr GgmlType kDense[] = {GgmlType::F32,     GgmlType::F16,    GgmlType::BF16,    GgmlType::Q8_0,
+                               GgmlType::Q4_0,    GgmlType::Q4_1,   GgmlType::Q5_0,    GgmlType::Q5_1,
+                               GgmlType::Q2_K,    GgmlType::Q3_K,   GgmlType::Q4_K,    GgmlType::Q5_K,
                                GgmlType::Q6_K,    GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS,
-                               GgmlType::IQ3_S,   GgmlType::IQ1_S,  GgmlType::IQ1_M,  GgmlType::IQ4_NL,
+                               GgmlType::IQ3_S,   GgmlType::IQ1_S,  GgmlType::IQ1_M,   GgmlType::IQ4_NL,
                                GgmlType::IQ4_XS,  GgmlType::MXFP4};
 // Routed experts list the formats their files usually hold first (the
 // error message names the types in this order).
 constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
                                 GgmlType::IQ1_S,   GgmlType::IQ1_M,  GgmlType::IQ4_NL,  GgmlType::IQ4_XS,
                                 GgmlType::Q2_K,    GgmlType::Q3_K,   GgmlType::Q4_K,    GgmlType::Q5_K,
-                                GgmlType::Q6_K,    GgmlType::MXFP4,  GgmlType::F32,     GgmlType::F16,
+                                GgmlType::Q6_K,    GgmlType::MXFP4,  GgmlType::Q4_0,    GgmlType::Q4_1,
+                                GgmlType::Q5_0,    GgmlType::Q5_1,   GgmlType::F32,     GgmlType::F16,
                                 GgmlType::BF16,    GgmlType::Q8_0};
 
 std::string type_list(std::span<const GgmlType> types) {

@@ -101,16 +101,17 @@ struct Deepseek4Weights {
 // Types a tensor of this kind may be stored in.
 //   norms, HC scale/base, sinks, router bias: F32
 //   tid2eid: I32
-//   routed experts: IQ2_XXS, Q2_K, Q4_K, MXFP4 (published mixes) and F32, F16,
-//     Q8_0 (our full-precision synthetic mixes); gate and up of a layer must
-//     share a type
+//   routed experts: IQ2_XXS, Q2_K, Q4_K, MXFP4 (published mixes) and Q6_K,
+//     F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; gate and up of a layer
+//     must share a type
 //   every other matrix (embedding, head, HC fn, attention, compressor incl.
-//     ape, indexer, router, shared expert): F32, F16, Q8_0
+//     ape, indexer, router, shared expert): F32, F16, BF16, Q8_0, Q6_K, Q4_0,
+//     Q4_1, Q5_0, Q5_1
 std::span<const GgmlType> allowed_types(TensorKind kind);
 
 // Binds and validates every tensor; throws ds4::Error naming the file and the
 // first offending tensor (missing; unexpected; shape "has shape [a, b],
-// expected [c, d]"; type "has type q4_0; allowed: f32, f16, q8_0"; gate/up
+// expected [c, d]"; type "has type tq1_0; allowed: f32, f16, ..."; gate/up
 // type mismatch; data past the end of the file).
 Deepseek4Weights bind_weights(const gguf::File& f, const Deepseek4Config& cfg);
 

@@ -12,7 +12,7 @@ struct MixName {
   QuantMix mix;
   std::string_view name;
 };
-constexpr std::array<MixName, 13> kMixNames{{
+constexpr std::array<MixName, 14> kMixNames{{
     {QuantMix::F32, "f32"},
     {QuantMix::F16, "f16"},
     {QuantMix::Q8_0, "q8_0"},
@@ -26,6 +26,7 @@ constexpr std::array<MixName, 13> kMixNames{{
     {QuantMix::Q3_K, "q3_K"},
     {QuantMix::Q5_K, "q5_K"},
     {QuantMix::Iq4Xs, "iq4_xs"},
+    {QuantMix::Legacy, "legacy"},
 }};
 
 bool rows_fit(GgmlType type, uint64_t row_length) {
@@ -47,6 +48,9 @@ GgmlType routed(QuantMix mix, const TensorSpec& spec) {
     case QuantMix::Ds4Q4: type = GgmlType::Q4_K; break;
     case QuantMix::Mxfp4:
     case QuantMix::LlamaConvert: type = GgmlType::MXFP4; break;
+    case QuantMix::Legacy:
+      type = spec.family() == TensorFamily::RoutedDown ? GgmlType::Q4_1 : GgmlType::Q4_0;
+      break;
     default: break;
   }
   if (!rows_fit(type, spec.row_length())) {
@@ -72,6 +76,21 @@ GgmlType llama_convert_type(const TensorSpec& spec) {
   }
 }
 
+// A weight matrix of the legacy mix (see quant_mix.h).
+GgmlType legacy_type(const TensorSpec& spec) {
+  GgmlType type = GgmlType::F16;
+  switch (spec.family()) {
+    case TensorFamily::RoutedGateUp:
+    case TensorFamily::RoutedDown: return routed(QuantMix::Legacy, spec);
+    case TensorFamily::AttnProjection:
+    case TensorFamily::OutputHead: type = GgmlType::Q5_0; break;
+    case TensorFamily::SharedExpert:
+    case TensorFamily::Embedding: type = GgmlType::Q5_1; break;
+    default: break;  // HC fn, compressor, indexer, router
+  }
+  return rows_fit(type, spec.row_length()) ? type : GgmlType::F16;
+}
+
 }  // namespace
 
 std::string_view quant_mix_name(QuantMix mix) {
@@ -87,7 +106,7 @@ std::optional<QuantMix> quant_mix_from_name(std::string_view name) {
 }
 
 std::string_view quant_mix_names() {
-  return "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K|iq3_xxs|q3_K|q5_K|iq4_xs";
+  return "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K|iq3_xxs|q3_K|q5_K|iq4_xs|legacy";
 }
 
 GgmlType tensor_type(QuantMix mix, const TensorSpec& spec) {
@@ -118,6 +137,7 @@ GgmlType tensor_type(QuantMix mix, const TensorSpec& spec) {
       if (rows_fit(GgmlType::IQ4_XS, spec.row_length())) return GgmlType::IQ4_XS;
       return rows_fit(GgmlType::IQ4_NL, spec.row_length()) ? GgmlType::IQ4_NL : GgmlType::F16;
     case QuantMix::LlamaConvert: return llama_convert_type(spec);
+    case QuantMix::Legacy: return legacy_type(spec);
     case QuantMix::Ds4Q2:
     case QuantMix::Ds4Q4:
     case QuantMix::Mxfp4: break;

@@ -21,6 +21,11 @@
 //   iq4_xs           every weight matrix in IQ4_XS, falling back to IQ4_NL (as
 //                    llama-quantize does) where the row is a multiple of 32
 //                    only, F16 otherwise.
+//   legacy           the 32-element formats, one per family: routed gate/up
+//                    Q4_0, routed down Q4_1, attention projections and output
+//                    head Q5_0, shared expert and embedding Q5_1; HC fn,
+//                    compressor, indexer and router F16 (and any matrix whose
+//                    row is not a multiple of 32, except routed ones).
 //   llama-convert    the layout llama.cpp's convert_hf_to_gguf.py writes from
 //                    the official checkpoint (each tensor keeps its source
 //                    type: FP8 -> Q8_0, BF16 -> BF16, F32 -> F32, FP4 experts
@@ -45,12 +50,12 @@
 
 namespace ds4::model {
 
-enum class QuantMix { F32, F16, Q8_0, Ds4Q2, Ds4Q4, Mxfp4, Bf16, LlamaConvert, Q6_K, Iq3Xxs, Q3_K, Q5_K, Iq4Xs };
+enum class QuantMix { F32, F16, Q8_0, Ds4Q2, Ds4Q4, Mxfp4, Bf16, LlamaConvert, Q6_K, Iq3Xxs, Q3_K, Q5_K, Iq4Xs, Legacy };
 
 std::string_view quant_mix_name(QuantMix mix);  // "f32", ..., "ds4-q2", "mxfp4"
 std::optional<QuantMix> quant_mix_from_name(std::string_view name);
-// "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K|iq3_xxs|q3_K|q5_K|iq4_xs", for
-// help texts.
+// "f32|f16|q8_0|ds4-q2|ds4-q4|mxfp4|bf16|llama-convert|q6_K|iq3_xxs|q3_K|q5_K|iq4_xs|legacy",
+// for help texts.
 std::string_view quant_mix_names();
 
 // The type of one tensor. Throws ds4::Error naming the tensor and the row-length

@@ -1,5 +1,7 @@
-// Activation quantizers: Q8_0 (per 32, three rounding variants) and Q8_K
-// (per 256), see quant.h for how the variants differ.
+// Activation quantizers: Q8_0 (per 32, three rounding variants), Q8_1 (per
+// 32, Q8_0's codes plus the scaled code sum) and Q8_K (per 256), see quant.h
+// for how the variants differ.
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -67,6 +69,38 @@ void quantize_row_q8_0_act_ggml_x86(const float* x, BlockQ8_0* y, int64_t n) {
     // The AVX path multiplies by 127/amax rather than by 1/(amax/127).
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     round_even_codes(xb, id, y[i].qs);
+  }
+}
+
+void quantize_row_q8_1_act(const float* x, BlockQ8_1* y, int64_t n) {
+  for (int64_t i = 0; i < n / kQK8_1; ++i) {
+    const float* xb = x + i * kQK8_1;
+    const float d = block_amax(xb) / 127.0f;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16(d);
+    round_even_codes(xb, id, y[i].qs);
+    int sum = 0;
+    for (int j = 0; j < kQK8_1; ++j) sum += y[i].qs[j];
+    y[i].s = f32_to_f16(d * static_cast<float>(sum));
+  }
+}
+
+void quantize_row_q8_1_act_ggml_x86(const float* x, BlockQ8_1* y, int64_t n) {
+  for (int64_t i = 0; i < n / kQK8_1; ++i) {
+    const float* xb = x + i * kQK8_1;
+    const float amax = block_amax(xb);
+    const float d = amax / 127.0f;
+    y[i].d = f32_to_f16(d);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    round_even_codes(xb, id, y[i].qs);
+    // ggml sums the int32 conversions (NaN and out-of-range give INT_MIN),
+    // wrapping, before the saturating packs that make the stored codes.
+    uint32_t sum = 0;
+    for (int j = 0; j < kQK8_1; ++j) {
+      const float r = std::nearbyint(xb[j] * id);
+      sum += static_cast<uint32_t>(r >= -2147483648.0f && r < 2147483648.0f ? static_cast<int32_t>(r) : INT_MIN);
+    }
+    y[i].s = f32_to_f16(d * static_cast<float>(static_cast<int32_t>(sum)));
   }
 }
 

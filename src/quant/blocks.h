@@ -199,5 +199,62 @@ struct BlockIQ4_XS {
 static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(offsetof(BlockIQ4_XS, scales_l) == 4);
 static_assert(offsetof(BlockIQ4_XS, qs) == 8);
+// The 32-element "legacy" formats (Q4_0 ... Q5_1, and the Q8_1 activation
+// Q4_1 / Q5_1 are dotted with). In each, byte j < 16 of qs holds the low four
+// bits of element j (bits 0-3) and of element j + 16 (bits 4-7); the 5-bit
+// formats keep bit 4 of element j at bit j of the little-endian word qh.
+inline constexpr int kQK4_0 = 32;
+inline constexpr int kQK4_1 = 32;
+inline constexpr int kQK5_0 = 32;
+inline constexpr int kQK5_1 = 32;
+inline constexpr int kQK8_1 = 32;
+
+// x = d * (q - 8), q in 0..15.
+struct BlockQ4_0 {
+  uint16_t d;                  // f16 scale
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(offsetof(BlockQ4_0, qs) == 2);
+
+// x = d * q + m, q in 0..15.
+struct BlockQ4_1 {
+  uint16_t d;                  // f16 scale
+  uint16_t m;                  // f16 offset (the block's minimum)
+  uint8_t qs[kQK4_1 / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(offsetof(BlockQ4_1, qs) == 4);
+
+// x = d * (q - 16), q in 0..31.
+struct BlockQ5_0 {
+  uint16_t d;                  // f16 scale
+  uint8_t qh[4];               // bit 4 of each element, element j at bit j
+  uint8_t qs[kQK5_0 / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(offsetof(BlockQ5_0, qh) == 2);
+static_assert(offsetof(BlockQ5_0, qs) == 6);
+
+// x = d * q + m, q in 0..31.
+struct BlockQ5_1 {
+  uint16_t d;                  // f16 scale
+  uint16_t m;                  // f16 offset (the block's minimum)
+  uint8_t qh[4];               // bit 4 of each element, element j at bit j
+  uint8_t qs[kQK5_1 / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(offsetof(BlockQ5_1, qh) == 4);
+static_assert(offsetof(BlockQ5_1, qs) == 8);
+
+// Activation block paired with Q4_1 / Q5_1 weights: x = d * q, and
+// s = d * sum(q) (both f16) carries the weights' offset term.
+struct BlockQ8_1 {
+  uint16_t d;                  // f16 scale
+  uint16_t s;                  // f16 of d * sum of qs
+  int8_t qs[kQK8_1];
+};
+static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(offsetof(BlockQ8_1, qs) == 4);
 
 }  // namespace ds4::quant

@@ -34,6 +34,10 @@ struct DotKernels {
   float (*q5_K_q8_K)(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x);
   float (*iq4_nl_q8_0)(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x);  // ggml's vec_dot_type for IQ4_NL
   float (*iq4_xs_q8_K)(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x);
+  float (*q4_0_q8_0)(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x);
+  float (*q4_1_q8_1)(int64_t n, const BlockQ4_1* w, const BlockQ8_1* x);
+  float (*q5_0_q8_0)(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x);
+  float (*q5_1_q8_1)(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x);
 };
 
 const DotKernels& dot_kernels_scalar();
@@ -99,6 +103,18 @@ float dot_iq4_nl_q8_0_scalar(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x
 float dot_iq4_xs_q8_K_scalar(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x);
 float dot_iq4_nl_q8_0_avx2(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x);
 float dot_iq4_xs_q8_K_avx2(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x);
+// The 32-element formats, one integer sum per block and ggml's generic float
+// order per block: Q4_0 (sum * d_w) * d_x; Q5_0 (d_w * d_x) * sum; Q4_1 and
+// Q5_1 (d_w * d_x) * sum + m_w * s_x.
+float dot_q4_0_q8_0_scalar(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x);
+float dot_q4_1_q8_1_scalar(int64_t n, const BlockQ4_1* w, const BlockQ8_1* x);
+float dot_q5_0_q8_0_scalar(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x);
+float dot_q5_1_q8_1_scalar(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x);
+// The avx2 level's, which the AVX-512 levels share (dot_avx2.cpp).
+float dot_q4_0_q8_0_avx2(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x);
+float dot_q4_1_q8_1_avx2(int64_t n, const BlockQ4_1* w, const BlockQ8_1* x);
+float dot_q5_0_q8_0_avx2(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x);
+float dot_q5_1_q8_1_avx2(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x);
 
 // The same dots in the float order of ggml's x86 CPU kernels (AVX2 and up),
 // for --quality (dot_ggml_x86.cpp). Bit-identical to what llama.cpp computes

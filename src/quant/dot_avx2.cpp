@@ -26,6 +26,7 @@
 #include "quant/quant.h"
 #include "quant/iq4_values.h"
 #include "quant/mxfp4.h"
+#include <cstddef>
 
 namespace ds4::quant {
 namespace {
@@ -532,6 +533,116 @@ float dot_iq4_xs_q8_K(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x) {
   return sumf;
 }
 
+// ---- Q4_0 / Q5_0 x Q8_0, Q4_1 / Q5_1 x Q8_1 ----
+//
+// The 32 unsigned codes (bit 4 from qh for the 5-bit formats) times x by
+// vpmaddubsw; the signed formats' offset (8 or 16) times x taken off in the
+// same int16 pairs (|pair| <= 2 * 31 * 128 + 2 * 16 * 128 fits), then int32 by
+// vpmaddwd. One integer sum per block, the float terms of eight blocks side by
+// side in the scalar reference's order, added to the running sum in order.
+
+// The block's codes in element order: low nibbles (elements 0..15) in the low
+// lane, high nibbles (16..31) in the high lane, plus 16 where qh has bit j set.
+inline __m256i legacy_codes(const uint8_t* qs, const uint8_t* qh) {
+  const __m128i packed = load128(qs);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  __m256i codes = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low4), _mm_and_si128(packed, low4));
+  if (qh) {
+    uint32_t bits;
+    std::memcpy(&bits, qh, sizeof bits);
+    // Byte j gets qh byte j / 8, then tests bit j % 8.
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int32_t>(bits)),
+        _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    codes = _mm256_or_si256(codes, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+  }
+  return codes;
+}
+
+// 8 int32 partial sums of sum_j (code_j - offset) * x_j.
+template <int kOffset>
+inline __m256i legacy_block_sum(const uint8_t* qs, const uint8_t* qh, const int8_t* xq) {
+  const __m256i x = load256(xq);
+  __m256i prod = _mm256_maddubs_epi16(legacy_codes(qs, qh), x);
+  if constexpr (kOffset != 0) prod = _mm256_sub_epi16(prod, _mm256_maddubs_epi16(_mm256_set1_epi8(kOffset), x));
+  return _mm256_madd_epi16(prod, _mm256_set1_epi16(1));
+}
+
+// The u16 at byte `offset` of each of eight consecutive blocks, as floats.
+template <typename Block>
+inline __m256 block_f16x8(const Block* blocks, size_t offset) {
+  return _mm256_cvtph_ps(block_u16x8<sizeof(Block)>(reinterpret_cast<const unsigned char*>(blocks) + offset));
+}
+
+float dot_q4_0_q8_0(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x) {
+  const int64_t nb = n / kQK4_0;
+  float sumf = 0.0f;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    __m256i b[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) b[k] = legacy_block_sum<8>(w[i + k].qs, nullptr, x[i + k].qs);
+    const __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(hsum8_i32(b)), block_f16x8(w + i, 0)),
+                                      block_f16x8(x + i, 0));
+    sumf = add_lanes_in_order(sumf, term);
+  }
+  for (; i < nb; ++i) {
+    sumf += static_cast<float>(hsum_i32(legacy_block_sum<8>(w[i].qs, nullptr, x[i].qs))) * f16_value(w[i].d) *
+            f16_value(x[i].d);
+  }
+  return sumf;
+}
+
+float dot_q5_0_q8_0(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x) {
+  const int64_t nb = n / kQK5_0;
+  float sumf = 0.0f;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    __m256i b[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) b[k] = legacy_block_sum<16>(w[i + k].qs, w[i + k].qh, x[i + k].qs);
+    const __m256 d = _mm256_mul_ps(block_f16x8(w + i, 0), block_f16x8(x + i, 0));
+    sumf = add_lanes_in_order(sumf, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(b))));
+  }
+  for (; i < nb; ++i) {
+    sumf += (f16_value(w[i].d) * f16_value(x[i].d)) *
+            static_cast<float>(hsum_i32(legacy_block_sum<16>(w[i].qs, w[i].qh, x[i].qs)));
+  }
+  return sumf;
+}
+
+// Q4_1 / Q5_1: (d_w * d_x) * sum + m_w * s_x per block.
+template <typename Block>
+float dot_legacy_q8_1(int64_t n, const Block* w, const BlockQ8_1* x) {
+  auto qh_of = [](const Block& b) -> const uint8_t* {
+    if constexpr (requires { b.qh; }) {
+      return b.qh;
+    } else {
+      return nullptr;
+    }
+  };
+  const int64_t nb = n / kQK8_1;
+  float sumf = 0.0f;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    __m256i b[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) b[k] = legacy_block_sum<0>(w[i + k].qs, qh_of(w[i + k]), x[i + k].qs);
+    const __m256 d = _mm256_mul_ps(block_f16x8(w + i, offsetof(Block, d)), block_f16x8(x + i, offsetof(BlockQ8_1, d)));
+    const __m256 m = _mm256_mul_ps(block_f16x8(w + i, offsetof(Block, m)), block_f16x8(x + i, offsetof(BlockQ8_1, s)));
+    sumf = add_lanes_in_order(sumf, _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(b))), m));
+  }
+  for (; i < nb; ++i) {
+    const int32_t isum = hsum_i32(legacy_block_sum<0>(w[i].qs, qh_of(w[i]), x[i].qs));
+    sumf += (f16_value(w[i].d) * f16_value(x[i].d)) * static_cast<float>(isum) + f16_value(w[i].m) * f16_value(x[i].s);
+  }
+  return sumf;
+}
+
+float dot_q4_1_q8_1(int64_t n, const BlockQ4_1* w, const BlockQ8_1* x) { return dot_legacy_q8_1(n, w, x); }
+float dot_q5_1_q8_1(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x) { return dot_legacy_q8_1(n, w, x); }
 // ---- Float formats ----
 
 // Loads of 8 weights as f32; `tail` variants read only the first `count`.
@@ -585,6 +696,7 @@ extern const DotKernels kDotAvx2 = {
     dot_iq2_xs_q8_K,  dot_iq1_m_q8_K, dot_iq1_s_q8_K,
     dot_iq3_xxs_q8_K, dot_iq3_s_q8_K,
     dot_q3_K_q8_K,    dot_q5_K_q8_K, dot_iq4_nl_q8_0, dot_iq4_xs_q8_K,
+    dot_q4_0_q8_0,    dot_q4_1_q8_1, dot_q5_0_q8_0, dot_q5_1_q8_1,
 };
 
 // The AVX-512 levels' Q6_K kernel (no wider one yet).
@@ -598,5 +710,10 @@ float dot_q3_K_q8_K_avx2(int64_t n, const BlockQ3_K* w, const BlockQ8_K* x) { re
 float dot_q5_K_q8_K_avx2(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x) { return dot_q5_K_q8_K(n, w, x); }
 float dot_iq4_nl_q8_0_avx2(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x) { return dot_iq4_nl_q8_0(n, w, x); }
 float dot_iq4_xs_q8_K_avx2(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x) { return dot_iq4_xs_q8_K(n, w, x); }
+
+float dot_q4_0_q8_0_avx2(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x) { return dot_q4_0_q8_0(n, w, x); }
+float dot_q4_1_q8_1_avx2(int64_t n, const BlockQ4_1* w, const BlockQ8_1* x) { return dot_q4_1_q8_1(n, w, x); }
+float dot_q5_0_q8_0_avx2(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x) { return dot_q5_0_q8_0(n, w, x); }
+float dot_q5_1_q8_1_avx2(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x) { return dot_q5_1_q8_1(n, w, x); }
 
 }  // namespace ds4::quant

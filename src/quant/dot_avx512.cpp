@@ -907,6 +907,10 @@ extern const DotKernels kDotAvx512 = {
     dot_q5_K_q8_K_avx2,
     dot_iq4_nl_q8_0_avx2,
     dot_iq4_xs_q8_K_avx2,
+    dot_q4_0_q8_0_avx2,
+    dot_q4_1_q8_1_avx2,
+    dot_q5_0_q8_0_avx2,
+    dot_q5_1_q8_1_avx2,
 };
 
 extern const DotKernels kDotAvx512Vnni = {
@@ -929,6 +933,10 @@ extern const DotKernels kDotAvx512Vnni = {
     dot_q5_K_q8_K_avx2,
     dot_iq4_nl_q8_0_avx2,
     dot_iq4_xs_q8_K_avx2,
+    dot_q4_0_q8_0_avx2,
+    dot_q4_1_q8_1_avx2,
+    dot_q5_0_q8_0_avx2,
+    dot_q5_1_q8_1_avx2,
 };
 
 // The avx512vnni kernels, but IQ2_XXS with its grid in registers (VBMI).
@@ -952,6 +960,10 @@ extern const DotKernels kDotAvx512Vbmi = {
     dot_q5_K_q8_K_avx2,
     dot_iq4_nl_q8_0_avx2,
     dot_iq4_xs_q8_K_avx2,
+    dot_q4_0_q8_0_avx2,
+    dot_q4_1_q8_1_avx2,
+    dot_q5_0_q8_0_avx2,
+    dot_q5_1_q8_1_avx2,
 };
 
 namespace avx512_detail {

@@ -351,6 +351,61 @@ float dot_iq4_xs_q8_K_scalar(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x
   return sum;
 }
 
+namespace {
+
+// Sum over the block of code * activation, codes from qs (low nibbles:
+// elements 0..15, high: 16..31) and bit 4 from qh when given, minus offset.
+int legacy_block_sum(const uint8_t* qs, const uint8_t* qh, int offset, const int8_t* xq) {
+  uint32_t bits = 0;
+  if (qh) std::memcpy(&bits, qh, sizeof bits);
+  int sum = 0;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (qs[j] & 0x0F) | static_cast<int>(((bits >> j) & 1) << 4);
+    const int hi = (qs[j] >> 4) | static_cast<int>(((bits >> (j + 16)) & 1) << 4);
+    sum += (lo - offset) * xq[j] + (hi - offset) * xq[j + 16];
+  }
+  return sum;
+}
+
+}  // namespace
+
+float dot_q4_0_q8_0_scalar(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK4_0; ++i) {
+    const int isum = legacy_block_sum(w[i].qs, nullptr, 8, x[i].qs);
+    sum += static_cast<float>(isum) * f16_to_f32(w[i].d) * f16_to_f32(x[i].d);
+  }
+  return sum;
+}
+
+float dot_q5_0_q8_0_scalar(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK5_0; ++i) {
+    const int isum = legacy_block_sum(w[i].qs, w[i].qh, 16, x[i].qs);
+    sum += (f16_to_f32(w[i].d) * f16_to_f32(x[i].d)) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+float dot_q4_1_q8_1_scalar(int64_t n, const BlockQ4_1* w, const BlockQ8_1* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK4_1; ++i) {
+    const int isum = legacy_block_sum(w[i].qs, nullptr, 0, x[i].qs);
+    sum += (f16_to_f32(w[i].d) * f16_to_f32(x[i].d)) * static_cast<float>(isum) +
+           f16_to_f32(w[i].m) * f16_to_f32(x[i].s);
+  }
+  return sum;
+}
+
+float dot_q5_1_q8_1_scalar(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK5_1; ++i) {
+    const int isum = legacy_block_sum(w[i].qs, w[i].qh, 0, x[i].qs);
+    sum += (f16_to_f32(w[i].d) * f16_to_f32(x[i].d)) * static_cast<float>(isum) +
+           f16_to_f32(w[i].m) * f16_to_f32(x[i].s);
+  }
+  return sum;
+}
 extern const DotKernels kDotScalar = {
     "scalar",
     dot_q8_0_q8_0_scalar,
@@ -371,6 +426,10 @@ extern const DotKernels kDotScalar = {
     dot_q5_K_q8_K_scalar,
     dot_iq4_nl_q8_0_scalar,
     dot_iq4_xs_q8_K_scalar,
+    dot_q4_0_q8_0_scalar,
+    dot_q4_1_q8_1_scalar,
+    dot_q5_0_q8_0_scalar,
+    dot_q5_1_q8_1_scalar,
 };
 
 }  // namespace ds4::quant

@@ -16,23 +16,24 @@
 namespace ds4::quant {
 
 // n elements (a multiple of the type's block size) of F32, F16, BF16, Q8_0,
-// Q8_K, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_NL, IQ4_XS or
-// MXFP4 -> f32. Throws ds4::Error for other types
+// Q8_K, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S,
+// IQ1_M, IQ4_NL, IQ4_XS or MXFP4 -> f32. Throws ds4::Error for other types
 // or a bad n.
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
 // f32 -> type, for every type dequantize_row supports except Q8_K (use
 // quantize_row_q8_K). `importance` (length n, may be null) weights each
 // element's squared error like ggml's imatrix quant_weights; used by Q2_K,
-// Q3_K, Q4_K, Q5_K, Q6_K and the IQ types, ignored by the others. Without importance the K-quants
-// use ggml's plain reference quantizers; IQ1_M, IQ3_XXS, IQ3_S, IQ4_NL and IQ4_XS weight each
-// element by x^2 as ggml does; IQ2_XXS, IQ2_XS and IQ1_S (which ggml refuses without an
-// imatrix) use uniform importance, since one row carries no column
+// Q4_0 ... Q5_1, Q2_K ... Q6_K and the IQ types, ignored by the others (the row is the unit for
+// Q4_0 ... Q5_1: their weights use the row's mean square). Without importance Q4_0 ... Q5_1 and
+// the K-quants use ggml's plain reference quantizers; IQ1_M, IQ3_XXS, IQ3_S, IQ4_NL and IQ4_XS
+// weight each element by x^2 as ggml does; IQ2_XXS, IQ2_XS and IQ1_S (which ggml refuses without
+// an imatrix) use uniform importance, since one row carries no column
 // statistics (ds4's column weight-energy fallback is in quantize_rows). Throws
 // ds4::Error for unsupported types or a bad n. Bit-identical to ggml's
-// quantize_q2_K .. quantize_q6_K / quantize_iq2_xxs / quantize_iq2_xs / quantize_iq3_xxs /
-// quantize_iq3_s / quantize_iq1_s / quantize_iq1_m / quantize_iq4_nl / quantize_iq4_xs /
-// quantize_row_*_ref.
+// quantize_q4_0 .. quantize_q5_1 / quantize_q2_K .. quantize_q6_K / quantize_iq2_xxs /
+// quantize_iq2_xs / quantize_iq3_xxs / quantize_iq3_s / quantize_iq1_s / quantize_iq1_m /
+// quantize_iq4_nl / quantize_iq4_xs / quantize_row_*_ref.
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n,
                   const float* importance = nullptr);
 bool quantize_supported(GgmlType type);
@@ -106,6 +107,14 @@ void dequantize_row_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n);
 void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n, const float* importance);
 // The 8 sub-block scales ls - 32 (-32..31) of an IQ4_XS block.
 void iq4_xs_scales(const BlockIQ4_XS& b, int* sc);
+void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n);
+void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t n);
+void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t n);
+void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t n);
+void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n, const float* importance);
+void quantize_row_q4_1(const float* x, BlockQ4_1* y, int64_t n, const float* importance);
+void quantize_row_q5_0(const float* x, BlockQ5_0* y, int64_t n, const float* importance);
+void quantize_row_q5_1(const float* x, BlockQ5_1* y, int64_t n, const float* importance);
 
 // ---- Activation quantizers ----
 //
@@ -127,6 +136,18 @@ void quantize_row_q8_0_act_avx512(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_row_q8_0_act_avx2(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_row_q8_0_act_ggml(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_row_q8_0_act_ggml_x86(const float* x, BlockQ8_0* y, int64_t n);
+
+// Q8_1 (for Q4_1 / Q5_1 weights): the Q8_0 codes and f16(d) of the matching
+// Q8_0 variant, plus s = f16(d * sum of the 32 codes) with d = amax/127 in
+// f32 (before rounding to f16), as ggml's quantize_row_q8_1:
+//   ds4 (quantize_row_q8_1_act): the codes of quantize_row_q8_0_act;
+//   ggml x86 (quantize_row_q8_1_act_ggml_x86), what llama.cpp runs on x86
+//   (AVX/AVX2 path): the codes of quantize_row_q8_0_act_ggml_x86, the sum
+//   taken over the converted int32 values before the saturating packs.
+// ggml's generic/reference quantize_row_q8_1_ref rounds like
+// quantize_row_q8_0_act_ggml (ties away from zero); not needed here.
+void quantize_row_q8_1_act(const float* x, BlockQ8_1* y, int64_t n);
+void quantize_row_q8_1_act_ggml_x86(const float* x, BlockQ8_1* y, int64_t n);
 
 // Q8_K: M = the signed element with the largest |x| (first on ties),
 // iscale = -127/M, q = clamp(lrintf(iscale*x), -128, 127), d = 1/iscale,

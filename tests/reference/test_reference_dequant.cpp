@@ -147,7 +147,11 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{GgmlType::Q3_K, 4096, {108}, {}},       // d at 108
                     Case{GgmlType::Q5_K, 4096, {0, 2}, {}},      // d at 0, dmin at 2
                     Case{GgmlType::IQ4_NL, 8192, {0}, {}},       // d at 0
-                    Case{GgmlType::IQ4_XS, 4096, {0}, {}}),      // d at 0
+                    Case{GgmlType::IQ4_XS, 4096, {0}, {}},       // d at 0
+                    Case{GgmlType::Q4_0, 8192, {0}, {}},         // d at 0
+                    Case{GgmlType::Q4_1, 8192, {0, 2}, {}},      // d at 0, m at 2
+                    Case{GgmlType::Q5_0, 8192, {0}, {}},         // d at 0
+                    Case{GgmlType::Q5_1, 8192, {0, 2}, {}}),     // d at 0, m at 2
     case_name);
 
 // ggml (v0.4.0) has no to_float for Q8_K, an activation-only format, so it cannot

@@ -14,8 +14,8 @@
 //                64 greedy tokens identical.
 //   other mixes: top-1 agreement >= 99 % and mean KL(ref || ours) <= 1e-3
 //                (measured: >= 639/640 and <= 6e-11, most bit-identical);
-//                bf16, llama-convert, q6_K, iq3_xxs, q3_K, q5_K and iq4_xs
-//                (kernels not replicated or not confirmed yet, see
+//                bf16, llama-convert, q6_K, iq3_xxs, q3_K, q5_K, iq4_xs and
+//                legacy (kernels not replicated or not confirmed yet, see
 //                has_unconfirmed_kernels) and any mix on a CPU without
 //                AVX-512: top-1 >= 80 % and KL <= 0.02, a regression guard.
 // With DS4_PARITY_SELF=1 also printed, not asserted: llama.cpp against
@@ -115,11 +115,12 @@ bool replicated_kernels() {
 // Mixes with matrices whose ggml kernels --quality does not replicate yet
 // (see the guard in QualityLogitsMatchLlamaCpp): BF16 (replicated, not yet
 // confirmed on an AVX512-BF16 CPU) and Q6_K, IQ3_XXS / IQ3_S, Q3_K, Q5_K,
-// IQ4_XS / IQ4_NL (ggml's vec_dot float orders for them).
+// IQ4_XS / IQ4_NL, Q4_0 ... Q5_1 (ggml's vec_dot float orders for them; for
+// Q4_0 also its repacked gemv).
 bool has_unconfirmed_kernels(model::QuantMix mix) {
   using M = model::QuantMix;
   return mix == M::Bf16 || mix == M::LlamaConvert || mix == M::Q6_K || mix == M::Iq3Xxs || mix == M::Q3_K ||
-         mix == M::Q5_K || mix == M::Iq4Xs;
+         mix == M::Q5_K || mix == M::Iq4Xs || mix == M::Legacy;
 }
 
 struct Case {
@@ -245,7 +246,7 @@ TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
     // --quality does not replicate (or not confirmed yet): only a regression
     // guard.
     std::printf("[parity] %s: llama.cpp's kernels differ from the replicated ones; guard only\n",
-                replicated_kernels() ? "BF16 or unreplicated K/IQ weights" : "no AVX-512");
+                replicated_kernels() ? "BF16 or unreplicated K/IQ/legacy weights" : "no AVX-512");
     EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.80 * n)));
     EXPECT_LE(c.mean_kl, 0.02);
   }
@@ -289,7 +290,7 @@ std::vector<Case> all_cases() {
     for (auto mix : {model::QuantMix::F32, model::QuantMix::F16, model::QuantMix::Q8_0, model::QuantMix::Mxfp4,
                      model::QuantMix::Ds4Q2, model::QuantMix::Ds4Q4, model::QuantMix::Bf16,
                      model::QuantMix::LlamaConvert, model::QuantMix::Q6_K, model::QuantMix::Iq3Xxs,
-                     model::QuantMix::Q3_K, model::QuantMix::Q5_K, model::QuantMix::Iq4Xs})
+                     model::QuantMix::Q3_K, model::QuantMix::Q5_K, model::QuantMix::Iq4Xs, model::QuantMix::Legacy})
       v.push_back({c, mix});
   return v;
 }

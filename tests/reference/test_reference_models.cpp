@@ -209,7 +209,7 @@ std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (const char* preset : {"tiny", "small"})
     for (const char* mix : {"f32", "f16", "q8_0", "ds4-q2", "ds4-q4", "mxfp4", "bf16", "llama-convert", "q6_K",
-                            "iq3_xxs", "q3_K", "q5_K", "iq4_xs"}) {
+                            "iq3_xxs", "q3_K", "q5_K", "iq4_xs", "legacy"}) {
       const std::string_view m(mix);
       cases.push_back({preset, mix, m == "f32" || m == "q8_0"});
     }

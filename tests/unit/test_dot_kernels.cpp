@@ -244,6 +244,42 @@ void fill_mxfp4(BlockMXFP4& b, Rng& rng, bool extreme_scale = false) {
   for (uint8_t& q : b.qs) q = random_byte(rng);
 }
 
+// Q8_1: Q8_0's codes and scale, s = f16(d * sum of the codes) as ggml stores it.
+void fill_q8_1(BlockQ8_1& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  fill_codes(b.qs, kQK8_1, rng);
+  int sum = 0;
+  for (int8_t q : b.qs) sum += q;
+  if (extreme_scale) {
+    b.s = random_f16_any(rng);
+    return;
+  }
+  // A real block has |d * sum| <= 32 * amax: keep s finite (smaller d).
+  for (;;) {
+    b.s = f32_to_f16(f16_to_f32(b.d) * static_cast<float>(sum));
+    if (std::isfinite(f16_to_f32(b.s))) break;
+    b.d = f32_to_f16(f16_to_f32(b.d) / 64);
+  }
+}
+
+// The 32-element weight formats: random nibbles and high bits, sometimes all
+// codes at their maximum (15 or 31), sometimes all zero.
+template <typename Block>
+void fill_legacy(Block& b, Rng& rng, bool extreme_scale) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  if constexpr (requires { b.m; }) b.m = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  const int mode = std::uniform_int_distribution<int>(0, 7)(rng);
+  const uint8_t fixed = mode == 0 ? uint8_t{0xff} : uint8_t{0};
+  for (uint8_t& q : b.qs) q = mode < 2 ? fixed : random_byte(rng);
+  if constexpr (requires { b.qh; }) {
+    for (uint8_t& q : b.qh) q = mode < 2 ? fixed : random_byte(rng);
+  }
+}
+void fill_q4_0(BlockQ4_0& b, Rng& rng, bool extreme_scale = false) { fill_legacy(b, rng, extreme_scale); }
+void fill_q4_1(BlockQ4_1& b, Rng& rng, bool extreme_scale = false) { fill_legacy(b, rng, extreme_scale); }
+void fill_q5_0(BlockQ5_0& b, Rng& rng, bool extreme_scale = false) { fill_legacy(b, rng, extreme_scale); }
+void fill_q5_1(BlockQ5_1& b, Rng& rng, bool extreme_scale = false) { fill_legacy(b, rng, extreme_scale); }
+
 // ---- Independent decoding (SYSTEMS.md 1.3), in double ----
 //
 // Each weight is split into a positive-scale part and a min part, w = a - b,
@@ -263,6 +299,42 @@ double f16d(uint16_t h) { return static_cast<double>(f16_to_f32(h)); }
 
 double act(const BlockQ8_0& b, int j) { return f16d(b.d) * b.qs[j]; }
 double act(const BlockQ8_K& b, int j) { return static_cast<double>(b.d) * b.qs[j]; }
+double act(const BlockQ8_1& b, int j) { return f16d(b.d) * b.qs[j]; }
+
+// Code of element e (0..31) of a 32-element block (ggml's block_q4_0 ...
+// block_q5_1): low nibble of qs[e] for e < 16, high nibble of qs[e - 16]
+// otherwise; bit 4 is bit e of the little-endian word qh, when there is one.
+template <typename Block>
+int legacy_code(const Block& b, int e) {
+  int q = e < 16 ? (b.qs[e] & 15) : (b.qs[e - 16] >> 4);
+  if constexpr (requires { b.qh; }) {
+    uint32_t qh = 0;
+    for (int k = 0; k < 4; ++k) qh |= static_cast<uint32_t>(b.qh[k]) << (8 * k);
+    q |= static_cast<int>((qh >> e) & 1) << 4;
+  }
+  return q;
+}
+
+// Q4_0 / Q5_0: d * (q - offset) against Q8_0.
+template <typename Block, int kOffset>
+Truth truth_legacy_q8_0(int64_t nb, const Block* w, const BlockQ8_0* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i)
+    for (int e = 0; e < 32; ++e) t.add(f16d(w[i].d) * (legacy_code(w[i], e) - kOffset), 0, act(x[i], e));
+  return t;
+}
+
+// Q4_1 / Q5_1: d * q + m against Q8_1, whose s stands for d_x * sum of its
+// codes (so the offset term is m * s, as ggml defines the product).
+template <typename Block>
+Truth truth_legacy_q8_1(int64_t nb, const Block* w, const BlockQ8_1* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int e = 0; e < 32; ++e) t.add(f16d(w[i].d) * legacy_code(w[i], e), 0, act(x[i], e));
+    t.add(f16d(w[i].m), 0, f16d(x[i].s));
+  }
+  return t;
+}
 
 Truth truth_q8_0(int64_t nb, const BlockQ8_0* w, const BlockQ8_0* x) {
   Truth t;
@@ -560,6 +632,14 @@ const Format<BlockQ8_0, BlockQ8_0> kQ8_0{"q8_0", kQK8_0, &DotKernels::q8_0_q8_0,
 const Format<BlockQ2_K, BlockQ8_K> kQ2_K{"q2_K", kQK_K, &DotKernels::q2_K_q8_K, fill_q2_K, fill_q8_K, truth_q2_K};
 const Format<BlockQ4_K, BlockQ8_K> kQ4_K{"q4_K", kQK_K, &DotKernels::q4_K_q8_K, fill_q4_K, fill_q8_K, truth_q4_K};
 const Format<BlockQ6_K, BlockQ8_K> kQ6_K{"q6_K", kQK_K, &DotKernels::q6_K_q8_K, fill_q6_K, fill_q8_K, truth_q6_K};
+const Format<BlockQ4_0, BlockQ8_0> kQ4_0{"q4_0", kQK4_0, &DotKernels::q4_0_q8_0, fill_q4_0, fill_q8_0,
+                                         truth_legacy_q8_0<BlockQ4_0, 8>};
+const Format<BlockQ5_0, BlockQ8_0> kQ5_0{"q5_0", kQK5_0, &DotKernels::q5_0_q8_0, fill_q5_0, fill_q8_0,
+                                         truth_legacy_q8_0<BlockQ5_0, 16>};
+const Format<BlockQ4_1, BlockQ8_1> kQ4_1{"q4_1", kQK4_1, &DotKernels::q4_1_q8_1, fill_q4_1, fill_q8_1,
+                                         truth_legacy_q8_1<BlockQ4_1>};
+const Format<BlockQ5_1, BlockQ8_1> kQ5_1{"q5_1", kQK5_1, &DotKernels::q5_1_q8_1, fill_q5_1, fill_q8_1,
+                                         truth_legacy_q8_1<BlockQ5_1>};
 const Format<BlockIQ2_XXS, BlockQ8_K> kIq2Xxs{"iq2_xxs", kQK_K, &DotKernels::iq2_xxs_q8_K, fill_iq2_xxs, fill_q8_K,
                                               truth_iq2_xxs};
 const Format<BlockIQ2_XS, BlockQ8_K> kIq2Xs{"iq2_xs", kQK_K, &DotKernels::iq2_xs_q8_K, fill_iq2_xs, fill_q8_K,
@@ -653,6 +733,10 @@ TEST(DotKernelsQ3_K, EqualScalarExactlyAndTruth) { check_format(kQ3_K, 12, false
 TEST(DotKernelsQ5_K, EqualScalarExactlyAndTruth) { check_format(kQ5_K, 12, false); }
 TEST(DotKernelsIq4Nl, EqualScalarExactlyAndTruth) { check_format(kIq4Nl, 12, false); }
 TEST(DotKernelsIq4Xs, EqualScalarExactlyAndTruth) { check_format(kIq4Xs, 12, false); }
+TEST(DotKernelsQ4_0, EqualScalarExactlyAndTruth) { check_format(kQ4_0, 12, false); }
+TEST(DotKernelsQ4_1, EqualScalarExactlyAndTruth) { check_format(kQ4_1, 12, false); }
+TEST(DotKernelsQ5_0, EqualScalarExactlyAndTruth) { check_format(kQ5_0, 12, false); }
+TEST(DotKernelsQ5_1, EqualScalarExactlyAndTruth) { check_format(kQ5_1, 12, false); }
 
 // Any scale bit patterns (subnormal, huge, infinite; every E8M0 exponent):
 // overflow and NaN must come out exactly as in the scalar reference.
@@ -671,6 +755,10 @@ TEST(DotKernelsQ3_K, ExtremeScalesEqualScalarExactly) { check_format(kQ3_K, 3, t
 TEST(DotKernelsQ5_K, ExtremeScalesEqualScalarExactly) { check_format(kQ5_K, 3, true); }
 TEST(DotKernelsIq4Nl, ExtremeScalesEqualScalarExactly) { check_format(kIq4Nl, 3, true); }
 TEST(DotKernelsIq4Xs, ExtremeScalesEqualScalarExactly) { check_format(kIq4Xs, 3, true); }
+TEST(DotKernelsQ4_0, ExtremeScalesEqualScalarExactly) { check_format(kQ4_0, 3, true); }
+TEST(DotKernelsQ4_1, ExtremeScalesEqualScalarExactly) { check_format(kQ4_1, 3, true); }
+TEST(DotKernelsQ5_0, ExtremeScalesEqualScalarExactly) { check_format(kQ5_0, 3, true); }
+TEST(DotKernelsQ5_1, ExtremeScalesEqualScalarExactly) { check_format(kQ5_1, 3, true); }
 
 // -128 x -128 in every position: the product sign tricks overflow here.
 TEST(DotKernelsQ8_0, AllMinusOneTwentyEight) {

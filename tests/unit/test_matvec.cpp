@@ -26,10 +26,23 @@ constexpr int64_t kCols = 512;  // two Q8_K super-blocks
 constexpr int64_t kRows = 37;   // not a multiple of the 16-row chunk
 constexpr int64_t kExperts = 3;
 
-const GgmlType kTypes[] = {GgmlType::F32,     GgmlType::F16,    GgmlType::BF16,    GgmlType::Q8_0,  GgmlType::Q2_K,
-                           GgmlType::Q3_K,    GgmlType::Q4_K,   GgmlType::Q5_K,    GgmlType::Q6_K,  GgmlType::IQ2_XXS,
-                           GgmlType::IQ2_XS,  GgmlType::IQ1_S,  GgmlType::IQ1_M,   GgmlType::IQ3_XXS, GgmlType::IQ3_S,
-                           GgmlType::IQ4_NL,  GgmlType::IQ4_XS, GgmlType::MXFP4};
+const GgmlType kTypes[] = {GgmlType::F32,     GgmlType::F16,    GgmlType::BF16,    GgmlType::Q8_0,  GgmlType::Q4_0,
+                           GgmlType::Q4_1,    GgmlType::Q5_0,   GgmlType::Q5_1,    GgmlType::Q2_K,  GgmlType::Q3_K,
+                           GgmlType::Q4_K,    GgmlType::Q5_K,   GgmlType::Q6_K,    GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                           GgmlType::IQ1_S,   GgmlType::IQ1_M,  GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ4_NL,
+                           GgmlType::IQ4_XS,  GgmlType::MXFP4};
+
+bool takes_q8_1(GgmlType type) { return type == GgmlType::Q4_1 || type == GgmlType::Q5_1; }
+
+std::vector<quant::BlockQ8_1> q8_1_activation(Numerics numerics, const std::vector<float>& x) {
+  std::vector<quant::BlockQ8_1> q(x.size() / quant::kQK8_1);
+  if (numerics == Numerics::Quality) {
+    quant::quantize_row_q8_1_act_ggml_x86(x.data(), q.data(), static_cast<int64_t>(x.size()));
+  } else {
+    quant::quantize_row_q8_1_act(x.data(), q.data(), static_cast<int64_t>(x.size()));
+  }
+  return q;
+}
 
 // A quantized weight tensor [kCols, kRows, n_experts] and the view on it.
 struct Weight {
@@ -70,9 +83,18 @@ std::vector<float> activation_as_dotted(GgmlType type, Numerics numerics, const 
       if (!quality) return x;
       for (size_t i = 0; i < x.size(); ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
       return out;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: {
+      // d * q; the offset term's s is accounted for in expect_matches_reference.
+      const std::vector<quant::BlockQ8_1> q = q8_1_activation(numerics, x);
+      for (size_t i = 0; i < x.size(); ++i) out[i] = f16_to_f32(q[i / 32].d) * q[i / 32].qs[i % 32];
+      return out;
+    }
     case GgmlType::Q8_0:
     case GgmlType::MXFP4:
-    case GgmlType::IQ4_NL: {
+    case GgmlType::IQ4_NL:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0: {
       std::vector<quant::BlockQ8_0> q(x.size() / quant::kQK8_0);
       if (quality) {
         quant::quantize_row_q8_0_act_ggml_x86(x.data(), q.data(), kCols);
@@ -94,7 +116,9 @@ std::vector<float> activation_as_dotted(GgmlType type, Numerics numerics, const 
 // Checks y (rows of matrix `expert`) against double dots of the dequantized
 // weight rows with the dequantized activation. The bound covers float
 // accumulation: 64 ulp of sum |x_i| * max |w| (scale and min terms of the
-// K-quants can each exceed |w_i|, hence the row max).
+// K-quants can each exceed |w_i|, hence the row max). Q4_1 / Q5_1 rows take
+// their offset m against the activation's stored s = f16(d * sum q) rather
+// than the sum of its dequantized values (ggml's definition of that dot).
 void expect_matches_reference(const Weight& w, int64_t expert, const std::vector<float>& x, Numerics numerics,
                               const std::vector<float>& y, const std::string& what) {
   const std::vector<float> a = activation_as_dotted(w.view.type, numerics, x);
@@ -107,6 +131,18 @@ void expect_matches_reference(const Weight& w, int64_t expert, const std::vector
       ref += static_cast<double>(row[i]) * a[i];
       sum_abs_x += std::fabs(a[i]);
       max_w = std::max(max_w, std::fabs(static_cast<double>(row[i])));
+    }
+    if (takes_q8_1(w.view.type)) {
+      const std::vector<quant::BlockQ8_1> q = q8_1_activation(numerics, x);
+      const uint8_t* bytes = w.view.row(static_cast<uint64_t>(expert * rows + r));
+      const uint32_t block_bytes = ggml_type_traits(w.view.type).block_bytes;
+      for (size_t b = 0; b < q.size(); ++b) {
+        uint16_t m;  // right after d in both block_q4_1 and block_q5_1
+        std::memcpy(&m, bytes + b * block_bytes + 2, sizeof m);
+        double block_sum = 0;
+        for (size_t i = 32 * b; i < 32 * b + 32; ++i) block_sum += a[i];
+        ref += static_cast<double>(f16_to_f32(m)) * (static_cast<double>(f16_to_f32(q[b].s)) - block_sum);
+      }
     }
     const double tol = 64 * FLT_EPSILON * sum_abs_x * max_w;
     EXPECT_NEAR(y[static_cast<size_t>(r)], ref, tol) << what << " row " << r;
@@ -295,6 +331,20 @@ TEST(ActivationCache, Q8_0RoundingFollowsNumerics) {
   EXPECT_EQ(std::memcmp(cache.get(GgmlType::MXFP4), ggml_codes.data(), ggml_codes.size() * sizeof(quant::BlockQ8_0)),
             0);
   EXPECT_EQ(cache.get(GgmlType::F32), x.data());
+}
+
+TEST(ActivationCache, Q8_1FollowsNumericsAndServesQ4_1AndQ5_1) {
+  const std::vector<float> x = quant::test::gaussian(kCols, 90);
+  for (Numerics numerics : {Numerics::Default, Numerics::Quality}) {
+    const std::vector<quant::BlockQ8_1> want = q8_1_activation(numerics, x);
+    ActivationCache cache;
+    cache.reset(x.data(), kCols, numerics);
+    EXPECT_EQ(cache.built(GgmlType::Q4_1), nullptr);
+    EXPECT_EQ(std::memcmp(cache.get(GgmlType::Q4_1), want.data(), want.size() * sizeof(quant::BlockQ8_1)), 0);
+    EXPECT_EQ(cache.built(GgmlType::Q5_1), cache.built(GgmlType::Q4_1));
+    EXPECT_EQ(cache.built(GgmlType::Q4_0), nullptr);  // Q4_0 / Q5_0 take Q8_0
+    EXPECT_EQ(cache.get(GgmlType::Q5_0), cache.get(GgmlType::Q8_0));
+  }
 }
 
 TEST(Matvec, RejectsBadInput) {

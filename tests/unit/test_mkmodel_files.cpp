@@ -68,6 +68,14 @@ GgmlType expected_type(QuantMix mix, TensorFamily fam, uint64_t row_length) {
   if (mix == QuantMix::Iq4Xs) {
     return row_length % 256 == 0 ? GgmlType::IQ4_XS : row_length % 32 == 0 ? GgmlType::IQ4_NL : GgmlType::F16;
   }
+  if (mix == QuantMix::Legacy) {
+    if (fam == F::RoutedGateUp) return GgmlType::Q4_0;
+    if (fam == F::RoutedDown) return GgmlType::Q4_1;
+    GgmlType t = GgmlType::F16;
+    if (fam == F::AttnProjection || fam == F::OutputHead) t = GgmlType::Q5_0;
+    if (fam == F::SharedExpert || fam == F::Embedding) t = GgmlType::Q5_1;
+    return row_length % 32 == 0 ? t : GgmlType::F16;
+  }
   if (mix == QuantMix::LlamaConvert) {
     // The converter keeps each checkpoint tensor's type: FP8 -> Q8_0, FP4
     // experts -> MXFP4, F32 and BF16 as they are.
@@ -185,7 +193,8 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Combine(testing::Values("tiny", "small"),
                      testing::Values(QuantMix::F32, QuantMix::F16, QuantMix::Q8_0, QuantMix::Ds4Q2, QuantMix::Ds4Q4,
                                      QuantMix::Mxfp4, QuantMix::Bf16, QuantMix::LlamaConvert, QuantMix::Q6_K,
-                                     QuantMix::Iq3Xxs, QuantMix::Q3_K, QuantMix::Q5_K, QuantMix::Iq4Xs)),
+                                     QuantMix::Iq3Xxs, QuantMix::Q3_K, QuantMix::Q5_K, QuantMix::Iq4Xs,
+                                     QuantMix::Legacy)),
     [](const auto& info) {
       std::string mix(quant_mix_name(std::get<1>(info.param)));
       for (char& c : mix)

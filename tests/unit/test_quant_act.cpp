@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/fp16.h"
@@ -89,6 +90,49 @@ TEST(QuantActQ8_0, X86ReciprocalDiffersFromDs4) {
   EXPECT_EQ(a.d, b.d);
   EXPECT_EQ(std::abs(a.qs[1] - b.qs[1]), 1);
   EXPECT_EQ(a.qs[1], static_cast<int>(std::nearbyint(x_split * (1.0f / (amax / 127.0f)))));
+}
+
+// Q8_1 (quant.h): each variant's codes and f16 scale are its Q8_0
+// counterpart's; s = f16(d * sum of the codes) with d = amax/127 unrounded.
+TEST(QuantActQ8_1, CodesFromQ8_0VariantAndScaledSum) {
+  const std::vector<float> x = test::gaussian(256, 5);
+  std::vector<BlockQ8_0> ds4_q8_0(8), x86_q8_0(8);
+  std::vector<BlockQ8_1> ds4_q8_1(8), x86_q8_1(8);
+  quantize_row_q8_0_act(x.data(), ds4_q8_0.data(), 256);
+  quantize_row_q8_0_act_ggml_x86(x.data(), x86_q8_0.data(), 256);
+  quantize_row_q8_1_act(x.data(), ds4_q8_1.data(), 256);
+  quantize_row_q8_1_act_ggml_x86(x.data(), x86_q8_1.data(), 256);
+  for (int b = 0; b < 8; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[32 * b + j]));
+    const float d = amax / 127.0f;
+    for (const auto& [q8_0, q8_1] : {std::pair{&ds4_q8_0[b], &ds4_q8_1[b]}, std::pair{&x86_q8_0[b], &x86_q8_1[b]}}) {
+      EXPECT_EQ(q8_1->d, q8_0->d) << b;
+      EXPECT_EQ(std::memcmp(q8_1->qs, q8_0->qs, 32), 0) << b;
+      int sum = 0;
+      for (int j = 0; j < 32; ++j) sum += q8_1->qs[j];
+      EXPECT_EQ(q8_1->s, f32_to_f16(d * static_cast<float>(sum))) << b;
+    }
+  }
+}
+
+TEST(QuantActQ8_1, KnownBlockAndZeroBlock) {
+  std::vector<float> x(64, 0.0f);
+  for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j) - 4.0f;  // amax 27 at x[31]
+  for (auto quantize : {&quantize_row_q8_1_act, &quantize_row_q8_1_act_ggml_x86}) {
+    BlockQ8_1 b[2];
+    quantize(x.data(), b, 64);
+    EXPECT_EQ(b[0].qs[31], 127);
+    EXPECT_EQ(b[0].qs[4], 0);
+    EXPECT_EQ(b[0].qs[0], static_cast<int>(std::nearbyint(-4.0f * 127.0f / 27.0f)));
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += b[0].qs[j];
+    EXPECT_GT(sum, 0);
+    EXPECT_EQ(b[0].s, f32_to_f16(27.0f / 127.0f * static_cast<float>(sum)));
+    EXPECT_EQ(b[1].d, 0);
+    EXPECT_EQ(b[1].s, 0);
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(b[1].qs[j], 0);
+  }
 }
 
 TEST(QuantActQ8_K, MaxElementMapsToMinus127AndTiesToEven) {

@@ -25,11 +25,17 @@ namespace ds4::cpu {
 //    quantize_row_q8_0_act_ggml_x86) and quantize_row_q8_K (arch/x86/quants.c
 //    calls quantize_row_q8_K_ref, whose codes quant::quantize_row_q8_K
 //    reproduces).
+//    Q4_0/Q5_0->Q8_0 and Q4_1/Q5_1->Q8_1; quantize_row_q8_1 on x86 is the
+//    same AVX path as Q8_0's plus s = f16(d * sum of the int32 codes), d =
+//    amax/127 in f32 (quant::quantize_row_q8_1_act_ggml_x86).
 //  - ds4 (MODEL.md section 3): F16 weights are dotted with the f32 activation
 //    in float, no activation rounding; Q8_0 activations use
 //    lrintf(x * (1/d)) (quant::quantize_row_q8_0_act), also for MXFP4 and
 //    IQ4_NL, which ds4 pairs with Q8_0 like llama.cpp; K-quants, IQ2_XXS and
 //    IQ4_XS take Q8_K.
+//    ds4 has no Q4_0 ... Q5_1 weights: they take llama.cpp's forms, Q4_0/Q5_0
+//    with ds4's Q8_0, Q4_1/Q5_1 with Q8_1 made from ds4's Q8_0 codes plus the
+//    same s = f16(d * sum) (quant::quantize_row_q8_1_act).
 ActivationForm activation_form(GgmlType weight_type, Numerics numerics) {
   const bool quality = numerics == Numerics::Quality;
   switch (weight_type) {
@@ -38,7 +44,11 @@ ActivationForm activation_form(GgmlType weight_type, Numerics numerics) {
     case GgmlType::BF16: return quality ? ActivationForm::BF16Rounded : ActivationForm::F32;
     case GgmlType::Q8_0:
     case GgmlType::MXFP4:
-    case GgmlType::IQ4_NL: return ActivationForm::Q8_0;
+    case GgmlType::IQ4_NL:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0: return ActivationForm::Q8_0;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: return ActivationForm::Q8_1;
     case GgmlType::Q2_K:
     case GgmlType::Q4_K:
     case GgmlType::Q6_K:
@@ -59,7 +69,7 @@ void ActivationCache::reset(const float* x, int64_t n, Numerics numerics) {
   x_ = x;
   n_ = n;
   numerics_ = numerics;
-  have_f16_ = have_bf16_ = have_q8_0_ = have_q8_K_ = false;
+  have_f16_ = have_bf16_ = have_q8_0_ = have_q8_K_ = have_q8_1_ = false;
 }
 
 const void* ActivationCache::built(GgmlType weight_type) const {
@@ -69,6 +79,7 @@ const void* ActivationCache::built(GgmlType weight_type) const {
     case ActivationForm::BF16Rounded: return have_bf16_ ? bf16_rounded_.data() : nullptr;
     case ActivationForm::Q8_0: return have_q8_0_ ? q8_0_.data() : nullptr;
     case ActivationForm::Q8_K: return have_q8_K_ ? q8_K_.data() : nullptr;
+    case ActivationForm::Q8_1: return have_q8_1_ ? q8_1_.data() : nullptr;
   }
   return nullptr;
 }
@@ -89,6 +100,9 @@ size_t form_row_bytes(ActivationForm f, int64_t n) {
     case ActivationForm::Q8_K:
       if (n % quant::kQK_K != 0) throw Error("matvec: Q8_K activation length not a multiple of 256");
       return un / quant::kQK_K * sizeof(quant::BlockQ8_K);
+    case ActivationForm::Q8_1:
+      if (n % quant::kQK8_1 != 0) throw Error("matvec: Q8_1 activation length not a multiple of 32");
+      return un / quant::kQK8_1 * sizeof(quant::BlockQ8_1);
   }
   return 0;
 }
@@ -118,6 +132,13 @@ void convert_row(ActivationForm f, const float* x, int64_t n, Numerics numerics,
       }
       return;
     case ActivationForm::Q8_K: quant::quantize_row_q8_K(x, static_cast<quant::BlockQ8_K*>(dst), n); return;
+    case ActivationForm::Q8_1:
+      if (numerics == Numerics::Quality) {
+        quant::quantize_row_q8_1_act_ggml_x86(x, static_cast<quant::BlockQ8_1*>(dst), n);
+      } else {
+        quant::quantize_row_q8_1_act(x, static_cast<quant::BlockQ8_1*>(dst), n);
+      }
+      return;
   }
 }
 
@@ -151,6 +172,11 @@ const void* ActivationCache::get(GgmlType weight_type) {
       convert_row(f, x_, n_, numerics_, q8_K_.data());
       have_q8_K_ = true;
       return q8_K_.data();
+    case ActivationForm::Q8_1:
+      q8_1_.resize(bytes / sizeof(quant::BlockQ8_1));
+      convert_row(f, x_, n_, numerics_, q8_1_.data());
+      have_q8_1_ = true;
+      return q8_1_.data();
   }
   throw Error("matvec: activation cache has no row bound");
 }
@@ -304,6 +330,14 @@ float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_
       return k.iq4_nl_q8_0(n, reinterpret_cast<const BlockIQ4_NL*>(row), static_cast<const BlockQ8_0*>(act));
     case GgmlType::IQ4_XS:
       return k.iq4_xs_q8_K(n, reinterpret_cast<const BlockIQ4_XS*>(row), static_cast<const BlockQ8_K*>(act));
+    case GgmlType::Q4_0:
+      return k.q4_0_q8_0(n, reinterpret_cast<const BlockQ4_0*>(row), static_cast<const BlockQ8_0*>(act));
+    case GgmlType::Q4_1:
+      return k.q4_1_q8_1(n, reinterpret_cast<const BlockQ4_1*>(row), static_cast<const BlockQ8_1*>(act));
+    case GgmlType::Q5_0:
+      return k.q5_0_q8_0(n, reinterpret_cast<const BlockQ5_0*>(row), static_cast<const BlockQ8_0*>(act));
+    case GgmlType::Q5_1:
+      return k.q5_1_q8_1(n, reinterpret_cast<const BlockQ5_1*>(row), static_cast<const BlockQ8_1*>(act));
     default: return 0;  // activation_form() rejected the type earlier
   }
 }

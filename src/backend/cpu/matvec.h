@@ -11,8 +11,10 @@
 //   Q8_0       Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
 //   MXFP4      Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
 //   IQ4_NL     Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
-//   Q2_K, Q4_K, IQ2_XXS   Q8_K                    Q8_K (same codes)
-//   Q3_K, Q5_K, Q6_K, IQ4_XS   Q8_K               Q8_K (same codes)
+//   Q2_K..Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS
+//              Q8_K                               Q8_K (same codes)
+//   Q4_0, Q5_0 Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
+//   Q4_1, Q5_1 Q8_1, ds4 rounding                 Q8_1, ggml x86 rounding
 #pragma once
 
 #include <cstdint>
@@ -33,7 +35,7 @@ struct TensorView;
 
 namespace ds4::cpu {
 
-enum class ActivationForm { F32, F16Rounded, BF16Rounded, Q8_0, Q8_K };
+enum class ActivationForm { F32, F16Rounded, BF16Rounded, Q8_0, Q8_K, Q8_1 };
 
 // The form a weight of `type` is dotted with; ds4::Error for a weight type
 // without a dot kernel.
@@ -50,7 +52,8 @@ class ActivationCache {
   void reset(const float* x, int64_t n, Numerics numerics);
   void prepare(GgmlType weight_type) { (void)get(weight_type); }
   // The activation as the dot kernel for `weight_type` takes it: const float*
-  // for F32/F16/BF16 weights, const BlockQ8_0* or const BlockQ8_K* otherwise.
+  // for F32/F16/BF16 weights, const BlockQ8_0*, BlockQ8_K* or BlockQ8_1*
+  // otherwise.
   const void* get(GgmlType weight_type);
   // Already built form (nullptr when not): safe to call concurrently.
   const void* built(GgmlType weight_type) const;
@@ -62,11 +65,12 @@ class ActivationCache {
   const float* x_ = nullptr;
   int64_t n_ = 0;
   Numerics numerics_ = Numerics::Default;
-  bool have_f16_ = false, have_bf16_ = false, have_q8_0_ = false, have_q8_K_ = false;
+  bool have_f16_ = false, have_bf16_ = false, have_q8_0_ = false, have_q8_K_ = false, have_q8_1_ = false;
   std::vector<float> f16_rounded_;   // x rounded to f16, held as f32
   std::vector<float> bf16_rounded_;  // x rounded to bf16, held as f32
   std::vector<quant::BlockQ8_0> q8_0_;
   std::vector<quant::BlockQ8_K> q8_K_;
+  std::vector<quant::BlockQ8_1> q8_1_;
 };
 
 // The rows of a batch of activations (one per token), each converted to the
@@ -99,7 +103,7 @@ class ActivationBatch {
   const float* X_ = nullptr;
   int64_t n_rows_ = 0, n_cols_ = 0, stride_ = 0;
   Numerics numerics_ = Numerics::Default;
-  Form forms_[5];
+  Form forms_[6];
 };
 
 // y[r] = row_r . x for the ne[1] rows of w (expert == -1: a 2-D tensor) or of

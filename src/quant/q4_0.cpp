@@ -1,0 +1,64 @@
+// Q4_0: blocks of 32 4-bit codes and one f16 scale, x = d * (q - 8).
+#include <algorithm>
+#include <cmath>
+
+#include "core/fp16.h"
+#include "quant/legacy_codes.h"
+#include "quant/quant.h"
+#include "quant/scale_search.h"
+
+namespace ds4::quant {
+namespace {
+
+using namespace legacy;
+
+// ggml's quantize_row_q4_0_ref: d = max / -8 from the value of largest
+// magnitude (first on ties), codes truncated from x / d + 8.5, at most 15.
+void quantize_block_plain(const float* x, BlockQ4_0& y) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < kBlock; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const float d = max / -8;
+  const float id = d ? 1.0f / d : 0.0f;
+  y.d = f32_to_f16(d);
+  uint8_t codes[kBlock];
+  for (int j = 0; j < kBlock; ++j) {
+    codes[j] = static_cast<uint8_t>(std::min(15, int8_cast_x86(x[j] * id + 8.5f)));
+  }
+  pack_nibbles(codes, y.qs);
+}
+
+}  // namespace
+
+void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / kQK4_0; ++i) {
+    const float d = f16_to_f32(x[i].d);
+    int codes[kBlock];
+    unpack_codes(x[i].qs, nullptr, codes);
+    for (int j = 0; j < kBlock; ++j) y[kBlock * i + j] = static_cast<float>(codes[j] - 8) * d;
+  }
+}
+
+// With importance, ggml's quantize_row_q4_0_impl: make_qx_quants (our
+// fit_signed_scale) per block, weighted by importance * sqrt(sigma2 + x^2).
+void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n, const float* importance) {
+  if (!importance) {
+    for (int64_t i = 0; i < n / kQK4_0; ++i) quantize_block_plain(x + kBlock * i, y[i]);
+    return;
+  }
+  const float sigma2 = row_sigma2(x, n);
+  for (int64_t i = 0; i < n / kQK4_0; ++i) {
+    const float* xb = x + kBlock * i;
+    float weight[kBlock];
+    block_weights(xb, importance + kBlock * i, sigma2, weight);
+    int8_t codes[kBlock];
+    y[i].d = f32_to_f16(fit_signed_scale(kBlock, 8, xb, codes, weight));
+    pack_nibbles(codes, y[i].qs);
+  }
+}
+
+}  // namespace ds4::quant
