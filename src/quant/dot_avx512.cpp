@@ -885,86 +885,44 @@ float dot_f16_f32(int64_t n, const uint16_t* w, const float* x) { return dot_flo
 float dot_bf16_f32(int64_t n, const uint16_t* w, const float* x) { return dot_float<BF16Weights>(n, w, x); }
 float dot_f32_f32(int64_t n, const float* w, const float* x) { return dot_float<F32Weights>(n, w, x); }
 
+// One AVX-512 level's table: its own kernels for the formats that have
+// AVX-512 versions (VNNI dot products, IQ2_XXS's grid from registers with
+// VBMI), the avx2 level's one-row kernels for every other format.
+template <bool kVnni, bool kVbmi>
+constexpr DotKernels avx512_level(const char* isa) {
+  return {
+      isa,
+      dot_q8_0_q8_0<kVnni>,
+      dot_q2_K_q8_K<kVnni>,
+      dot_q4_K_q8_K<kVnni>,
+      dot_iq2_xxs_q8_K<kVnni, kVbmi>,
+      dot_mxfp4_q8_0<kVnni>,
+      dot_f16_f32,
+      dot_bf16_f32,
+      dot_f32_f32,
+      dot_q6_K_q8_K_avx2,
+      dot_iq2_xs_q8_K_avx2,
+      dot_iq1_m_q8_K_avx2,
+      dot_iq1_s_q8_K_avx2,
+      dot_iq3_xxs_q8_K_avx2,
+      dot_iq3_s_q8_K_avx2,
+      dot_q3_K_q8_K_avx2,
+      dot_q5_K_q8_K_avx2,
+      dot_iq4_nl_q8_0_avx2,
+      dot_iq4_xs_q8_K_avx2,
+      dot_q4_0_q8_0_avx2,
+      dot_q4_1_q8_1_avx2,
+      dot_q5_0_q8_0_avx2,
+      dot_q5_1_q8_1_avx2,
+  };
+}
+
 }  // namespace
 
-extern const DotKernels kDotAvx512 = {
-    "avx512",
-    dot_q8_0_q8_0<false>,
-    dot_q2_K_q8_K<false>,
-    dot_q4_K_q8_K<false>,
-    dot_iq2_xxs_q8_K<false, false>,
-    dot_mxfp4_q8_0<false>,
-    dot_f16_f32,
-    dot_bf16_f32,
-    dot_f32_f32,
-    dot_q6_K_q8_K_avx2,
-    dot_iq2_xs_q8_K_avx2,
-    dot_iq1_m_q8_K_avx2,
-    dot_iq1_s_q8_K_avx2,
-    dot_iq3_xxs_q8_K_avx2,
-    dot_iq3_s_q8_K_avx2,
-    dot_q3_K_q8_K_avx2,
-    dot_q5_K_q8_K_avx2,
-    dot_iq4_nl_q8_0_avx2,
-    dot_iq4_xs_q8_K_avx2,
-    dot_q4_0_q8_0_avx2,
-    dot_q4_1_q8_1_avx2,
-    dot_q5_0_q8_0_avx2,
-    dot_q5_1_q8_1_avx2,
-};
-
-extern const DotKernels kDotAvx512Vnni = {
-    "avx512vnni",
-    dot_q8_0_q8_0<true>,
-    dot_q2_K_q8_K<true>,
-    dot_q4_K_q8_K<true>,
-    dot_iq2_xxs_q8_K<true, false>,
-    dot_mxfp4_q8_0<true>,
-    dot_f16_f32,
-    dot_bf16_f32,
-    dot_f32_f32,
-    dot_q6_K_q8_K_avx2,
-    dot_iq2_xs_q8_K_avx2,
-    dot_iq1_m_q8_K_avx2,
-    dot_iq1_s_q8_K_avx2,
-    dot_iq3_xxs_q8_K_avx2,
-    dot_iq3_s_q8_K_avx2,
-    dot_q3_K_q8_K_avx2,
-    dot_q5_K_q8_K_avx2,
-    dot_iq4_nl_q8_0_avx2,
-    dot_iq4_xs_q8_K_avx2,
-    dot_q4_0_q8_0_avx2,
-    dot_q4_1_q8_1_avx2,
-    dot_q5_0_q8_0_avx2,
-    dot_q5_1_q8_1_avx2,
-};
-
+extern const DotKernels kDotAvx512 = avx512_level<false, false>("avx512");
+extern const DotKernels kDotAvx512Vnni = avx512_level<true, false>("avx512vnni");
 // The avx512vnni kernels, but IQ2_XXS with its grid in registers (VBMI).
-extern const DotKernels kDotAvx512Vbmi = {
-    "avx512vbmi",
-    dot_q8_0_q8_0<true>,
-    dot_q2_K_q8_K<true>,
-    dot_q4_K_q8_K<true>,
-    dot_iq2_xxs_q8_K<true, true>,
-    dot_mxfp4_q8_0<true>,
-    dot_f16_f32,
-    dot_bf16_f32,
-    dot_f32_f32,
-    dot_q6_K_q8_K_avx2,
-    dot_iq2_xs_q8_K_avx2,
-    dot_iq1_m_q8_K_avx2,
-    dot_iq1_s_q8_K_avx2,
-    dot_iq3_xxs_q8_K_avx2,
-    dot_iq3_s_q8_K_avx2,
-    dot_q3_K_q8_K_avx2,
-    dot_q5_K_q8_K_avx2,
-    dot_iq4_nl_q8_0_avx2,
-    dot_iq4_xs_q8_K_avx2,
-    dot_q4_0_q8_0_avx2,
-    dot_q4_1_q8_1_avx2,
-    dot_q5_0_q8_0_avx2,
-    dot_q5_1_q8_1_avx2,
-};
+extern const DotKernels kDotAvx512Vbmi = avx512_level<true, true>("avx512vbmi");
 
 namespace avx512_detail {
 

@@ -13,6 +13,7 @@
 #include "quant/iq2_grid_search.h"
 #include "quant/quant.h"
 #include "quant/rounding.h"
+#include "quant/scale_search.h"
 
 namespace ds4::quant {
 namespace {
@@ -161,14 +162,9 @@ void dequantize_row_iq1_s(const BlockIQ1_S* x, float* y, int64_t n) {
 
 void quantize_row_iq1_s(const float* x, BlockIQ1_S* y, int64_t n, const float* importance) {
   const Iq2GridSearch& tables = Iq2GridSearch::iq1();
-  std::vector<float> uniform;
-  if (!importance) {
-    // ggml refuses IQ1_S without an imatrix; as for IQ2_XXS, one row has no
-    // column statistics, so its weights are taken as equal.
-    uniform.assign(static_cast<size_t>(n), 1.0f);
-    importance = uniform.data();
-  }
-  for (int64_t i = 0; i < n / kQK_K; ++i) quantize_block(tables, x + i * kQK_K, importance + i * kQK_K, y[i]);
+  quantize_imatrix_row(x, y, n, importance, [&](const float* xb, const float* qw, BlockIQ1_S& b) {
+    quantize_block(tables, xb, qw, b);
+  });
 }
 
 }  // namespace ds4::quant

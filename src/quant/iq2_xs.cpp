@@ -11,6 +11,7 @@
 #include "core/fp16.h"
 #include "quant/iq2_grid_search.h"
 #include "quant/iq2_xs_tables.h"
+#include "quant/iq_even_signs.h"
 #include "quant/quant.h"
 #include "quant/rounding.h"
 #include "quant/scale_search.h"
@@ -19,40 +20,6 @@ namespace ds4::quant {
 namespace {
 
 constexpr int kMaxQ = 3;  // levels per element; values 2*l+1 = 1, 3, 5
-
-// Magnitudes of one sub-block of 16 (two groups of 8) and the 7 coded sign
-// bits of each group. The format forces an even number of negatives per
-// group, so when the count is odd the element where a wrong sign costs least
-// (smallest w*x^2) is flipped.
-void split_signs(const float* xb, const float* weight, float* xval, uint8_t* block_signs) {
-  for (int k = 0; k < 2; ++k) {
-    int nflip = 0;
-    uint8_t s = 0;
-    for (int i = 0; i < 8; ++i) {
-      if (xb[8 * k + i] >= 0) {
-        xval[8 * k + i] = xb[8 * k + i];
-      } else {
-        xval[8 * k + i] = -xb[8 * k + i];
-        ++nflip;
-        s = static_cast<uint8_t>(s | (1 << i));
-      }
-    }
-    if (nflip % 2) {
-      int imin = 0;
-      float min = weight[8 * k] * xb[8 * k] * xb[8 * k];
-      for (int i = 1; i < 8; ++i) {
-        const float ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-        if (ax < min) {
-          min = ax;
-          imin = i;
-        }
-      }
-      xval[8 * k + imin] = -xval[8 * k + imin];
-      s = static_cast<uint8_t>(s ^ (1 << imin));
-    }
-    block_signs[k] = s & 127;  // bit 7 is implied by parity
-  }
-}
 
 // Rounds group k to levels at inverse scale id; when the word is off the grid
 // takes the best neighbour at `scale`. Returns whether it was on the grid.
@@ -89,7 +56,7 @@ float quantize_sub_block(const Iq2GridSearch& t, const float* xb, const float* q
   uint8_t block_signs[2];
   for (int i = 0; i < 16; ++i) weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
   for (int i = 0; i < 16; ++i) waux[i] = std::sqrt(weight[i]);
-  split_signs(xb, weight, xval, block_signs);
+  for (int k = 0; k < 2; ++k) block_signs[k] = even_parity_signs(xb + 8 * k, weight + 8 * k, xval + 8 * k);
 
   float max = xval[0];
   for (int i = 1; i < 16; ++i) max = std::max(max, xval[i]);
@@ -199,14 +166,9 @@ void dequantize_row_iq2_xs(const BlockIQ2_XS* x, float* y, int64_t n) {
 
 void quantize_row_iq2_xs(const float* x, BlockIQ2_XS* y, int64_t n, const float* importance) {
   const Iq2GridSearch& tables = Iq2GridSearch::iq2_xs();
-  std::vector<float> uniform;
-  if (!importance) {
-    // ggml refuses IQ2_XS without an imatrix; as for IQ2_XXS, one row has no
-    // column statistics, so its weights are taken as equal.
-    uniform.assign(static_cast<size_t>(n), 1.0f);
-    importance = uniform.data();
-  }
-  for (int64_t i = 0; i < n / kQK_K; ++i) quantize_block(tables, x + i * kQK_K, importance + i * kQK_K, y[i]);
+  quantize_imatrix_row(x, y, n, importance, [&](const float* xb, const float* qw, BlockIQ2_XS& b) {
+    quantize_block(tables, xb, qw, b);
+  });
 }
 
 }  // namespace ds4::quant

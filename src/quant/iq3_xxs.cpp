@@ -11,6 +11,7 @@
 #include "quant/iq2_xxs_tables.h"
 #include "quant/iq3_search.h"
 #include "quant/iq3_tables.h"
+#include "quant/iq_even_signs.h"
 #include "quant/quant.h"
 #include "quant/rounding.h"
 
@@ -51,36 +52,8 @@ void quantize_block(const Iq3SearchTables& t, const float* xbl, const float* qwb
     }
     for (int i = 0; i < 32; ++i) waux[i] = std::sqrt(weight[i]);
 
-    // Work on magnitudes. The format forces an even number of negatives per
-    // 8 elements, so when the count is odd the element where a wrong sign
-    // costs least (smallest w*x^2) is flipped.
-    for (int k = 0; k < 4; ++k) {
-      int nflip = 0;
-      uint8_t s = 0;
-      for (int i = 0; i < 8; ++i) {
-        if (xb[8 * k + i] >= 0) {
-          xval[8 * k + i] = xb[8 * k + i];
-        } else {
-          xval[8 * k + i] = -xb[8 * k + i];
-          ++nflip;
-          s = static_cast<uint8_t>(s | (1 << i));
-        }
-      }
-      if (nflip % 2) {
-        int imin = 0;
-        float min = weight[8 * k] * xb[8 * k] * xb[8 * k];
-        for (int i = 1; i < 8; ++i) {
-          const float ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-          if (ax < min) {
-            min = ax;
-            imin = i;
-          }
-        }
-        xval[8 * k + imin] = -xval[8 * k + imin];
-        s = static_cast<uint8_t>(s ^ (1 << imin));
-      }
-      block_signs[k] = s & 127;  // bit 7 is implied by parity
-    }
+    // Work on magnitudes with even-parity signs (iq_even_signs.h).
+    for (int k = 0; k < 4; ++k) block_signs[k] = even_parity_signs(xb + 8 * k, weight + 8 * k, xval + 8 * k);
 
     float max = xval[0];
     for (int i = 1; i < 32; ++i) max = std::max(max, xval[i]);

@@ -4,9 +4,13 @@
 // quantizers weight each element.
 #pragma once
 
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#include "quant/scale_search.h"
 
 namespace ds4::quant::legacy {
 
@@ -60,5 +64,55 @@ inline int32_t truncate_x86(float v) {
 
 // ggml's (int8_t) cast of a float on x86.
 inline int int8_cast_x86(float v) { return static_cast<int8_t>(truncate_x86(v)); }
+
+// The block's value of largest magnitude, sign kept (first on ties): the
+// plain Q4_0 / Q5_0 scale is it over -8 / -16.
+inline float signed_absmax(const float* x) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < kBlock; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+// ggml's quantize_row_q4_0_ref / q5_0_ref for one block: d = signed_absmax
+// / -half, codes truncated (ggml's int8_t cast) from x / d + half + 0.5, at
+// most 2 * half - 1. Returns d.
+inline float fit_symmetric_plain(const float* x, int half, uint8_t* codes) {
+  const float d = signed_absmax(x) / static_cast<float>(-half);
+  const float id = d ? 1.0f / d : 0.0f;
+  const float bias = static_cast<float>(half) + 0.5f;
+  for (int j = 0; j < kBlock; ++j) {
+    codes[j] = static_cast<uint8_t>(std::min(2 * half - 1, int8_cast_x86(x[j] * id + bias)));
+  }
+  return d;
+}
+
+// The block's minimum and maximum: the plain Q4_1 / Q5_1 offset and range.
+inline void min_max(const float* x, float& min, float& max) {
+  min = FLT_MAX;
+  max = -FLT_MAX;
+  for (int j = 0; j < kBlock; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+}
+
+// With importance, ggml's quantize_row_q4_1_impl / q5_1_impl for one block:
+// make_qkx3_quants (our fit_scale_min: -0.9 + 0.05 k, 37 steps, least
+// squares) weighted by importance * sqrt(sigma2 + x^2). Codes 0..nmax; d and
+// the offset m (x = d * q + m).
+inline void fit_offset_weighted(const float* xb, const float* importance, float sigma2, int nmax, uint8_t* codes,
+                                float& d, float& m) {
+  float weight[kBlock];
+  block_weights(xb, importance, sigma2, weight);
+  uint8_t scratch[kBlock];
+  float neg_min = 0;
+  d = fit_scale_min(kBlock, nmax, xb, weight, codes, &neg_min, scratch, -0.9f, 0.05f, 36, false);
+  m = -neg_min;
+}
 
 }  // namespace ds4::quant::legacy

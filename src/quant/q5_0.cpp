@@ -13,23 +13,10 @@ namespace {
 
 using namespace legacy;
 
-// ggml's quantize_row_q5_0_ref: d = max / -16 from the value of largest
-// magnitude (first on ties), codes truncated from x / d + 16.5, at most 31.
+// ggml's quantize_row_q5_0_ref (fit_symmetric_plain with half 16).
 void quantize_block_plain(const float* x, BlockQ5_0& y) {
-  float amax = 0, max = 0;
-  for (int j = 0; j < kBlock; ++j) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  const float d = max / -16;
-  const float id = d ? 1.0f / d : 0.0f;
-  y.d = f32_to_f16(d);
   uint8_t codes[kBlock];
-  for (int j = 0; j < kBlock; ++j) {
-    codes[j] = static_cast<uint8_t>(std::min(31, int8_cast_x86(x[j] * id + 16.5f)));
-  }
+  y.d = f32_to_f16(fit_symmetric_plain(x, 16, codes));
   pack_nibbles(codes, y.qs);
   pack_high_bits(codes, y.qh);
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "quant/k_scale_min_fit.h"
 #include "quant/k_scales.h"
 #include "quant/quant.h"
 #include "quant/rounding.h"
@@ -17,105 +18,28 @@ namespace {
 constexpr int kSub = 32;
 constexpr int kNumSub = kQK_K / kSub;
 
-// Recodes every element against its sub-block's dequantized (scale, min)
-// (sub-blocks with scale 0 keep the search's codes) and splits the codes
-// 0..31 into nibbles and qh bits.
-void requantize_and_pack(const float* x, BlockQ5_K& y, uint8_t* L) {
-  const float d_all = f16_to_f32(y.d);
-  const float m_all = f16_to_f32(y.dmin);
-  for (int j = 0; j < kNumSub; ++j) {
-    const ScaleMin6 sm = unpack_q4_K_scale_min(j, y.scales);
-    const float d = d_all * sm.scale;
-    if (!d) continue;
-    const float dm = m_all * sm.min;
-    for (int ii = 0; ii < kSub; ++ii) {
-      const int l = nearest_int((x[kSub * j + ii] + dm) / d);
-      L[kSub * j + ii] = static_cast<uint8_t>(std::max(0, std::min(31, l)));
-    }
-  }
+// The search (k_scale_min_fit.h) with this format's code range, then its
+// packing of the codes.
+void store(const KScaleMinBlock& b, BlockQ5_K& y) {
+  y.d = b.d;
+  y.dmin = b.dmin;
+  std::memcpy(y.scales, b.scales, sizeof y.scales);
   std::memset(y.qh, 0, sizeof y.qh);
   // Each 32-byte chunk c: sub-block 2c in the low nibbles, 2c+1 in the high;
   // the fifth bit of sub-block s at bit s of qh.
-  for (int c = 0; c < kNumSub / 2; ++c) {
+  for (int c = 0; c < 4; ++c) {
     for (int l = 0; l < 32; ++l) {
-      const int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+      const int lo = b.codes[64 * c + l], hi = b.codes[64 * c + 32 + l];
       y.qh[l] = static_cast<uint8_t>(y.qh[l] | ((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
       y.qs[32 * c + l] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
     }
   }
 }
 
-// ggml's quantize_row_q5_K_ref: per sub-block a least-squares fit weighted
-// by rms(x)+|x|, then scales and mins coded linearly against their maxima.
-void quantize_block_plain(const float* x, BlockQ5_K& y) {
-  uint8_t L[kQK_K];
-  uint8_t Laux[kSub];
-  float weights[kSub];
-  float mins[kNumSub];
-  float scales[kNumSub];
+void quantize_block_plain(const float* x, BlockQ5_K& y) { store(fit_k_scale_min_plain(x, 31, -0.5f, 15), y); }
 
-  float max_scale = 0;
-  float max_min = 0;
-  for (int j = 0; j < kNumSub; ++j) {
-    float sum_x2 = 0;
-    for (int l = 0; l < kSub; ++l) sum_x2 += x[kSub * j + l] * x[kSub * j + l];
-    const float av_x = std::sqrt(sum_x2 / kSub);
-    for (int l = 0; l < kSub; ++l) weights[l] = av_x + std::fabs(x[kSub * j + l]);
-    scales[j] = fit_scale_min(kSub, 31, x + kSub * j, weights, L + kSub * j, &mins[j], Laux, -0.5f, 0.1f, 15,
-                              false);
-    if (scales[j] > max_scale) max_scale = scales[j];
-    if (mins[j] > max_min) max_min = mins[j];
-  }
-
-  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-  uint8_t ls[kNumSub], lm[kNumSub];
-  for (int j = 0; j < kNumSub; ++j) {
-    // Truncation to 8 bits before the clamp is ggml's (uint8_t) assignment.
-    ls[j] = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[j])));
-    lm[j] = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[j])));
-  }
-  pack_q4_K_scale_min(ls, lm, y.scales);
-  y.d = f32_to_f16(max_scale / 63.f);
-  y.dmin = f32_to_f16(max_min / 63.f);
-  requantize_and_pack(x, y, L);
-}
-
-// ggml's quantize_row_q5_K_impl (with quant_weights): element weights
-// qw*sqrt(sigma^2 + x^2), then a weighted search for the 6-bit codes.
 void quantize_block_weighted(const float* x, const float* qw, BlockQ5_K& y) {
-  uint8_t L[kQK_K];
-  uint8_t Laux[kSub];
-  uint8_t Ls[kNumSub];
-  uint8_t Lm[kNumSub];
-  float weights[kSub];
-  float sw[kNumSub];
-  float mins[kNumSub];
-  float scales[kNumSub];
-
-  float sum_x2 = 0;
-  for (int l = 0; l < kQK_K; ++l) sum_x2 += x[l] * x[l];
-  const float sigma2 = 2 * sum_x2 / kQK_K;
-  for (int j = 0; j < kNumSub; ++j) {
-    for (int l = 0; l < kSub; ++l) {
-      weights[l] = qw[kSub * j + l] * std::sqrt(sigma2 + x[kSub * j + l] * x[kSub * j + l]);
-    }
-    float sumw = 0;
-    for (int l = 0; l < kSub; ++l) sumw += weights[l];
-    sw[j] = sumw;
-    scales[j] = fit_scale_min(kSub, 31, x + kSub * j, weights, L + kSub * j, &mins[j], Laux, -0.9f, 0.05f, 36,
-                              false);
-  }
-  const float d_block = fit_nonneg_scale(kNumSub, 63, scales, Ls, sw);
-  const float m_block = fit_nonneg_scale(kNumSub, 63, mins, Lm, sw);
-  for (int j = 0; j < kNumSub; ++j) {
-    Ls[j] = std::min<uint8_t>(63, Ls[j]);
-    Lm[j] = std::min<uint8_t>(63, Lm[j]);
-  }
-  pack_q4_K_scale_min(Ls, Lm, y.scales);
-  y.d = f32_to_f16(d_block);
-  y.dmin = f32_to_f16(m_block);
-  requantize_and_pack(x, y, L);
+  store(fit_k_scale_min_weighted(x, qw, 31), y);
 }
 
 }  // namespace

@@ -41,6 +41,7 @@
 #include "core/thread_pool.h"
 #include "model/deepseek4_hparams.h"
 #include "model/quant_mix.h"
+#include "logits_comparison.h"
 #include "reference_client.h"
 #include "support/random_tokens.h"
 #include "support/synthetic_model.h"
@@ -106,12 +107,6 @@ std::vector<Config> configs() {
 
 using test::random_tokens;
 
-// --quality replicates the kernels of llama.cpp's AVX-512 CPU variants.
-bool replicated_kernels() {
-  const auto& f = cpu_features();
-  return f.avx512f && f.avx512dq && f.avx2 && f.fma;
-}
-
 // Mixes with matrices whose ggml kernels --quality does not replicate yet
 // (see the guard in QualityLogitsMatchLlamaCpp): BF16 (replicated, not yet
 // confirmed on an AVX512-BF16 CPU) and Q6_K, IQ3_XXS / IQ3_S, Q3_K, Q5_K,
@@ -137,46 +132,6 @@ void PrintTo(const Case &c, std::ostream *os) {
   *os << configs()[c.config].name << " " << model::quant_mix_name(c.mix);
 }
 
-// Softmax in double.
-std::vector<double> softmax(const float *x, size_t n) {
-  const double m = *std::max_element(x, x + n);
-  std::vector<double> p(n);
-  double s = 0;
-  for (size_t i = 0; i < n; ++i) s += p[i] = std::exp(static_cast<double>(x[i]) - m);
-  for (auto &v : p) v /= s;
-  return p;
-}
-
-struct Comparison {
-  double worst_rel = 0;  // max over positions of max|d| / row range
-  int worst_pos = -1;
-  int top1_agree = 0;
-  double mean_kl = 0, max_kl = 0;
-};
-
-Comparison compare(const std::vector<float> &ref, const std::vector<float> &ours, size_t n_vocab) {
-  Comparison c;
-  const size_t n = ref.size() / n_vocab;
-  for (size_t t = 0; t < n; ++t) {
-    const float *r = ref.data() + t * n_vocab, *o = ours.data() + t * n_vocab;
-    const auto [mn, mx] = std::minmax_element(r, r + n_vocab);
-    double d = 0;
-    for (size_t i = 0; i < n_vocab; ++i) d = std::max(d, std::fabs(static_cast<double>(r[i]) - o[i]));
-    const double rel = d / (static_cast<double>(*mx) - *mn);
-    if (std::getenv("DS4_PARITY_TRACE") && rel > 1e-5) std::printf("pos %zu rel %.3g\n", t, rel);
-    if (!(rel <= c.worst_rel)) c.worst_rel = rel, c.worst_pos = static_cast<int>(t);
-    if (std::max_element(r, r + n_vocab) - r == std::max_element(o, o + n_vocab) - o) ++c.top1_agree;
-    const auto p = softmax(r, n_vocab), q = softmax(o, n_vocab);
-    double kl = 0;
-    for (size_t i = 0; i < n_vocab; ++i)
-      if (p[i] > 0) kl += p[i] * (std::log(p[i]) - std::log(std::max(q[i], 1e-300)));
-    c.mean_kl += kl;
-    c.max_kl = std::max(c.max_kl, kl);
-  }
-  c.mean_kl /= static_cast<double>(n);
-  return c;
-}
-
 class ForwardParity : public testing::TestWithParam<Case> {};
 
 TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
@@ -195,7 +150,7 @@ TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
   std::vector<float> ours(tokens.size() * nv);
   fwd.eval(session, tokens, ours.data());
 
-  const auto c = compare(ref, ours, nv);
+  const auto c = reference::compare_logits(ref, ours, nv);
   std::printf("[parity] %-12s %-7s max|d|/range %.3g (pos %d)  top-1 %d/%zu  KL mean %.3g max %.3g\n",
               cfg.name.c_str(), std::string(model::quant_mix_name(mix)).c_str(), c.worst_rel, c.worst_pos,
               c.top1_agree, tokens.size(), c.mean_kl, c.max_kl);
@@ -204,7 +159,7 @@ TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
   // llama.cpp decoding the tokens one at a time against its own batch result.
   if (std::getenv("DS4_PARITY_SELF")) {
     const auto self = reference::logits(m.path(), tokens, kRefThreads, 1);
-    const auto cs = compare(ref, self, nv);
+    const auto cs = reference::compare_logits(ref, self, nv);
     std::printf("[parity] %-12s %-7s llama.cpp self (token by token vs one batch): top-1 %d/%zu  KL mean %.3g\n",
                 cfg.name.c_str(), std::string(model::quant_mix_name(mix)).c_str(), cs.top1_agree, tokens.size(),
                 cs.mean_kl);
@@ -238,7 +193,7 @@ TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
     }
     std::printf("[parity] greedy: %d of %d steps equal to llama.cpp's%s\n", agreed, kGreedy,
                 agreed < kGreedy ? " (then a near-tie)" : "");
-  } else if (replicated_kernels() && !has_unconfirmed_kernels(mix)) {
+  } else if (reference::replicated_kernels() && !has_unconfirmed_kernels(mix)) {
     EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.99 * n)));
     EXPECT_LE(c.mean_kl, 1e-3);
   } else {
@@ -246,7 +201,7 @@ TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
     // --quality does not replicate (or not confirmed yet): only a regression
     // guard.
     std::printf("[parity] %s: llama.cpp's kernels differ from the replicated ones; guard only\n",
-                replicated_kernels() ? "BF16 or unreplicated K/IQ/legacy weights" : "no AVX-512");
+                reference::replicated_kernels() ? "BF16 or unreplicated K/IQ/legacy weights" : "no AVX-512");
     EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.80 * n)));
     EXPECT_LE(c.mean_kl, 0.02);
   }
@@ -259,7 +214,7 @@ TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
 // activation rounding, the HC, norms, compressors, indexer selection,
 // attention and MoE to llama.cpp's exact float operations.
 TEST(ForwardParityExact, Q8_0TwoLayersBitIdentical) {
-  if (!replicated_kernels()) GTEST_SKIP() << "llama.cpp runs a non-AVX-512 CPU variant here";
+  if (!reference::replicated_kernels()) GTEST_SKIP() << "llama.cpp runs a non-AVX-512 CPU variant here";
   auto hp = model::preset_tiny();
   hp.head_dim = 256;  // see configs()
   hp.n_layer = 2;

@@ -28,11 +28,11 @@
 #include <vector>
 
 #include "backend/cpu/forward.h"
-#include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "model/deepseek4_hparams.h"
 #include "model/deepseek4_model.h"
 #include "model/quant_mix.h"
+#include "logits_comparison.h"
 #include "reference_client.h"
 #include "support/random_tokens.h"
 #include "support/synthetic_model.h"
@@ -64,42 +64,6 @@ model::Deepseek4HParams parity_shape() {
   hp.n_expert = 8;
   hp.n_expert_used = 2;
   return hp;
-}
-
-// --quality replicates the kernels of llama.cpp's AVX-512 CPU variants.
-bool replicated_kernels() {
-  const auto& f = cpu_features();
-  return f.avx512f && f.avx512dq && f.avx2 && f.fma;
-}
-
-struct Comparison {
-  int top1_agree = 0;
-  double mean_kl = 0;
-};
-
-std::vector<double> softmax(const float* x, size_t n) {
-  const double m = *std::max_element(x, x + n);
-  std::vector<double> p(n);
-  double s = 0;
-  for (size_t i = 0; i < n; ++i) s += p[i] = std::exp(static_cast<double>(x[i]) - m);
-  for (auto& v : p) v /= s;
-  return p;
-}
-
-Comparison compare(const std::vector<float>& ref, const std::vector<float>& other, size_t n_vocab) {
-  Comparison c;
-  const size_t n = ref.size() / n_vocab;
-  for (size_t t = 0; t < n; ++t) {
-    const float *r = ref.data() + t * n_vocab, *o = other.data() + t * n_vocab;
-    if (std::max_element(r, r + n_vocab) - r == std::max_element(o, o + n_vocab) - o) ++c.top1_agree;
-    const auto p = softmax(r, n_vocab), q = softmax(o, n_vocab);
-    double kl = 0;
-    for (size_t i = 0; i < n_vocab; ++i)
-      if (p[i] > 0) kl += p[i] * (std::log(p[i]) - std::log(std::max(q[i], 1e-300)));
-    c.mean_kl += kl;
-  }
-  c.mean_kl /= static_cast<double>(n);
-  return c;
 }
 
 class LlamaPresets : public testing::TestWithParam<Preset> {
@@ -135,10 +99,10 @@ TEST_P(LlamaPresets, LoadAndMatchLlamaCppWithinItsOwnNoise) {
   std::vector<float> ours(ref.size());
   fwd.eval(session, tokens, ours.data());
 
-  const Comparison c = compare(ref, ours, nv), s = compare(ref, self, nv);
+  const auto c = reference::compare_logits(ref, ours, nv), s = reference::compare_logits(ref, self, nv);
   std::printf("[presets] %-8s ours: top-1 %d/%d KL %.3g | llama.cpp token by token: top-1 %d/%d KL %.3g\n", p.name,
               c.top1_agree, kTokens, c.mean_kl, s.top1_agree, kTokens, s.mean_kl);
-  if (replicated_kernels() && std::string(p.name) == "Q8_0") {
+  if (reference::replicated_kernels() && std::string(p.name) == "Q8_0") {
     EXPECT_LE(kTokens - c.top1_agree, 2 * (kTokens - s.top1_agree) + static_cast<int>(std::ceil(0.02 * kTokens)));
     EXPECT_LE(c.mean_kl, 2 * s.mean_kl + 1e-4);
   } else {
