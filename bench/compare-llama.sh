@@ -24,7 +24,12 @@
 # Usage: bench/compare-llama.sh [options]
 #   --build DIR      build folder with bin/ds4-bench, bin/ds4-mkmodel, bin/ds4-ref-runner and
 #                    bench/ds4-bench-bandwidth (default: build)
-#   --mixes LIST     comma-separated ds4-mkmodel mixes (default: ds4-q2,ds4-q4)
+#   --mixes LIST     comma-separated ds4-mkmodel mixes (default: ds4-q2,ds4-q4); an entry
+#                    llama:PRESET (llama:Q4_K_M, llama:IQ2_XXS, ...) is instead the file
+#                    llama.cpp's own llama_model_quantize makes with that llama-quantize
+#                    preset from the q8_0 mix's model (ds4-ref-runner model-quantize
+#                    --allow-requantize --imatrix-from-weights: importance from the weights'
+#                    column energy, as the IQ1/IQ2 presets require one), as community files are made
 #   --layers L       layers of each model (default 2)
 #   --preset NAME    ds4-mkmodel preset (default bench; to smoke-test this script: small --layers 3)
 #   --prompt P       prompt tokens, ids (i*7919+13) mod 1000 (default 512)
@@ -68,7 +73,7 @@ bandwidth_bytes=4g
 warmup=()
 isa=""
 while [[ $# -gt 0 ]]; do
-  [[ "$1" == -h || "$1" == --help ]] && { sed -n '2,38s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }
+  [[ "$1" == -h || "$1" == --help ]] && { sed -n '2,50s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }
   if [[ "$1" == --warmup ]]; then warmup=(--warmup); shift; continue; fi
   [[ $# -ge 2 ]] || die "$1 needs a value"
   case "$1" in
@@ -158,14 +163,33 @@ run_bandwidth() {  # mix run
     "$work/bw.out" "$1" "$2" >>"$results"
 }
 
+# The model of a ds4-mkmodel mix, made once and kept.
+make_mix_model() {  # mix path
+  [[ -f "$2" ]] && return
+  echo "compare-llama: making $2 (once; kept for later runs)" >&2
+  "$mkmodel" --preset "$preset" --layers "$layers" --mix "$1" --seed 1 --out "$2.part" \
+    >"$work/mkmodel.log" 2>&1 || { rm -f "$2.part"; fail "ds4-mkmodel --mix $1" "$work/mkmodel.log"; }
+  mv "$2.part" "$2"
+}
+
+# A llama:PRESET entry's model: llama_model_quantize over the q8_0 model, made once and kept.
+make_llama_preset_model() {  # preset path
+  local source="$models/$preset-$layers-q8_0.gguf"
+  [[ -f "$2" ]] && return
+  make_mix_model q8_0 "$source"
+  echo "compare-llama: making $2 with llama_model_quantize $1 (once; kept for later runs)" >&2
+  "$llama" model-quantize -m "$source" --out "$2.part" --ftype "$1" --allow-requantize --imatrix-from-weights \
+    --threads "$threads" >"$work/quantize.log" 2>&1 || { rm -f "$2.part"; fail "ds4-ref-runner model-quantize --ftype $1" "$work/quantize.log"; }
+  mv "$2.part" "$2"
+}
+
 IFS=, read -r -a mix_list <<<"$mixes"
 for mix in "${mix_list[@]}"; do
-  model="$models/$preset-$layers-$mix.gguf"
-  if [[ ! -f "$model" ]]; then
-    echo "compare-llama: making $model (once; kept for later runs)" >&2
-    "$mkmodel" --preset "$preset" --layers "$layers" --mix "$mix" --seed 1 --out "$model.part" \
-      >"$work/mkmodel.log" 2>&1 || { rm -f "$model.part"; fail "ds4-mkmodel --mix $mix" "$work/mkmodel.log"; }
-    mv "$model.part" "$model"
+  model="$models/$preset-$layers-${mix/:/-}.gguf"
+  if [[ "$mix" == llama:* ]]; then
+    make_llama_preset_model "${mix#llama:}" "$model"
+  else
+    make_mix_model "$mix" "$model"
   fi
   printf '%s\tmodel\t{"path": "%s", "bytes": %s}\n' "$mix" "$model" "$(stat -c %s "$model")" >>"$results"
   cat "$model" >/dev/null  # into the page cache, so neither engine's first run reads the disk

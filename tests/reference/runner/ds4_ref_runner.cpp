@@ -496,10 +496,11 @@ WeightImportance importance_from_weights(const std::string& path) {
 }
 
 void run_model_quantize(const std::string& in_path, const std::string& out_path, const std::string& preset,
-                        bool imatrix_from_weights, int threads) {
+                        bool imatrix_from_weights, bool allow_requantize, int threads) {
   llama_model_quantize_params params = llama_model_quantize_default_params();
   params.ftype = ftype_from_name(preset);
   params.nthread = threads;
+  params.allow_requantize = allow_requantize;
   WeightImportance imp;
   if (imatrix_from_weights) {
     imp = importance_from_weights(in_path);
@@ -577,6 +578,9 @@ int main(int argc, char** argv) {
   auto* model_quantize = app.add_subcommand(
       "model-quantize", "llama_model_quantize with one of llama-quantize's presets (Q4_K_M, IQ2_XXS, ...)");
   model_quantize->add_option("-m,--model", model, "GGUF model to quantize (F32/F16/BF16 tensors)")->required();
+  bool allow_requantize = false;
+  model_quantize->add_flag("--allow-requantize", allow_requantize,
+                           "accept already quantized tensors (Q8_0, ...) as the source, as llama-quantize's flag");
   model_quantize->add_option("--out", out, "output GGUF")->required();
   std::string preset;
   model_quantize->add_option("--ftype", preset, "preset name, as llama-quantize spells it")->required();
@@ -605,7 +609,7 @@ int main(int argc, char** argv) {
       run_quantize(type_name, in, out, row, imatrix);
     } else if (*model_quantize) {
       llama_backend_init();
-      run_model_quantize(model, out, preset, imatrix_from_weights, threads);
+      run_model_quantize(model, out, preset, imatrix_from_weights, allow_requantize, threads);
       llama_backend_free();
     } else {
       if (cpu_variant.empty()) {
