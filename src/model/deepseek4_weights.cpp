@@ -23,17 +23,17 @@ constexpr GgmlType kI32Only[] = {GgmlType::I32};
 constexpr GgmlType kDense[] = {GgmlType::F32,     GgmlType::F16,    GgmlType::BF16,    GgmlType::Q8_0,
                                GgmlType::Q4_0,    GgmlType::Q4_1,   GgmlType::Q5_0,    GgmlType::Q5_1,
                                GgmlType::Q2_K,    GgmlType::Q3_K,   GgmlType::Q4_K,    GgmlType::Q5_K,
-                               GgmlType::Q6_K,    GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS,
-                               GgmlType::IQ3_S,   GgmlType::IQ1_S,  GgmlType::IQ1_M,   GgmlType::IQ4_NL,
-                               GgmlType::IQ4_XS,  GgmlType::MXFP4};
+                               GgmlType::Q6_K,    GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
+                               GgmlType::IQ3_XXS, GgmlType::IQ3_S,  GgmlType::IQ1_S,   GgmlType::IQ1_M,
+                               GgmlType::IQ4_NL,  GgmlType::IQ4_XS, GgmlType::MXFP4};
 // Routed experts list the formats their files usually hold first (the
 // error message names the types in this order).
-constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
-                                GgmlType::IQ1_S,   GgmlType::IQ1_M,  GgmlType::IQ4_NL,  GgmlType::IQ4_XS,
-                                GgmlType::Q2_K,    GgmlType::Q3_K,   GgmlType::Q4_K,    GgmlType::Q5_K,
-                                GgmlType::Q6_K,    GgmlType::MXFP4,  GgmlType::Q4_0,    GgmlType::Q4_1,
-                                GgmlType::Q5_0,    GgmlType::Q5_1,   GgmlType::F32,     GgmlType::F16,
-                                GgmlType::BF16,    GgmlType::Q8_0};
+constexpr GgmlType kRouted[] = {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,   GgmlType::IQ3_XXS,
+                                GgmlType::IQ3_S,   GgmlType::IQ1_S,  GgmlType::IQ1_M,   GgmlType::IQ4_NL,
+                                GgmlType::IQ4_XS,  GgmlType::Q2_K,   GgmlType::Q3_K,    GgmlType::Q4_K,
+                                GgmlType::Q5_K,    GgmlType::Q6_K,   GgmlType::MXFP4,   GgmlType::Q4_0,
+                                GgmlType::Q4_1,    GgmlType::Q5_0,   GgmlType::Q5_1,    GgmlType::F32,
+                                GgmlType::F16,     GgmlType::BF16,   GgmlType::Q8_0};
 
 std::string type_list(std::span<const GgmlType> types) {
   std::string s;

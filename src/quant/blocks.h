@@ -171,6 +171,23 @@ static_assert(offsetof(BlockIQ3_S, qh) == 66);
 static_assert(offsetof(BlockIQ3_S, signs) == 74);
 static_assert(offsetof(BlockIQ3_S, scales) == 106);
 
+// IQ2_S: 256 values = 32 groups of 8, each a point of the 1024-point grid
+// (index low 8 bits in qs, high 2 bits in qh: group 4s+g at bits 2g..2g+1
+// of qh[s]) with an explicit sign byte (bit j set: element j negative); a
+// 4-bit scale per 16 values (two per byte, low nibble first); one f16
+// super-block scale. ggml declares qs and signs as one qs[64].
+struct BlockIQ2_S {
+  uint16_t d;                  // f16 block scale
+  uint8_t qs[kQK_K / 8];
+  uint8_t signs[kQK_K / 8];
+  uint8_t qh[kQK_K / 32];
+  uint8_t scales[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ2_S) == 82);
+static_assert(offsetof(BlockIQ2_S, signs) == 34);
+static_assert(offsetof(BlockIQ2_S, qh) == 66);
+static_assert(offsetof(BlockIQ2_S, scales) == 74);
+
 // 32 FP4 (E2M1) codes sharing one E8M0 power-of-two exponent.
 struct BlockMXFP4 {
   uint8_t e;                   // E8M0 exponent, bias 127

@@ -38,6 +38,7 @@ struct DotKernels {
   float (*q4_1_q8_1)(int64_t n, const BlockQ4_1* w, const BlockQ8_1* x);
   float (*q5_0_q8_0)(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x);
   float (*q5_1_q8_1)(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x);
+  float (*iq2_s_q8_K)(int64_t n, const BlockIQ2_S* w, const BlockQ8_K* x);
 };
 
 const DotKernels& dot_kernels_scalar();
@@ -115,6 +116,13 @@ float dot_q4_0_q8_0_avx2(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x);
 float dot_q4_1_q8_1_avx2(int64_t n, const BlockQ4_1* w, const BlockQ8_1* x);
 float dot_q5_0_q8_0_avx2(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x);
 float dot_q5_1_q8_1_avx2(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x);
+// IQ2_S: one integer sum per block (each 16-value half of a sub-block times
+// its multiplier 2 * scale + 1), one float term per block, 1/8 at the end
+// (ggml's generic ggml_vec_dot_iq2_s_q8_K; its AVX2 kernel accumulates the
+// block terms in 8 FMA lanes instead). The avx2 level's is shared by the
+// AVX-512 levels.
+float dot_iq2_s_q8_K_scalar(int64_t n, const BlockIQ2_S* w, const BlockQ8_K* x);
+float dot_iq2_s_q8_K_avx2(int64_t n, const BlockIQ2_S* w, const BlockQ8_K* x);
 
 // The same dots in the float order of ggml's x86 CPU kernels (AVX2 and up),
 // for --quality (dot_ggml_x86.cpp). Bit-identical to what llama.cpp computes

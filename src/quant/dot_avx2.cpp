@@ -20,6 +20,7 @@
 #include "quant/dot_x86_common.h"
 #include "quant/dot_blocks_avx2.h"
 #include "quant/iq1_tables.h"
+#include "quant/iq2_s_tables.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/iq3_tables.h"
@@ -485,6 +486,40 @@ float dot_iq3_s_q8_K(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x) {
   return sumf;
 }
 
+// ---- IQ2_S x Q8_K ----
+//
+// Per sub-block of 32: the four groups' grid qwords by table loads, their
+// explicit sign bytes applied as IQ3_S's, |x| times sign-corrected grid
+// (maddubs), each 16-value half times its multiplier 2 * scale + 1 (madd);
+// exact integers, one float term per block as the scalar kernel.
+
+float dot_iq2_s_q8_K(int64_t n, const BlockIQ2_S* w, const BlockQ8_K* x) {
+  const uint64_t* grid = kIq2sGrid.data();
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int b = 0; b < 8; ++b) {
+      const uint8_t* q = w[i].qs + 4 * b;
+      const uint32_t high = w[i].qh[b];
+      const __m256i magnitudes = _mm256_set_epi64x(static_cast<int64_t>(grid[q[3] | (((high >> 6) & 3) << 8)]),
+                                                   static_cast<int64_t>(grid[q[2] | (((high >> 4) & 3) << 8)]),
+                                                   static_cast<int64_t>(grid[q[1] | (((high >> 2) & 3) << 8)]),
+                                                   static_cast<int64_t>(grid[q[0] | ((high & 3) << 8)]));
+      uint32_t signs;
+      std::memcpy(&signs, w[i].signs + 4 * b, sizeof(signs));
+      const __m256i xv = load256(x[i].qs + 32 * b);
+      const __m256i prod =
+          _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(iq3_signed_grid(magnitudes, signs), xv));
+      const int sc = w[i].scales[b];
+      const __m256i mult = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(2 * (sc >> 4) + 1)),
+                                            _mm_set1_epi16(static_cast<int16_t>(2 * (sc & 0xf) + 1)));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, mult));
+    }
+    sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(hsum_i32(acc));
+  }
+  return 0.125f * sumf;
+}
+
 // ---- IQ4_NL x Q8_0, IQ4_XS x Q8_K ----
 //
 // The table values (-127..113) by pshufb of the nibbles, widened to int16 with
@@ -697,6 +732,7 @@ extern const DotKernels kDotAvx2 = {
     dot_iq3_xxs_q8_K, dot_iq3_s_q8_K,
     dot_q3_K_q8_K,    dot_q5_K_q8_K, dot_iq4_nl_q8_0, dot_iq4_xs_q8_K,
     dot_q4_0_q8_0,    dot_q4_1_q8_1, dot_q5_0_q8_0, dot_q5_1_q8_1,
+    dot_iq2_s_q8_K,
 };
 
 // The AVX-512 levels' Q6_K kernel (no wider one yet).
@@ -715,5 +751,6 @@ float dot_q4_0_q8_0_avx2(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x) { re
 float dot_q4_1_q8_1_avx2(int64_t n, const BlockQ4_1* w, const BlockQ8_1* x) { return dot_q4_1_q8_1(n, w, x); }
 float dot_q5_0_q8_0_avx2(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x) { return dot_q5_0_q8_0(n, w, x); }
 float dot_q5_1_q8_1_avx2(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x) { return dot_q5_1_q8_1(n, w, x); }
+float dot_iq2_s_q8_K_avx2(int64_t n, const BlockIQ2_S* w, const BlockQ8_K* x) { return dot_iq2_s_q8_K(n, w, x); }
 
 }  // namespace ds4::quant

@@ -914,6 +914,7 @@ constexpr DotKernels avx512_level(const char* isa) {
       dot_q4_1_q8_1_avx2,
       dot_q5_0_q8_0_avx2,
       dot_q5_1_q8_1_avx2,
+      dot_iq2_s_q8_K_avx2,
   };
 }
 

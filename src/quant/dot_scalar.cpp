@@ -11,6 +11,7 @@
 #include "core/fp16.h"
 #include "quant/dot.h"
 #include "quant/iq1_tables.h"
+#include "quant/iq2_s_tables.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_block_sum.h"
 #include "quant/iq3_tables.h"
@@ -406,6 +407,31 @@ float dot_q5_1_q8_1_scalar(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x) {
   }
   return sum;
 }
+float dot_iq2_s_q8_K_scalar(int64_t n, const BlockIQ2_S* w, const BlockQ8_K* x) {
+  float sum = 0.f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const int8_t* q8 = x[i].qs;
+    int32_t block_sum = 0;
+    for (int h = 0; h < kQK_K / 16; ++h) {
+      const int32_t ls = 2 * ((w[i].scales[h / 2] >> (4 * (h % 2))) & 0xf) + 1;
+      int32_t half_sum = 0;
+      for (int k = 0; k < 2; ++k) {
+        const int g = 2 * h + k;
+        const int index = w[i].qs[g] | (((w[i].qh[g / 4] >> (2 * (g % 4))) & 3) << 8);
+        const uint8_t signs = w[i].signs[g];
+        for (int j = 0; j < 8; ++j) {
+          const int v = iq2s_grid_byte(index, j) * q8[j];
+          half_sum += (signs & kIq2xsSignMask[j]) ? -v : v;
+        }
+        q8 += 8;
+      }
+      block_sum += half_sum * ls;
+    }
+    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(block_sum);
+  }
+  return 0.125f * sum;
+}
+
 extern const DotKernels kDotScalar = {
     "scalar",
     dot_q8_0_q8_0_scalar,
@@ -430,6 +456,7 @@ extern const DotKernels kDotScalar = {
     dot_q4_1_q8_1_scalar,
     dot_q5_0_q8_0_scalar,
     dot_q5_1_q8_1_scalar,
+    dot_iq2_s_q8_K_scalar,
 };
 
 }  // namespace ds4::quant

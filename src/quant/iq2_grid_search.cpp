@@ -6,6 +6,7 @@
 #include "core/error.h"
 
 #include "quant/iq1_tables.h"
+#include "quant/iq2_s_tables.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_tables.h"
 
@@ -29,6 +30,11 @@ const Iq2GridSearch& Iq2GridSearch::iq2_xxs() {
 
 const Iq2GridSearch& Iq2GridSearch::iq2_xs() {
   static const Iq2GridSearch tables(kIq2xsCompactGrid, 2);
+  return tables;
+}
+
+const Iq2GridSearch& Iq2GridSearch::iq2_s() {
+  static const Iq2GridSearch tables(kIq2sCompactGrid, 1);
   return tables;
 }
 

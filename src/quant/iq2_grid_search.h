@@ -1,10 +1,10 @@
 // Lookup structures for the grid search of the IQ formats whose codebook
-// points are 8 elements at 3 levels (IQ2_XXS's 256-point, IQ2_XS's 512-point
-// and IQ1_S/IQ1_M's 2048-point codebooks), built once per grid on first use
+// points are 8 elements at 3 levels (IQ2_XXS's 256-point, IQ2_XS's 512-point,
+// IQ2_S's 1024-point and IQ1_S/IQ1_M's 2048-point codebooks), built once per grid on first use
 // (thread-safe): the reverse map from an 8-element code word (2 bits per
 // element, element i in bits 2i..2i+1) to its grid index, and for every code
 // word with levels 0..2 that is not on the grid, the grid points at the two
-// (IQ1: three) smallest squared distances (ggml's kmap_q2xs / kneighbors_q2xs).
+// (IQ2_S: one, IQ1: three) smallest squared distances (ggml's kmap_q2xs / kneighbors_q2xs).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,7 @@ class Iq2GridSearch {
 
   static const Iq2GridSearch& iq2_xxs();
   static const Iq2GridSearch& iq2_xs();
+  static const Iq2GridSearch& iq2_s();
   static const Iq2GridSearch& iq1();
 
   // Grid index of code word `u`, or -1 when `u` is not a grid point.

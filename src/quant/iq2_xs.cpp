@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "quant/iq2_grid_search.h"
+#include "quant/iq2_sub_block_fit.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq_even_signs.h"
 #include "quant/quant.h"
@@ -19,40 +20,12 @@
 namespace ds4::quant {
 namespace {
 
-constexpr int kMaxQ = 3;  // levels per element; values 2*l+1 = 1, 3, 5
-
-// Rounds group k to levels at inverse scale id; when the word is off the grid
-// takes the best neighbour at `scale`. Returns whether it was on the grid.
-bool snap_group(const Iq2GridSearch& t, const float* xval, const float* waux, float id, float scale, int8_t* L) {
-  uint16_t u = 0;
-  for (int i = 0; i < 8; ++i) {
-    const int l = std::max(0, std::min(kMaxQ - 1, nearest_int(0.5f * (id * xval[i] - 1))));
-    L[i] = static_cast<int8_t>(l);
-    u = static_cast<uint16_t>(u | (l << (2 * i)));
-  }
-  if (t.grid_index(u) >= 0) return true;
-  t.best_neighbour(u, xval, waux, scale, L);
-  return false;
-}
-
-// Least-squares scale of the 16 magnitudes on levels L: sumqx / sumq2.
-void fit_sums(const float* xval, const float* weight, const int8_t* L, float& sumqx, float& sumq2) {
-  sumqx = 0;
-  sumq2 = 0;
-  for (int i = 0; i < 16; ++i) {
-    const float w = weight[i];
-    const float q = 2 * L[i] + 1;
-    sumqx += w * xval[i] * q;
-    sumq2 += w * q * q;
-  }
-}
-
 // One sub-block of 16: the best scale and its two 16-bit group words (ggml's
 // quantize_row_iq2_xs_impl inner loop). Returns the scale (0 for an
 // all-small sub-block).
 float quantize_sub_block(const Iq2GridSearch& t, const float* xb, const float* qw, float sigma2, uint16_t* words) {
   float weight[16], waux[16], xval[16];
-  int8_t L[16] = {}, Laux[16];
+  int8_t L[16];
   uint8_t block_signs[2];
   for (int i = 0; i < 16; ++i) weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
   for (int i = 0; i < 16; ++i) waux[i] = std::sqrt(weight[i]);
@@ -62,38 +35,7 @@ float quantize_sub_block(const Iq2GridSearch& t, const float* xb, const float* q
   for (int i = 1; i < 16; ++i) max = std::max(max, xval[i]);
   if (max < kGroupMaxEps) return 0;
 
-  // A scan of 19 scales around max/5, each snapped to the grid and refit by
-  // least squares; the best fit wins.
-  float best = 0;
-  float scale = max / (2 * kMaxQ - 1);
-  bool on_grid[2] = {true, true};
-  for (int is = -9; is <= 9; ++is) {
-    const float id = (2 * kMaxQ - 1 + is * 0.1f) / max;
-    const float this_scale = 1 / id;
-    bool on_grid_aux[2];
-    for (int k = 0; k < 2; ++k)
-      on_grid_aux[k] = snap_group(t, xval + 8 * k, waux + 8 * k, id, this_scale, Laux + 8 * k);
-    float sumqx, sumq2;
-    fit_sums(xval, weight, Laux, sumqx, sumq2);
-    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-      scale = sumqx / sumq2;
-      best = scale * sumqx;
-      std::memcpy(L, Laux, sizeof(L));
-      on_grid[0] = on_grid_aux[0];
-      on_grid[1] = on_grid_aux[1];
-    }
-  }
-  // Groups that needed a neighbour are snapped again at the chosen scale,
-  // and the scale refit.
-  if ((!on_grid[0] || !on_grid[1]) && scale > 0) {
-    const float id = 1 / scale;
-    for (int k = 0; k < 2; ++k) {
-      if (!on_grid[k]) snap_group(t, xval + 8 * k, waux + 8 * k, id, scale, L + 8 * k);
-    }
-    float sumqx, sumq2;
-    fit_sums(xval, weight, L, sumqx, sumq2);
-    if (sumq2 > 0) scale = sumqx / sumq2;
-  }
+  float scale = fit_iq2_sub_block(t, xval, max, weight, waux, L);
   if (scale < 0) {
     // Scales are coded unsigned; a negative fit is expressed by flipping
     // all signs (ggml keeps this guard although it should not trigger).

@@ -23,6 +23,7 @@ bool dequantize_supported(GgmlType type) {
     case GgmlType::Q6_K:
     case GgmlType::IQ2_XXS:
     case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S:
     case GgmlType::IQ1_S:
     case GgmlType::IQ1_M:
     case GgmlType::MXFP4:
@@ -78,6 +79,7 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::Q6_K: dequantize_row_q6_K(static_cast<const BlockQ6_K*>(src), dst, n); break;
     case GgmlType::IQ2_XXS: dequantize_row_iq2_xxs(static_cast<const BlockIQ2_XXS*>(src), dst, n); break;
     case GgmlType::IQ2_XS: dequantize_row_iq2_xs(static_cast<const BlockIQ2_XS*>(src), dst, n); break;
+    case GgmlType::IQ2_S: dequantize_row_iq2_s(static_cast<const BlockIQ2_S*>(src), dst, n); break;
     case GgmlType::IQ1_M: dequantize_row_iq1_m(static_cast<const BlockIQ1_M*>(src), dst, n); break;
     case GgmlType::IQ1_S: dequantize_row_iq1_s(static_cast<const BlockIQ1_S*>(src), dst, n); break;
     case GgmlType::MXFP4: dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n); break;
@@ -123,6 +125,7 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n, const f
     case GgmlType::Q6_K: quantize_row_q6_K(src, static_cast<BlockQ6_K*>(dst), n, importance); break;
     case GgmlType::IQ2_XXS: quantize_row_iq2_xxs(src, static_cast<BlockIQ2_XXS*>(dst), n, importance); break;
     case GgmlType::IQ2_XS: quantize_row_iq2_xs(src, static_cast<BlockIQ2_XS*>(dst), n, importance); break;
+    case GgmlType::IQ2_S: quantize_row_iq2_s(src, static_cast<BlockIQ2_S*>(dst), n, importance); break;
     case GgmlType::IQ1_M: quantize_row_iq1_m(src, static_cast<BlockIQ1_M*>(dst), n, importance); break;
     case GgmlType::IQ1_S: quantize_row_iq1_s(src, static_cast<BlockIQ1_S*>(dst), n, importance); break;
     case GgmlType::MXFP4: quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n); break;

@@ -16,8 +16,8 @@
 namespace ds4::quant {
 
 // n elements (a multiple of the type's block size) of F32, F16, BF16, Q8_0,
-// Q8_K, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S,
-// IQ1_M, IQ4_NL, IQ4_XS or MXFP4 -> f32. Throws ds4::Error for other types
+// Q8_K, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
+// IQ1_S, IQ1_M, IQ4_NL, IQ4_XS or MXFP4 -> f32. Throws ds4::Error for other types
 // or a bad n.
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
@@ -27,12 +27,12 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 // Q4_0 ... Q5_1, Q2_K ... Q6_K and the IQ types, ignored by the others (the row is the unit for
 // Q4_0 ... Q5_1: their weights use the row's mean square). Without importance Q4_0 ... Q5_1 and
 // the K-quants use ggml's plain reference quantizers; IQ1_M, IQ3_XXS, IQ3_S, IQ4_NL and IQ4_XS
-// weight each element by x^2 as ggml does; IQ2_XXS, IQ2_XS and IQ1_S (which ggml refuses without
-// an imatrix) use uniform importance, since one row carries no column
+// weight each element by x^2 and IQ2_S by x^2 + sigma2/4 as ggml does; IQ2_XXS, IQ2_XS and
+// IQ1_S (which ggml refuses without an imatrix) use uniform importance, since one row carries no column
 // statistics (ds4's column weight-energy fallback is in quantize_rows). Throws
 // ds4::Error for unsupported types or a bad n. Bit-identical to ggml's
 // quantize_q4_0 .. quantize_q5_1 / quantize_q2_K .. quantize_q6_K / quantize_iq2_xxs /
-// quantize_iq2_xs / quantize_iq3_xxs / quantize_iq3_s / quantize_iq1_s / quantize_iq1_m /
+// quantize_iq2_xs / quantize_iq2_s / quantize_iq3_xxs / quantize_iq3_s / quantize_iq1_s / quantize_iq1_m /
 // quantize_iq4_nl / quantize_iq4_xs / quantize_row_*_ref.
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n,
                   const float* importance = nullptr);
@@ -57,6 +57,7 @@ void dequantize_row_q4_K(const BlockQ4_K* x, float* y, int64_t n);
 void dequantize_row_q6_K(const BlockQ6_K* x, float* y, int64_t n);
 void dequantize_row_iq2_xxs(const BlockIQ2_XXS* x, float* y, int64_t n);
 void dequantize_row_iq2_xs(const BlockIQ2_XS* x, float* y, int64_t n);
+void dequantize_row_iq2_s(const BlockIQ2_S* x, float* y, int64_t n);
 void dequantize_row_iq1_m(const BlockIQ1_M* x, float* y, int64_t n);
 void dequantize_row_iq1_s(const BlockIQ1_S* x, float* y, int64_t n);
 void dequantize_row_mxfp4(const BlockMXFP4* x, float* y, int64_t n);
@@ -71,6 +72,9 @@ void quantize_row_q6_K(const float* x, BlockQ6_K* y, int64_t n, const float* imp
 void q6_K_values(const BlockQ6_K& b, int8_t* q);
 void quantize_row_iq2_xxs(const float* x, BlockIQ2_XXS* y, int64_t n, const float* importance);
 void quantize_row_iq2_xs(const float* x, BlockIQ2_XS* y, int64_t n, const float* importance);
+// IQ2_S: ggml's quantize_iq2_s; without importance each element is weighted
+// by x^2 + sigma2/4 (sigma2: twice the block's mean square), as ggml does.
+void quantize_row_iq2_s(const float* x, BlockIQ2_S* y, int64_t n, const float* importance);
 // Without importance IQ1_M weights each element by x^2, as ggml's quantizer does
 // (ggml's tools refuse IQ1_M without an imatrix).
 void quantize_row_iq1_m(const float* x, BlockIQ1_M* y, int64_t n, const float* importance);

@@ -139,6 +139,7 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{GgmlType::Q6_K, 4096, {208}, {}},       // d at 208
                     Case{GgmlType::IQ2_XXS, 4096, {0}, {}},      // d at 0
                     Case{GgmlType::IQ2_XS, 4096, {0}, {}},       // d at 0
+                    Case{GgmlType::IQ2_S, 4096, {0}, {}},        // d at 0
                     Case{GgmlType::IQ1_M, 4096, {}, {}},         // d spread over scale nibbles
                     Case{GgmlType::IQ1_S, 4096, {0}, {}},        // d at 0
                     Case{GgmlType::MXFP4, 8192, {}, {0}},        // e at 0

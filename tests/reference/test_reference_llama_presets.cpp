@@ -53,6 +53,7 @@ struct Preset {
 const Preset kPresets[] = {
     {"Q8_0", false},   {"Q6_K", false},    {"Q5_K_M", false}, {"Q4_K_M", false},  {"Q4_K_S", false}, {"Q3_K_M", false},
     {"Q2_K", false},   {"IQ4_XS", true},   {"IQ3_XXS", true}, {"IQ2_XS", true},   {"IQ2_XXS", true}, {"IQ1_M", true},
+    {"IQ2_S", true},   {"IQ2_M", true},  // IQ2_S writes IQ2_XS matrices on this shape, IQ2_M IQ2_S ones
 };
 
 // The "tiny" parity shape of test_reference_forward.cpp (head_dim 256, see

@@ -25,6 +25,7 @@
 #include "quant/blocks.h"
 #include "quant/dot.h"
 #include "quant/iq1_tables.h"
+#include "quant/iq2_s_tables.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/iq3_tables.h"
@@ -232,6 +233,16 @@ void fill_iq3_xxs(BlockIQ3_XXS& b, Rng& rng, bool extreme_scale = false) {
 
 void fill_iq3_s(BlockIQ3_S& b, Rng& rng, bool extreme_scale = false) {
   b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  const bool saturate = std::uniform_int_distribution<int>(0, 7)(rng) == 0;
+  for (uint8_t& q : b.qs) q = saturate ? uint8_t{0xff} : random_byte(rng);
+  for (uint8_t& q : b.qh) q = saturate ? uint8_t{0xff} : random_byte(rng);
+  for (uint8_t& q : b.signs) q = random_byte(rng);
+  for (uint8_t& q : b.scales) q = saturate ? uint8_t{0xff} : random_byte(rng);
+}
+
+void fill_iq2_s(BlockIQ2_S& b, Rng& rng, bool extreme_scale = false) {
+  b.d = extreme_scale ? random_f16_any(rng) : random_f16_scale(rng);
+  // Occasionally every index 1023 (all magnitudes 43) and every scale 15.
   const bool saturate = std::uniform_int_distribution<int>(0, 7)(rng) == 0;
   for (uint8_t& q : b.qs) q = saturate ? uint8_t{0xff} : random_byte(rng);
   for (uint8_t& q : b.qh) q = saturate ? uint8_t{0xff} : random_byte(rng);
@@ -591,6 +602,29 @@ Truth truth_iq3_s(int64_t nb, const BlockIQ3_S* w, const BlockQ8_K* x) {
   return t;
 }
 
+// IQ2_S from its layout: group g of 8 (0..31) is grid point qs[g] + 256 *
+// bits 2 (g % 4) .. 2 (g % 4) + 1 of qh[g / 4]; element j of the group is
+// negated by bit j of signs[g]; its 16-value half h = g / 2 has the 4-bit
+// scale nibble h % 2 of byte h / 2, value d * (0.5 + scale) / 4.
+Truth truth_iq2_s(int64_t nb, const BlockIQ2_S* w, const BlockQ8_K* x) {
+  Truth t;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int g = 0; g < 32; ++g) {
+      const int h = g / 2;
+      const int nibble = (w[i].scales[h / 2] >> (4 * (h % 2))) & 15;
+      const double scale = f16d(w[i].d) * (0.5 + nibble) * 0.25;
+      const int index = w[i].qs[g] + 256 * ((w[i].qh[g / 4] >> (2 * (g % 4))) & 3);
+      const uint64_t entry = kIq2sGrid[static_cast<size_t>(index)];
+      for (int j = 0; j < 8; ++j) {
+        const double mag = static_cast<double>((entry >> (8 * j)) & 255);
+        const double v = ((w[i].signs[g] >> j) & 1) ? -mag : mag;
+        t.add(scale * v, 0, act(x[i], 8 * g + j));
+      }
+    }
+  }
+  return t;
+}
+
 Truth truth_mxfp4(int64_t nb, const BlockMXFP4* w, const BlockQ8_0* x) {
   static const double kE2M1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
   Truth t;
@@ -649,6 +683,7 @@ const Format<BlockIQ1_S, BlockQ8_K> kIq1S{"iq1_s", kQK_K, &DotKernels::iq1_s_q8_
 const Format<BlockIQ3_XXS, BlockQ8_K> kIq3Xxs{"iq3_xxs", kQK_K, &DotKernels::iq3_xxs_q8_K, fill_iq3_xxs, fill_q8_K,
                                               truth_iq3_xxs};
 const Format<BlockIQ3_S, BlockQ8_K> kIq3S{"iq3_s", kQK_K, &DotKernels::iq3_s_q8_K, fill_iq3_s, fill_q8_K, truth_iq3_s};
+const Format<BlockIQ2_S, BlockQ8_K> kIq2S{"iq2_s", kQK_K, &DotKernels::iq2_s_q8_K, fill_iq2_s, fill_q8_K, truth_iq2_s};
 const Format<BlockMXFP4, BlockQ8_0> kMxfp4{"mxfp4", kQKMxfp4, &DotKernels::mxfp4_q8_0, fill_mxfp4, fill_q8_0,
                                            truth_mxfp4};
 const Format<BlockQ3_K, BlockQ8_K> kQ3_K{"q3_K", kQK_K, &DotKernels::q3_K_q8_K, fill_q3_K, fill_q8_K, truth_q3_K};
@@ -737,6 +772,7 @@ TEST(DotKernelsQ4_0, EqualScalarExactlyAndTruth) { check_format(kQ4_0, 12, false
 TEST(DotKernelsQ4_1, EqualScalarExactlyAndTruth) { check_format(kQ4_1, 12, false); }
 TEST(DotKernelsQ5_0, EqualScalarExactlyAndTruth) { check_format(kQ5_0, 12, false); }
 TEST(DotKernelsQ5_1, EqualScalarExactlyAndTruth) { check_format(kQ5_1, 12, false); }
+TEST(DotKernelsIq2S, EqualScalarExactlyAndTruth) { check_format(kIq2S, 12, false); }
 
 // Any scale bit patterns (subnormal, huge, infinite; every E8M0 exponent):
 // overflow and NaN must come out exactly as in the scalar reference.
@@ -759,6 +795,7 @@ TEST(DotKernelsQ4_0, ExtremeScalesEqualScalarExactly) { check_format(kQ4_0, 3, t
 TEST(DotKernelsQ4_1, ExtremeScalesEqualScalarExactly) { check_format(kQ4_1, 3, true); }
 TEST(DotKernelsQ5_0, ExtremeScalesEqualScalarExactly) { check_format(kQ5_0, 3, true); }
 TEST(DotKernelsQ5_1, ExtremeScalesEqualScalarExactly) { check_format(kQ5_1, 3, true); }
+TEST(DotKernelsIq2S, ExtremeScalesEqualScalarExactly) { check_format(kIq2S, 3, true); }
 
 // -128 x -128 in every position: the product sign tricks overflow here.
 TEST(DotKernelsQ8_0, AllMinusOneTwentyEight) {
@@ -771,6 +808,28 @@ TEST(DotKernelsQ8_0, AllMinusOneTwentyEight) {
   for (const DotKernels* k : levels()) {
     SCOPED_TRACE(k->isa);
     EXPECT_EQ(k->q8_0_q8_0(17 * kQK8_0, w.data(), x.data()), 17.0f * 32 * 16384);
+  }
+}
+
+// IQ2_S's largest products: every magnitude 43, every sign negative, every
+// scale 15, against -128 activations (|x| * 43 pairs stay below int16).
+TEST(DotKernelsIq2S, AllMinusOneTwentyEight) {
+  std::vector<BlockIQ2_S> w(17);
+  std::vector<BlockQ8_K> x(17);
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i].d = f32_to_f16(1.0f);
+    std::memset(w[i].qs, 0xff, sizeof(w[i].qs));
+    std::memset(w[i].signs, 0xff, sizeof(w[i].signs));
+    std::memset(w[i].qh, 0xff, sizeof(w[i].qh));
+    std::memset(w[i].scales, 0xff, sizeof(w[i].scales));
+    x[i].d = 1.0f;
+    std::memset(x[i].qs, 0x80, sizeof(x[i].qs));
+    for (int16_t& s : x[i].bsums) s = -16 * 128;
+  }
+  // Per element (15.5 / 4) * 43 * 128 = 21328.
+  for (const DotKernels* k : levels()) {
+    SCOPED_TRACE(k->isa);
+    EXPECT_EQ(k->iq2_s_q8_K(17 * kQK_K, w.data(), x.data()), 17.0f * 256 * 21328);
   }
 }
 

@@ -30,7 +30,7 @@ const GgmlType kTypes[] = {GgmlType::F32,     GgmlType::F16,    GgmlType::BF16, 
                            GgmlType::Q4_1,    GgmlType::Q5_0,   GgmlType::Q5_1,    GgmlType::Q2_K,  GgmlType::Q3_K,
                            GgmlType::Q4_K,    GgmlType::Q5_K,   GgmlType::Q6_K,    GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
                            GgmlType::IQ1_S,   GgmlType::IQ1_M,  GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ4_NL,
-                           GgmlType::IQ4_XS,  GgmlType::MXFP4};
+                           GgmlType::IQ4_XS,  GgmlType::MXFP4,  GgmlType::IQ2_S};
 
 bool takes_q8_1(GgmlType type) { return type == GgmlType::Q4_1 || type == GgmlType::Q5_1; }
 

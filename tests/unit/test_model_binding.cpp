@@ -213,10 +213,10 @@ TEST_F(ModelBinding, EachBrokenFileNamesWhatIsWrong) {
        {"tensor 'blk.0.attn_norm.weight' has type f16; allowed: f32"}},
       {"dense in a ternary type", {.tensor = replace("blk.3.attn_kv.weight", GgmlType::TQ2_0, {256, 128})},
        {"tensor 'blk.3.attn_kv.weight' has type tq2_0; allowed: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, "
-        "q3_K, q4_K, q5_K, q6_K, iq2_xxs, iq2_xs, iq3_xxs, iq3_s, iq1_s, iq1_m, iq4_nl, iq4_xs, mxfp4"}},
+        "q3_K, q4_K, q5_K, q6_K, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m, iq4_nl, iq4_xs, mxfp4"}},
       {"routed in tq1_0", {.tensor = replace("blk.3.ffn_down_exps.weight", GgmlType::TQ1_0, {256, 256, 16})},
-       {"tensor 'blk.3.ffn_down_exps.weight' has type tq1_0; allowed: iq2_xxs, iq2_xs, iq3_xxs, iq3_s, iq1_s, iq1_m, "
-        "iq4_nl, iq4_xs, q2_K, q3_K, q4_K, q5_K, q6_K, mxfp4, q4_0, q4_1, q5_0, q5_1, f32, f16, bf16, q8_0"}},
+       {"tensor 'blk.3.ffn_down_exps.weight' has type tq1_0; allowed: iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, "
+        "iq1_m, iq4_nl, iq4_xs, q2_K, q3_K, q4_K, q5_K, q6_K, mxfp4, q4_0, q4_1, q5_0, q5_1, f32, f16, bf16, q8_0"}},
       {"tid2eid not i32", {.tensor = replace("blk.0.ffn_gate_tid2eid.weight", GgmlType::F32, {4, 512})},
        {"tensor 'blk.0.ffn_gate_tid2eid.weight' has type f32; allowed: i32"}},
       {"gate/up types differ", {.tensor = replace("blk.3.ffn_up_exps.weight", GgmlType::Q4_K, {256, 256, 16})},

@@ -18,7 +18,7 @@ namespace ds4::cpu {
 // Sources for the activation forms (see the table in matvec.h):
 //  - llama.cpp: ggml-cpu.c type_traits_cpu[].vec_dot_type gives the form each
 //    weight type is dotted with: F32->F32, F16->F16, BF16->BF16, Q8_0->Q8_0,
-//    MXFP4/IQ4_NL->Q8_0, Q2_K..Q6_K/IQ2_XXS/IQ2_XS/IQ3_XXS/IQ3_S/IQ1_S/IQ1_M/IQ4_XS->Q8_K. mul_mat
+//    MXFP4/IQ4_NL->Q8_0, Q2_K..Q6_K/IQ2_XXS/IQ2_XS/IQ2_S/IQ3_XXS/IQ3_S/IQ1_S/IQ1_M/IQ4_XS->Q8_K. mul_mat
 //    converts the activation with that type's from_float: ggml_cpu_fp32_to_fp16 (F16C, round to nearest
 //    even), ggml_cpu_fp32_to_bf16 (round to nearest even), quantize_row_q8_0
 //    (on x86 the AVX path: id = 127/amax, round half even; our
@@ -54,6 +54,7 @@ ActivationForm activation_form(GgmlType weight_type, Numerics numerics) {
     case GgmlType::Q6_K:
     case GgmlType::IQ2_XXS:
     case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S:
     case GgmlType::IQ1_S:
     case GgmlType::IQ1_M:
     case GgmlType::IQ3_XXS:
@@ -314,6 +315,8 @@ float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_
       return k.iq2_xxs_q8_K(n, reinterpret_cast<const BlockIQ2_XXS*>(row), static_cast<const BlockQ8_K*>(act));
     case GgmlType::IQ2_XS:
       return k.iq2_xs_q8_K(n, reinterpret_cast<const BlockIQ2_XS*>(row), static_cast<const BlockQ8_K*>(act));
+    case GgmlType::IQ2_S:
+      return k.iq2_s_q8_K(n, reinterpret_cast<const BlockIQ2_S*>(row), static_cast<const BlockQ8_K*>(act));
     case GgmlType::IQ1_M:
       return k.iq1_m_q8_K(n, reinterpret_cast<const BlockIQ1_M*>(row), static_cast<const BlockQ8_K*>(act));
     case GgmlType::IQ1_S:

@@ -11,7 +11,7 @@
 //   Q8_0       Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
 //   MXFP4      Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
 //   IQ4_NL     Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
-//   Q2_K..Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS
+//   Q2_K..Q6_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS
 //              Q8_K                               Q8_K (same codes)
 //   Q4_0, Q5_0 Q8_0, ds4 rounding                 Q8_0, ggml x86 rounding
 //   Q4_1, Q5_1 Q8_1, ds4 rounding                 Q8_1, ggml x86 rounding
