@@ -12,11 +12,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "core/ggml_type.h"
+#include "core/gguf.h"
 #include "model/deepseek4_memory.h"
 #include "model/deepseek4_model.h"
 #include "model/deepseek4_tensors.h"
@@ -95,6 +98,43 @@ TEST_P(ModelLayouts, BindWithoutReadingTensorData) {
   const uint8_t* data = m.weights().token_embd.data;
   ASSERT_GE(data, bytes.data());
   EXPECT_EQ(resident_pages(data, bytes.data() + bytes.size()), 0u);
+}
+
+// The Flash file llama.cpp's converter writes from the official checkpoint
+// (docs/model-files.md, "The converter's layout"): FP8 matrices Q8_0 (the
+// indexer's q_b among them), BF16 ones BF16, F32 ones F32, experts MXFP4.
+// Known answers from MODEL.md §2.2's shapes (21 ratio-4, 20 ratio-128 layers).
+TEST(ModelLayoutsConverter, FlashTypesAndSizes) {
+  test::TempDir dir;
+  const std::string path = dir.file("flash-convert.gguf");
+  const test::ProcessResult made = test::run_app(
+      DS4_BIN_DIR, "ds4-mkmodel", {"--preset", "flash", "--mix", "llama-convert", "--no-data", "--out", path},
+      test::Stderr::kMergeIntoStdout);
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  const Deepseek4Model m = Deepseek4Model::open(path);
+  EXPECT_EQ(m.file().tensor("blk.2.indexer.attn_q_b.weight").type, GgmlType::Q8_0);
+  EXPECT_EQ(m.file().tensor("blk.2.indexer.proj.weight").type, GgmlType::BF16);
+  EXPECT_EQ(m.file().tensor("blk.2.attn_output_a.weight").type, GgmlType::Q8_0);
+  EXPECT_EQ(m.file().tensor("blk.3.attn_compressor_ape.weight").type, GgmlType::F32);
+
+  const uint64_t d = 4096, vocab = 129280, csa = 21, hca = 20, layers = 43;
+  const auto q8 = [](uint64_t n) { return n / 32 * 34; };
+  const auto bf16 = [](uint64_t n) { return 2 * n; };
+  const auto f32 = [](uint64_t n) { return 4 * n; };
+  const WeightBytes w = weight_bytes(m.weights());
+  using F = TensorFamily;
+  EXPECT_EQ(w.of(F::Embedding), bf16(d * vocab));
+  EXPECT_EQ(w.of(F::OutputHead), bf16(d * vocab));
+  EXPECT_EQ(w.of(F::Router), layers * bf16(d * 256));
+  EXPECT_EQ(w.of(F::HcFn), f32(layers * 2 * 16384 * 24 + 16384 * 4));
+  EXPECT_EQ(w.of(F::IndexerProj), csa * (q8(1024 * 8192) + bf16(d * 64)));
+  EXPECT_EQ(w.of(F::CompressorProj), bf16(csa * 2 * d * (1024 + 256) + hca * 2 * d * 512));
+  EXPECT_EQ(w.of(F::CompressorApe), f32(csa * (1024 * 4 + 256 * 4) + hca * 512 * 128));
+  EXPECT_EQ(w.routed(), layers * 256 * uint64_t{13369344});  // MXFP4, as ds4's mxfp4 file
+  const double gib = static_cast<double>(fs::file_size(path)) / std::exp2(30.0);
+  std::printf("[flash llama-convert] file %.3f GiB, weights other than routed %.3f GiB\n", gib,
+              static_cast<double>(w.non_routed()) / std::exp2(30.0));
+  EXPECT_NEAR(gib, 145.636, 0.001);
 }
 
 INSTANTIATE_TEST_SUITE_P(Published, ModelLayouts,
