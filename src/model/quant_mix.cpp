@@ -63,16 +63,20 @@ GgmlType routed(QuantMix mix, const TensorSpec& spec) {
   return type;
 }
 
-// A weight matrix of the llama-convert mix (see quant_mix.h).
+// A weight matrix of the llama-convert mix (see quant_mix.h): the converter
+// stores an FP8 checkpoint matrix as Q8_0 (F16 where gguf-py cannot quantise
+// the row), keeps F32 and BF16 ones, and repacks the FP4 experts as MXFP4.
 GgmlType llama_convert_type(const TensorSpec& spec) {
   switch (spec.family()) {
     case TensorFamily::RoutedGateUp:
     case TensorFamily::RoutedDown: return routed(QuantMix::LlamaConvert, spec);
     case TensorFamily::AttnProjection:
-    case TensorFamily::SharedExpert: return q8_0_or(spec, GgmlType::BF16);
+    case TensorFamily::SharedExpert: return q8_0_or_f16(spec);  // FP8
+    case TensorFamily::IndexerProj:  // indexer.attn_q_b is FP8, indexer.proj BF16
+      return spec.kind == TensorKind::IndexerQB ? q8_0_or_f16(spec) : GgmlType::BF16;
     case TensorFamily::HcFn:
     case TensorFamily::CompressorApe: return GgmlType::F32;
-    default: return GgmlType::BF16;  // embedding, output head, router, compressor and indexer projections
+    default: return GgmlType::BF16;  // embedding, output head, router, compressor kv/gate
   }
 }
 

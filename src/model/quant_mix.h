@@ -26,16 +26,19 @@
 //                    head Q5_0, shared expert and embedding Q5_1; HC fn,
 //                    compressor, indexer and router F16 (and any matrix whose
 //                    row is not a multiple of 32, except routed ones).
-//   llama-convert    the layout llama.cpp's convert_hf_to_gguf.py writes from
-//                    the official checkpoint (each tensor keeps its source
-//                    type: FP8 -> Q8_0, BF16 -> BF16, F32 -> F32, FP4 experts
-//                    -> MXFP4): attention projections and shared expert Q8_0;
-//                    embedding, output head, router, compressor and indexer
-//                    projections BF16; HC fn and compressor ape F32; routed
-//                    experts MXFP4. Which BF16/F32 tensors the checkpoint holds
-//                    is inferred (spec/SYSTEMS.md, the converter's source), not
-//                    read from a real file. A Q8_0 matrix whose row is not a
-//                    multiple of 32 falls back to BF16.
+//   llama-convert    the layout llama.cpp's converter (conversion/deepseek.py
+//                    DeepseekV4Model.tensor_force_quant) writes from the
+//                    official FP8/FP4 checkpoint: an FP8 matrix becomes Q8_0,
+//                    F32 and BF16 matrices keep their type, FP4 experts are
+//                    repacked as MXFP4. Per the checkpoint's dtypes: attention
+//                    projections (wo_a included), indexer.attn_q_b and shared
+//                    expert Q8_0; embedding, output head, router, compressor
+//                    kv/gate and indexer.proj BF16; HC fn and compressor ape
+//                    F32; routed experts MXFP4. The converter's rules are read
+//                    from its source; the checkpoint dtypes from DeepSeek's
+//                    reference model.py and published header listings, not
+//                    from a real file. A Q8_0 matrix whose row is not a
+//                    multiple of 32 falls back to F16, as gguf-py does.
 // In every mix: norms, router bias, attention sinks, HC scale and base stay F32
 // and ffn_gate_tid2eid is I32. Routed types have no fallback: a row length that
 // is not a whole number of their blocks (256 for K/IQ quants, 32 for MXFP4) is

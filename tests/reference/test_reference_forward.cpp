@@ -21,27 +21,22 @@
 // With DS4_PARITY_SELF=1 also printed, not asserted: llama.cpp against
 // itself decoding token by token, which takes other kernels (vec_dot instead
 // of tinyBLAS / IQP) and lands much further away on the quantised mixes.
-// DS4_PARITY_TRACE=1 prints every position whose error exceeds 1e-5.
+// DS4_PARITY_TRACE=1 prints every position whose error exceeds 1e-5. The
+// case itself (figures, bars, greedy check) is forward_parity.h's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <map>
-#include <memory>
 #include <ostream>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/forward.h"
-#include "core/cpu_features.h"
-#include "core/thread_pool.h"
+#include "forward_parity.h"
+#include "logits_comparison.h"
 #include "model/deepseek4_hparams.h"
 #include "model/quant_mix.h"
-#include "logits_comparison.h"
 #include "reference_client.h"
 #include "support/random_tokens.h"
 #include "support/synthetic_model.h"
@@ -105,19 +100,6 @@ std::vector<Config> configs() {
   return v;
 }
 
-using test::random_tokens;
-
-// Mixes with matrices whose ggml kernels --quality does not replicate yet
-// (see the guard in QualityLogitsMatchLlamaCpp): BF16 (replicated, not yet
-// confirmed on an AVX512-BF16 CPU) and Q6_K, IQ3_XXS / IQ3_S, Q3_K, Q5_K,
-// IQ4_XS / IQ4_NL, Q4_0 ... Q5_1 (ggml's vec_dot float orders for them; for
-// Q4_0 also its repacked gemv).
-bool has_unconfirmed_kernels(model::QuantMix mix) {
-  using M = model::QuantMix;
-  return mix == M::Bf16 || mix == M::LlamaConvert || mix == M::Q6_K || mix == M::Iq3Xxs || mix == M::Q3_K ||
-         mix == M::Q5_K || mix == M::Iq4Xs || mix == M::Legacy;
-}
-
 struct Case {
   size_t config;
   model::QuantMix mix;
@@ -136,75 +118,7 @@ class ForwardParity : public testing::TestWithParam<Case> {};
 
 TEST_P(ForwardParity, QualityLogitsMatchLlamaCpp) {
   const Config cfg = configs()[GetParam().config];
-  const model::QuantMix mix = GetParam().mix;
-  test::SyntheticModel m(cfg.hp, mix, cfg.seed);
-  const auto tokens = random_tokens(cfg.hp.n_vocab, kTokens, cfg.seed * 7 + 1);
-  const size_t nv = cfg.hp.n_vocab;
-
-  const auto ref = reference::logits(m.path(), tokens, kRefThreads);
-  ASSERT_EQ(ref.size(), tokens.size() * nv);
-
-  ThreadPool pool(2);
-  cpu::Forward fwd(m.model(), cpu::Numerics::Quality, &pool);
-  auto session = fwd.new_session(kTokens + kGreedy);
-  std::vector<float> ours(tokens.size() * nv);
-  fwd.eval(session, tokens, ours.data());
-
-  const auto c = reference::compare_logits(ref, ours, nv);
-  std::printf("[parity] %-12s %-7s max|d|/range %.3g (pos %d)  top-1 %d/%zu  KL mean %.3g max %.3g\n",
-              cfg.name.c_str(), std::string(model::quant_mix_name(mix)).c_str(), c.worst_rel, c.worst_pos,
-              c.top1_agree, tokens.size(), c.mean_kl, c.max_kl);
-
-  // Optional (DS4_PARITY_SELF=1; 18 slow token-by-token reference runs):
-  // llama.cpp decoding the tokens one at a time against its own batch result.
-  if (std::getenv("DS4_PARITY_SELF")) {
-    const auto self = reference::logits(m.path(), tokens, kRefThreads, 1);
-    const auto cs = reference::compare_logits(ref, self, nv);
-    std::printf("[parity] %-12s %-7s llama.cpp self (token by token vs one batch): top-1 %d/%zu  KL mean %.3g\n",
-                cfg.name.c_str(), std::string(model::quant_mix_name(mix)).c_str(), cs.top1_agree, tokens.size(),
-                cs.mean_kl);
-  }
-
-  const int n = static_cast<int>(tokens.size());
-  if (mix == model::QuantMix::F32) {
-    EXPECT_LE(c.worst_rel, 1e-3) << "worst position " << c.worst_pos;
-    // The greedy paths agree step by step until a near-tie: where our top two
-    // logits are closer than twice the distance allowed from llama.cpp's (1e-3
-    // of the row's range), either engine may take either token (llama.cpp
-    // decodes with other kernels than its batch), and the paths part there.
-    // Requiring all 64 steps equal made the test depend on whether a random
-    // model's path meets such a tie, which differs between ISA levels.
-    const auto ref_greedy = reference::greedy(m.path(), tokens, kGreedy, kRefThreads);
-    ASSERT_EQ(ref_greedy.size(), static_cast<size_t>(kGreedy));
-    int agreed = 0;
-    for (; agreed < kGreedy; ++agreed) {
-      const std::span<const float> lg = session.logits();
-      const auto [lo, hi] = std::minmax_element(lg.begin(), lg.end());
-      const auto best = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
-      if (best != ref_greedy[static_cast<size_t>(agreed)]) {
-        const float margin = *hi - lg[static_cast<size_t>(ref_greedy[static_cast<size_t>(agreed)])];
-        EXPECT_LE(margin, 2e-3f * (*hi - *lo))
-            << "step " << agreed << ": ours " << best << ", llama.cpp " << ref_greedy[static_cast<size_t>(agreed)]
-            << " is not a near-tie";
-        break;
-      }
-      const int32_t one[1] = {best};
-      if (agreed + 1 < kGreedy) fwd.eval(session, one);
-    }
-    std::printf("[parity] greedy: %d of %d steps equal to llama.cpp's%s\n", agreed, kGreedy,
-                agreed < kGreedy ? " (then a near-tie)" : "");
-  } else if (reference::replicated_kernels() && !has_unconfirmed_kernels(mix)) {
-    EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.99 * n)));
-    EXPECT_LE(c.mean_kl, 1e-3);
-  } else {
-    // llama.cpp runs another CPU variant here (no AVX-512), or kernels
-    // --quality does not replicate (or not confirmed yet): only a regression
-    // guard.
-    std::printf("[parity] %s: llama.cpp's kernels differ from the replicated ones; guard only\n",
-                reference::replicated_kernels() ? "BF16 or unreplicated K/IQ/legacy weights" : "no AVX-512");
-    EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.80 * n)));
-    EXPECT_LE(c.mean_kl, 0.02);
-  }
+  reference::check_forward_parity({cfg.name, cfg.hp, GetParam().mix, cfg.seed, kTokens, kGreedy});
 }
 
 // Where no activation code flips, our --quality pass is llama.cpp's function
@@ -222,7 +136,7 @@ TEST(ForwardParityExact, Q8_0TwoLayersBitIdentical) {
   hp.n_hash_layers = 1;
   hp.swiglu_clamp_exp.assign(2, 10.0f);
   test::SyntheticModel m(hp, model::QuantMix::Q8_0, 11);
-  const auto tokens = random_tokens(hp.n_vocab, 64, 5);
+  const auto tokens = test::random_tokens(hp.n_vocab, 64, 5);
   const auto ref = reference::logits(m.path(), tokens, kRefThreads);
   cpu::Forward fwd(m.model(), cpu::Numerics::Quality, nullptr);
   auto session = fwd.new_session(64);

@@ -43,7 +43,8 @@ std::string write_model(const Deepseek4HParams& hp, QuantMix mix, uint64_t seed,
 
 // The types SYSTEMS.md §2.2 and the mix definitions give, written out here
 // independently of quant_mix.cpp.
-GgmlType expected_type(QuantMix mix, TensorFamily fam, uint64_t row_length) {
+GgmlType expected_type(QuantMix mix, TensorKind kind, uint64_t row_length) {
+  const TensorFamily fam = family_of(kind);
   using F = TensorFamily;
   switch (fam) {
     case F::Norm:
@@ -78,7 +79,9 @@ GgmlType expected_type(QuantMix mix, TensorFamily fam, uint64_t row_length) {
   }
   if (mix == QuantMix::LlamaConvert) {
     // The converter keeps each checkpoint tensor's type: FP8 -> Q8_0, FP4
-    // experts -> MXFP4, F32 and BF16 as they are.
+    // experts -> MXFP4, F32 and BF16 as they are. FP8 in the checkpoint:
+    // attention projections, shared expert and the indexer's q_b.
+    if (kind == TensorKind::IndexerQB) return GgmlType::Q8_0;
     switch (fam) {
       case F::AttnProjection:
       case F::SharedExpert: return GgmlType::Q8_0;
@@ -130,7 +133,7 @@ void check_file(const std::string& path, const Deepseek4HParams& hp, QuantMix mi
   for (size_t i = 0; i < specs.size(); ++i) {
     EXPECT_EQ(f.tensors()[i].name, specs[i].name);
     EXPECT_EQ(f.tensors()[i].ne, specs[i].ne) << specs[i].name;
-    EXPECT_EQ(f.tensors()[i].type, expected_type(mix, specs[i].family(), specs[i].row_length())) << specs[i].name;
+    EXPECT_EQ(f.tensors()[i].type, expected_type(mix, specs[i].kind, specs[i].row_length())) << specs[i].name;
   }
 
   // Metadata and tokenizer.

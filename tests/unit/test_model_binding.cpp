@@ -372,6 +372,24 @@ TEST_F(ModelBinding, LoadsThePublishedDs4Layout) {
   EXPECT_TRUE(m.weights().ignored_tensors.empty());
 }
 
+// Flash 0731 (DeepSeek's 2026-07-31 checkpoint) keeps the pre-0731 shapes,
+// tensor set and metadata keys; its files differ in general.name and, when
+// llama.cpp's converter wrote them, in the chat template it picks for a model
+// id containing "0731". Neither changes the configuration or the binding.
+TEST_F(ModelBinding, LoadsAFlash0731File) {
+  const std::string path = edited("flash-0731.gguf", {.meta = [](gguf::Writer& w) {
+                                    w.set_string("general.name", "DeepSeek-V4-Flash-0731");
+                                    w.set_string("tokenizer.chat_template", "{# a 0731 template #}");
+                                  }});
+  const Deepseek4Model m = Deepseek4Model::open(path);
+  Deepseek4HParams want = preset_tiny();
+  want.name = "DeepSeek-V4-Flash-0731";
+  EXPECT_EQ(m.hparams(), want);
+  EXPECT_TRUE(m.weights().ignored_tensors.empty());
+  const Deepseek4Model pre = Deepseek4Model::open(q2_);
+  EXPECT_EQ(weight_bytes(m.weights()).by_family, weight_bytes(pre.weights()).by_family);
+}
+
 TEST_F(ModelBinding, BlockCountCountingAnAbsentMtpBlock) {
   // block_count 7 = 6 main + 1 MTP, the MTP tensors left out of the file.
   const Deepseek4HParams hp = preset_tiny();
