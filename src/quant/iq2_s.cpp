@@ -98,15 +98,7 @@ void quantize_block(const Iq2GridSearch& t, const float* xbl, const float* qw, B
   // by the unshrunk d).
   const float d = max_scale / 31;
   y.d = f32_to_f16(d * 0.9875f);
-  const float id = 1 / d;
-  for (int ib = 0; ib < kQK_K / 16; ++ib) {
-    const int l = std::max(0, std::min(15, nearest_int(0.5f * (id * scales[ib] - 1))));
-    if (ib % 2 == 0) {
-      y.scales[ib / 2] = static_cast<uint8_t>(l);
-    } else {
-      y.scales[ib / 2] = static_cast<uint8_t>(y.scales[ib / 2] | (l << 4));
-    }
-  }
+  code_iq2_sub_block_scales(scales, d, y.scales);
 }
 
 }  // namespace
@@ -116,8 +108,7 @@ void dequantize_row_iq2_s(const BlockIQ2_S* x, float* y, int64_t n) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = f16_to_f32(x[i].d);
     for (int ib = 0; ib < kQK_K / 32; ++ib) {
-      const float db[2] = {d * (0.5f + static_cast<float>(x[i].scales[ib] & 0xf)) * 0.25f,
-                           d * (0.5f + static_cast<float>(x[i].scales[ib] >> 4)) * 0.25f};
+      const float db[2] = {iq2_sub_block_scale(d, x[i].scales[ib] & 0xf), iq2_sub_block_scale(d, x[i].scales[ib] >> 4)};
       for (int l = 0; l < 4; ++l) {
         const int g = 4 * ib + l;
         const int index = group_index(x[i], g);

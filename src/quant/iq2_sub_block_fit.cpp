@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "quant/blocks.h"
 #include "quant/rounding.h"
 
 namespace ds4::quant {
@@ -71,6 +72,18 @@ float fit_iq2_sub_block(const Iq2GridSearch& t, const float* xval, float max, co
     if (sumq2 > 0) scale = sumqx / sumq2;
   }
   return scale;
+}
+
+void code_iq2_sub_block_scales(const float* scales, float d, uint8_t* packed) {
+  const float id = 1 / d;
+  for (int ib = 0; ib < kQK_K / 16; ++ib) {
+    const int l = std::max(0, std::min(15, nearest_int(0.5f * (id * scales[ib] - 1))));
+    if (ib % 2 == 0) {
+      packed[ib / 2] = static_cast<uint8_t>(l);
+    } else {
+      packed[ib / 2] = static_cast<uint8_t>(packed[ib / 2] | (l << 4));
+    }
+  }
 }
 
 }  // namespace ds4::quant

@@ -19,4 +19,12 @@ namespace ds4::quant {
 float fit_iq2_sub_block(const Iq2GridSearch& t, const float* xval, float max, const float* weight, const float* waux,
                         int8_t* L);
 
+// The 16 sub-block scales of a block coded as d * (2l + 1), l in 0..15 the
+// nearest, two 4-bit l per byte (even sub-block low) into packed[0..7].
+void code_iq2_sub_block_scales(const float* scales, float d, uint8_t* packed);
+
+// A sub-block's scale from its 4-bit code, as ggml's IQ2_XS / IQ2_S
+// dequantizers form it.
+inline float iq2_sub_block_scale(float d, int code) { return d * (0.5f + static_cast<float>(code)) * 0.25f; }
+
 }  // namespace ds4::quant

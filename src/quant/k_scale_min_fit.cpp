@@ -80,12 +80,7 @@ KScaleMinBlock fit_k_scale_min_weighted(const float* x, const float* qw, int nma
   for (int l = 0; l < kQK_K; ++l) sum_x2 += x[l] * x[l];
   const float sigma2 = 2 * sum_x2 / kQK_K;
   for (int j = 0; j < kNumSub; ++j) {
-    for (int l = 0; l < kSub; ++l) {
-      weights[l] = qw[kSub * j + l] * std::sqrt(sigma2 + x[kSub * j + l] * x[kSub * j + l]);
-    }
-    float sumw = 0;
-    for (int l = 0; l < kSub; ++l) sumw += weights[l];
-    sw[j] = sumw;
+    sw[j] = importance_weights(kSub, x + kSub * j, qw + kSub * j, sigma2, weights);
     scales[j] = fit_scale_min(kSub, nmax, x + kSub * j, weights, b.codes + kSub * j, &mins[j], Laux, -0.9f, 0.05f, 36,
                               false);
   }

@@ -96,8 +96,7 @@ void quantize_block_weighted(const float* x, const float* qw, BlockQ2_K& y) {
   for (int j = 0; j < kQK_K; ++j) sumx2 += x[j] * x[j];
   const float sigma2 = sumx2 / kQK_K;
   for (int j = 0; j < kNumSub; ++j) {
-    for (int l = 0; l < kSub; ++l) weight[l] = qw[kSub * j + l] * std::sqrt(sigma2 + x[kSub * j + l] * x[kSub * j + l]);
-    for (int l = 0; l < kSub; ++l) sw[j] += weight[l];
+    sw[j] = importance_weights(kSub, x + kSub * j, qw + kSub * j, sigma2, weight);
     scales[j] = fit_scale_min(kSub, 3, x + kSub * j, weight, L + kSub * j, &mins[j], Laux, -0.9f, 0.05f, 36,
                               false);
   }

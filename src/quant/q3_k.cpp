@@ -106,12 +106,7 @@ void quantize_block_weighted(const float* x, const float* qw, BlockQ3_K& y) {
   for (int j = 0; j < kQK_K; ++j) sum_x2 += x[j] * x[j];
   const float sigma2 = 2 * sum_x2 / kQK_K;
   for (int j = 0; j < kNumSub; ++j) {
-    for (int l = 0; l < kSub; ++l) {
-      weights[l] = qw[kSub * j + l] * std::sqrt(sigma2 + x[kSub * j + l] * x[kSub * j + l]);
-    }
-    float sumw = 0;
-    for (int l = 0; l < kSub; ++l) sumw += weights[l];
-    sw[j] = sumw;
+    sw[j] = importance_weights(kSub, x + kSub * j, qw + kSub * j, sigma2, weights);
     scales[j] = fit_signed_scale(kSub, 4, x + kSub * j, L + kSub * j, weights);
   }
   const float d_block = fit_signed_scale(kNumSub, 32, scales, Ls, sw);

@@ -3,6 +3,7 @@
 // with the same float operation order so results match ggml bit for bit.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -38,6 +39,16 @@ float fit_signed_scale(int n, int nmax, const float* x, int8_t* L, const float* 
 // rounds of coordinate descent on single codes, weights x[i]^2. Returns the
 // least-squares scale (0 and all codes 0 for an all-zero group, as ggml).
 float fit_signed_scale_descent(int n, int nmax, const float* x, int8_t* L);
+
+// ggml's element weights under an importance row: weights[i] = qw[i] *
+// sqrt(sigma2 + x[i]^2) for i < n. Returns their sum, added in order (the
+// sub-block weight sums the K-quants fit their scales with).
+inline float importance_weights(int n, const float* x, const float* qw, float sigma2, float* weights) {
+  for (int i = 0; i < n; ++i) weights[i] = qw[i] * std::sqrt(sigma2 + x[i] * x[i]);
+  float sum = 0;
+  for (int i = 0; i < n; ++i) sum += weights[i];
+  return sum;
+}
 
 // Below this a group's maximum counts as zero (ggml's GROUP_MAX_EPS).
 inline constexpr float kGroupMaxEps = 1e-15f;
