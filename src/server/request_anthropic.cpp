@@ -217,6 +217,8 @@ ChatRequest parse_messages_request(std::string_view body_text) {
     const Json* messages = request::member(body, "messages");
     if (!messages) request::fail("missing messages");
     if (!messages->is_array()) request::type_error("messages", "an array of messages");
+    // Both real APIs refuse an empty conversation with a 400; so do we.
+    if (messages->empty()) request::fail("messages: at least one message is required");
 
     if (const Json* system = request::member(body, "system")) {
       const std::string text = system_text(*system);

@@ -132,6 +132,8 @@ ChatRequest parse_chat_completions_request(std::string_view body_text) {
     const Json* messages = request::member(body, "messages");
     if (!messages) request::fail("missing messages");
     if (!messages->is_array()) request::type_error("messages", "an array of messages");
+    // Both real APIs refuse an empty conversation with a 400; so do we.
+    if (messages->empty()) request::fail("messages: at least one message is required");
     for (size_t i = 0; i < messages->size(); ++i) {
       const Json& m = (*messages)[i];
       const std::string where = request::index_path("messages", i);

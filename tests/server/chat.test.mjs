@@ -199,6 +199,14 @@ test('errors come back as SDK errors with the OpenAI error shape', async () => {
       assert.equal(err.error?.type ?? err.type, 'invalid_request_error');
       return true;
     });
+  await assert.rejects(
+    client.chat.completions.create({ model: MODEL_NAME, messages: [], max_tokens: 4, ...NO_THINK }),
+    (err) => {
+      assert.equal(err.status, 400);
+      assert.equal(err.error?.type ?? err.type, 'invalid_request_error');
+      assert.match(err.message, /at least one message/);
+      return true;
+    });
   const huge = 'lorem ipsum dolor sit amet '.repeat(3000);
   await assert.rejects(
     client.chat.completions.create({ model: MODEL_NAME, messages: [{ role: 'user', content: huge }], max_tokens: 4 }),

@@ -130,4 +130,13 @@ test('messages errors use the OpenAI error shape (§5.9)', async () => {
     assert.equal(err.error?.error?.type, 'invalid_request_error');
     return true;
   });
+  // An empty conversation is refused as Anthropic's API refuses it, a system prompt alone included.
+  for (const extra of [{}, { system: 'You are terse.' }]) {
+    await assert.rejects(client.messages.create({ model: MODEL_NAME, max_tokens: 4, messages: [], ...extra }), (err) => {
+      assert.equal(err.status, 400);
+      assert.equal(err.error?.error?.type, 'invalid_request_error');
+      assert.match(err.error?.error?.message, /at least one message/);
+      return true;
+    });
+  }
 });

@@ -71,13 +71,13 @@ TEST(ServerRequest, RequestErrorDefaultsToInvalidRequest400) {
 // The top object counts as one level: 256 levels pass, 257 do not.
 TEST(ServerRequest, NestingLimitIs256Levels) {
   const auto body = [](int depth) {
-    return "{\"x\":" + std::string(depth - 1, '[') + std::string(depth - 1, ']') + ",\"messages\":[]}";
+    return "{\"x\":" + std::string(depth - 1, '[') + std::string(depth - 1, ']') + ",\"messages\":[{\"role\":\"user\",\"content\":\"u\"}]}";
   };
   EXPECT_EQ(error_of(Api::ChatCompletions, body(256)), "");
   EXPECT_EQ(error_of(Api::ChatCompletions, body(257)), "invalid JSON request");
   EXPECT_EQ(error_of(Api::Messages, body(100000)), "invalid JSON request");
   // Brackets inside strings (escaped quotes included) are not nesting.
-  const std::string in_string = "{\"x\":\"\\\"" + std::string(1000, '[') + "\",\"messages\":[]}";
+  const std::string in_string = "{\"x\":\"\\\"" + std::string(1000, '[') + "\",\"messages\":[{\"role\":\"user\",\"content\":\"u\"}]}";
   EXPECT_EQ(error_of(Api::ChatCompletions, in_string), "");
 }
 
@@ -142,13 +142,13 @@ TEST(ServerRequest, TypeErrorsNameTheField) {
 
 TEST(ServerRequest, LogitBias) {
   const auto parse = [](std::string_view bias) {
-    return parse_chat_completions_request("{\"messages\":[],\"logit_bias\":" + std::string(bias) + "}");
+    return parse_chat_completions_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"logit_bias\":" + std::string(bias) + "}");
   };
   const ChatRequest r = parse(R"({"15":-100,"7":2.5,"2147483647":100})");
   EXPECT_EQ(r.logit_bias, (std::map<int32_t, float>{{7, 2.5f}, {15, -100.0f}, {2147483647, 100.0f}}));
   EXPECT_TRUE(parse("null").logit_bias.empty());
   const auto err = [](std::string_view bias) {
-    return error_of(Api::ChatCompletions, "{\"messages\":[],\"logit_bias\":" + std::string(bias) + "}");
+    return error_of(Api::ChatCompletions, "{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"logit_bias\":" + std::string(bias) + "}");
   };
   EXPECT_EQ(err("[1]"), "logit_bias: expected an object mapping token ids to numbers");
   EXPECT_EQ(err(R"({"x1":1})"), "logit_bias: key 'x1' is not a token id (a non-negative decimal integer)");
@@ -166,7 +166,7 @@ TEST(ServerRequest, LogitBias) {
 
 TEST(ServerRequest, SamplingFieldsAbsentStayUnset) {
   for (Api api : {Api::ChatCompletions, Api::Completions, Api::Responses, Api::Messages}) {
-    const ChatRequest r = parse_request(api, R"({"messages":[],"prompt":"p","input":"i"})");
+    const ChatRequest r = parse_request(api, R"({"messages":[{"role":"user","content":"u"}],"prompt":"p","input":"i"})");
     EXPECT_EQ(r.api, api);
     EXPECT_EQ(r.model, "deepseek-v4-flash");
     EXPECT_FALSE(r.temperature || r.top_p || r.min_p || r.top_k || r.seed || r.max_tokens);
@@ -180,7 +180,7 @@ TEST(ServerRequest, SamplingFieldsAbsentStayUnset) {
   }
   // Explicit nulls are the same as absent fields.
   const ChatRequest r = parse_chat_completions_request(
-      R"({"messages":[],"temperature":null,"top_k":null,"seed":null,"max_tokens":null,"stop":null,
+      R"({"messages":[{"role":"user","content":"u"}],"temperature":null,"top_k":null,"seed":null,"max_tokens":null,"stop":null,
           "model":null,"stream":null})");
   EXPECT_FALSE(r.temperature || r.top_k || r.seed || r.max_tokens);
   EXPECT_EQ(r.model, "deepseek-v4-flash");
@@ -188,7 +188,7 @@ TEST(ServerRequest, SamplingFieldsAbsentStayUnset) {
 
 TEST(ServerRequest, ChatSamplingAndStreaming) {
   const ChatRequest r = parse_chat_completions_request(R"({
-    "model": "my-model", "messages": [], "temperature": 0, "top_p": 0.5, "min_p": 0.1, "top_k": 40.0,
+    "model": "my-model", "messages": [{"role": "user", "content": "u"}], "temperature": 0, "top_p": 0.5, "min_p": 0.1, "top_k": 40.0,
     "seed": 12345678901234, "max_tokens": 100, "max_completion_tokens": 200, "stream": true,
     "stream_options": {"include_usage": true}, "stop": ["END", "", "STOP"]})");
   EXPECT_EQ(r.model, "my-model");
@@ -201,17 +201,17 @@ TEST(ServerRequest, ChatSamplingAndStreaming) {
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"END", "STOP"}));
-  EXPECT_EQ(parse_chat_completions_request(R"({"messages":[],"stop":"x"})").stop, std::vector<std::string>{"x"});
-  EXPECT_EQ(parse_chat_completions_request(R"({"messages":[],"seed":-5})").seed, 0u);
-  EXPECT_EQ(parse_chat_completions_request(R"({"messages":[],"seed":18446744073709551615})").seed,
+  EXPECT_EQ(parse_chat_completions_request(R"({"messages":[{"role":"user","content":"u"}],"stop":"x"})").stop, std::vector<std::string>{"x"});
+  EXPECT_EQ(parse_chat_completions_request(R"({"messages":[{"role":"user","content":"u"}],"seed":-5})").seed, 0u);
+  EXPECT_EQ(parse_chat_completions_request(R"({"messages":[{"role":"user","content":"u"}],"seed":18446744073709551615})").seed,
             18446744073709551615u);
-  EXPECT_EQ(parse_chat_completions_request(R"({"messages":[],"max_tokens":7})").max_tokens, 7);
+  EXPECT_EQ(parse_chat_completions_request(R"({"messages":[{"role":"user","content":"u"}],"max_tokens":7})").max_tokens, 7);
 }
 
 TEST(ServerRequest, PerApiSamplingFields) {
   // Messages: top_k yes; min_p and seed are not Anthropic fields.
   const ChatRequest m = parse_messages_request(
-      R"({"messages":[],"max_tokens":64,"temperature":0.2,"top_p":0.9,"top_k":5,"min_p":0.3,"seed":9,
+      R"({"messages":[{"role":"user","content":"u"}],"max_tokens":64,"temperature":0.2,"top_p":0.9,"top_k":5,"min_p":0.3,"seed":9,
           "stream":true,"stop_sequences":["\n\nHuman:"],"stop":["ignored"]})");
   EXPECT_EQ(m.max_tokens, 64);
   EXPECT_EQ(m.temperature, 0.2f);
@@ -246,7 +246,7 @@ TEST(ServerRequest, PerApiSamplingFields) {
 // Thinking controls and aliases (§5.4)
 
 std::optional<ThinkingMode> chat_thinking(std::string_view fields) {
-  return parse_chat_completions_request("{\"messages\":[]" + std::string(fields) + "}").thinking;
+  return parse_chat_completions_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}]" + std::string(fields) + "}").thinking;
 }
 
 TEST(ServerRequest, ChatThinkingControls) {
@@ -275,18 +275,18 @@ TEST(ServerRequest, ChatThinkingControls) {
 
 TEST(ServerRequest, ModelAliasesApplyOnlyWithoutExplicitControl) {
   const auto mode = [](Api api, std::string_view body) { return requested_thinking_mode(parse_request(api, body)); };
-  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[]})"), ThinkingMode::High);
-  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[],"model":"deepseek-chat"})"), ThinkingMode::None);
-  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[],"model":"deepseek-reasoner"})"), ThinkingMode::High);
-  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[],"model":"deepseek-chat","think":true})"), ThinkingMode::High);
-  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[],"model":"deepseek-chat","reasoning_effort":"max"})"),
+  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[{"role":"user","content":"u"}]})"), ThinkingMode::High);
+  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[{"role":"user","content":"u"}],"model":"deepseek-chat"})"), ThinkingMode::None);
+  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[{"role":"user","content":"u"}],"model":"deepseek-reasoner"})"), ThinkingMode::High);
+  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[{"role":"user","content":"u"}],"model":"deepseek-chat","think":true})"), ThinkingMode::High);
+  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[{"role":"user","content":"u"}],"model":"deepseek-chat","reasoning_effort":"max"})"),
             ThinkingMode::Max);
-  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[],"model":"deepseek-reasoner","think":false})"),
+  EXPECT_EQ(mode(Api::ChatCompletions, R"({"messages":[{"role":"user","content":"u"}],"model":"deepseek-reasoner","think":false})"),
             ThinkingMode::None);
   EXPECT_EQ(mode(Api::Completions, R"({"prompt":"p","model":"deepseek-chat"})"), ThinkingMode::None);
-  EXPECT_EQ(mode(Api::Messages, R"({"messages":[],"model":"deepseek-chat"})"), ThinkingMode::None);
+  EXPECT_EQ(mode(Api::Messages, R"({"messages":[{"role":"user","content":"u"}],"model":"deepseek-chat"})"), ThinkingMode::None);
   EXPECT_EQ(mode(Api::Messages,
-                 R"({"messages":[],"model":"deepseek-chat","thinking":{"type":"enabled","budget_tokens":1024}})"),
+                 R"({"messages":[{"role":"user","content":"u"}],"model":"deepseek-chat","thinking":{"type":"enabled","budget_tokens":1024}})"),
             ThinkingMode::High);
   // Responses: only a non-null reasoning.effort is explicit.
   EXPECT_EQ(mode(Api::Responses, R"({"input":"x","model":"deepseek-chat"})"), ThinkingMode::None);
@@ -305,7 +305,7 @@ TEST(ServerRequest, ModelAliasesApplyOnlyWithoutExplicitControl) {
 
 TEST(ServerRequest, AnthropicThinkingControls) {
   const auto thinking = [](std::string_view fields) {
-    return parse_messages_request("{\"messages\":[]" + std::string(fields) + "}").thinking;
+    return parse_messages_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}]" + std::string(fields) + "}").thinking;
   };
   EXPECT_EQ(thinking(R"(,"thinking":{"type":"enabled","budget_tokens":2048})"), ThinkingMode::High);
   EXPECT_EQ(thinking(R"(,"thinking":{"type":"adaptive"})"), ThinkingMode::High);
@@ -317,9 +317,9 @@ TEST(ServerRequest, AnthropicThinkingControls) {
   EXPECT_EQ(thinking(R"(,"reasoning_effort":"none")"), ThinkingMode::None);
   EXPECT_EQ(thinking(R"(,"thinking":{"type":"adaptive"},"output_config":{"effort":"max"})"), ThinkingMode::Max);
   EXPECT_EQ(thinking(R"(,"thinking":{"type":"disabled"},"output_config":{"effort":"max"})"), ThinkingMode::None);
-  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[],"output_config":{"effort":"huge"}})"),
+  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[{"role":"user","content":"u"}],"output_config":{"effort":"huge"}})"),
             "output_config.effort: unknown effort 'huge' (expected max, xhigh, high, medium, low, minimal or none)");
-  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[],"output_config":"max"})"), "output_config: expected an object");
+  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[{"role":"user","content":"u"}],"output_config":"max"})"), "output_config: expected an object");
 }
 
 TEST(ServerRequest, ResponsesReasoningSummary) {
@@ -402,22 +402,22 @@ TEST(ServerRequest, ChatToolsAndToolChoice) {
       {"type": "function", "function": {"name": "bash", "description": "Run", "parameters": {"type": "object",
         "properties": {"command": {"type": "string"}}}, "strict": true}},
       {"name": "direct", "input_schema": {"type": "object"}}])";
-  const ChatRequest r = parse_chat_completions_request("{\"messages\":[],\"tools\":" + tools + "}");
+  const ChatRequest r = parse_chat_completions_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tools\":" + tools + "}");
   EXPECT_EQ(r.tools.dump(), J(R"([
       {"type": "function", "function": {"name": "bash", "description": "Run", "parameters": {"type": "object",
         "properties": {"command": {"type": "string"}}}, "strict": true}},
       {"type": "function", "function": {"name": "direct", "input_schema": {"type": "object"}}}])").dump());
-  EXPECT_TRUE(parse_chat_completions_request("{\"messages\":[],\"tool_choice\":\"none\",\"tools\":" + tools + "}")
+  EXPECT_TRUE(parse_chat_completions_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tool_choice\":\"none\",\"tools\":" + tools + "}")
                   .tools.is_null());
   for (const char* choice : {"\"auto\"", "\"required\"", R"({"type":"function","function":{"name":"bash"}})"}) {
-    EXPECT_EQ(parse_chat_completions_request("{\"messages\":[],\"tool_choice\":" + std::string(choice) +
+    EXPECT_EQ(parse_chat_completions_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tool_choice\":" + std::string(choice) +
                                              ",\"tools\":" + tools + "}")
                   .tools.size(),
               2u)
         << choice;
   }
   const auto choice = [&](std::string_view c) {
-    return parse_chat_completions_request("{\"messages\":[],\"tool_choice\":" + std::string(c) + ",\"tools\":" + tools +
+    return parse_chat_completions_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tool_choice\":" + std::string(c) + ",\"tools\":" + tools +
                                           "}");
   };
   EXPECT_FALSE(choice("\"auto\"").tool_required);
@@ -425,13 +425,13 @@ TEST(ServerRequest, ChatToolsAndToolChoice) {
   EXPECT_EQ(choice("\"required\"").forced_tool, "");
   EXPECT_TRUE(choice(R"({"type":"function","function":{"name":"bash"}})").tool_required);
   EXPECT_EQ(choice(R"({"type":"function","function":{"name":"bash"}})").forced_tool, "bash");
-  EXPECT_EQ(error_of(Api::ChatCompletions, "{\"messages\":[],\"tool_choice\":{\"type\":\"function\",\"function\":"
+  EXPECT_EQ(error_of(Api::ChatCompletions, "{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tool_choice\":{\"type\":\"function\",\"function\":"
                                            "{\"name\":\"nope\"}},\"tools\":" + tools + "}"),
             "tool_choice names the tool 'nope', which the request does not define");
-  EXPECT_EQ(error_of(Api::ChatCompletions, R"({"messages":[],"tool_choice":"required"})"),
+  EXPECT_EQ(error_of(Api::ChatCompletions, R"({"messages":[{"role":"user","content":"u"}],"tool_choice":"required"})"),
             "tool_choice requires a tool call but the request defines no tools");
-  EXPECT_TRUE(parse_chat_completions_request(R"({"messages":[],"tools":[]})").tools.is_null());
-  EXPECT_TRUE(parse_chat_completions_request(R"({"messages":[],"tools":null})").tools.is_null());
+  EXPECT_TRUE(parse_chat_completions_request(R"({"messages":[{"role":"user","content":"u"}],"tools":[]})").tools.is_null());
+  EXPECT_TRUE(parse_chat_completions_request(R"({"messages":[{"role":"user","content":"u"}],"tools":null})").tools.is_null());
 }
 
 TEST(ServerRequest, ChatPrefixCompletion) {
@@ -456,6 +456,12 @@ TEST(ServerRequest, ChatMissingMessages) {
   EXPECT_EQ(error_of(Api::ChatCompletions, R"({"model":"x"})"), "missing messages");
   EXPECT_EQ(error_of(Api::ChatCompletions, R"({"messages":null})"), "missing messages");
   EXPECT_EQ(error_of(Api::Messages, R"({"model":"x"})"), "missing messages");
+  // An empty conversation: OpenAI answers 400 "[] is too short - 'messages'", Anthropic 400
+  // "messages: at least one message is required"; a system prompt alone does not make one.
+  EXPECT_EQ(error_of(Api::ChatCompletions, R"({"messages":[]})"), "messages: at least one message is required");
+  EXPECT_EQ(error_of(Api::Messages, R"({"model":"x","messages":[]})"), "messages: at least one message is required");
+  EXPECT_EQ(error_of(Api::Messages, R"({"model":"x","system":"s","messages":[]})"),
+            "messages: at least one message is required");
 }
 
 // PROTOCOL.md §2.5 A: non-thinking through the deepseek-chat alias.
@@ -566,18 +572,19 @@ TEST(ServerRequest, RendersExampleE) {
 
 TEST(ServerRequest, AnthropicSystemForms) {
   const auto system_of = [](std::string_view system) {
-    const ChatRequest r = parse_messages_request("{\"messages\":[],\"system\":" + std::string(system) + "}");
-    return r.messages.empty() ? std::string("<none>") : r.messages[0]["content"].get<std::string>();
+    const ChatRequest r = parse_messages_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"system\":" + std::string(system) + "}");
+    // The user message is always there; a system message, when kept, comes before it.
+    return r.messages[0]["role"] != "system" ? std::string("<none>") : r.messages[0]["content"].get<std::string>();
   };
   EXPECT_EQ(system_of(R"("Just text")"), "Just text");
   EXPECT_EQ(system_of(R"("x-anthropic-billing-header: a")"), "<none>");
   EXPECT_EQ(system_of(R"(["x-anthropic-cch=1", {"text": "A"}, "", {"type": "text", "text": "B"}])"), "A\nB");
   EXPECT_EQ(system_of(R"([])"), "<none>");
   EXPECT_EQ(system_of("null"), "<none>");
-  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[],"system":5})"),
+  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[{"role":"user","content":"u"}],"system":5})"),
             "system: expected a string or an array of text blocks");
-  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[],"system":[1]})"), "system[0]: expected a string or a text block");
-  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[],"system":[{"text":2}]})"), "system[0].text: expected a string");
+  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[{"role":"user","content":"u"}],"system":[1]})"), "system[0]: expected a string or a text block");
+  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[{"role":"user","content":"u"}],"system":[{"text":2}]})"), "system[0].text: expected a string");
 }
 
 TEST(ServerRequest, AnthropicPrefillBecomesResponsePrefix) {
@@ -622,28 +629,28 @@ TEST(ServerRequest, AnthropicBlocksInOrder) {
 
 TEST(ServerRequest, AnthropicToolsAndChoice) {
   const std::string tools = R"([{"name": "a"}, {"name": "b", "description": "B", "input_schema": {"type": "object"}}])";
-  const ChatRequest r = parse_messages_request("{\"messages\":[],\"tools\":" + tools + "}");
+  const ChatRequest r = parse_messages_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tools\":" + tools + "}");
   EXPECT_EQ(r.tools.dump(), J(R"([{"type": "function", "function": {"name": "a"}},
       {"type": "function", "function": {"name": "b", "description": "B", "parameters": {"type": "object"}}}])").dump());
-  EXPECT_TRUE(parse_messages_request("{\"messages\":[],\"tool_choice\":{\"type\":\"none\"},\"tools\":" + tools + "}")
+  EXPECT_TRUE(parse_messages_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tool_choice\":{\"type\":\"none\"},\"tools\":" + tools + "}")
                   .tools.is_null());
-  EXPECT_EQ(parse_messages_request("{\"messages\":[],\"tool_choice\":{\"type\":\"any\"},\"tools\":" + tools + "}")
+  EXPECT_EQ(parse_messages_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tool_choice\":{\"type\":\"any\"},\"tools\":" + tools + "}")
                 .tools.size(),
             2u);
-  EXPECT_TRUE(parse_messages_request("{\"messages\":[],\"tool_choice\":{\"type\":\"any\"},\"tools\":" + tools + "}")
+  EXPECT_TRUE(parse_messages_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tool_choice\":{\"type\":\"any\"},\"tools\":" + tools + "}")
                   .tool_required);
   const ChatRequest named =
-      parse_messages_request("{\"messages\":[],\"tool_choice\":{\"type\":\"tool\",\"name\":\"b\"},\"tools\":" + tools + "}");
+      parse_messages_request("{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tool_choice\":{\"type\":\"tool\",\"name\":\"b\"},\"tools\":" + tools + "}");
   EXPECT_TRUE(named.tool_required);
   EXPECT_EQ(named.forced_tool, "b");
-  EXPECT_EQ(error_of(Api::Messages, "{\"messages\":[],\"tool_choice\":{\"type\":\"tool\",\"name\":\"zz\"},\"tools\":" +
+  EXPECT_EQ(error_of(Api::Messages, "{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tool_choice\":{\"type\":\"tool\",\"name\":\"zz\"},\"tools\":" +
                                         tools + "}"),
             "tool_choice names the tool 'zz', which the request does not define");
-  EXPECT_EQ(error_of(Api::Messages, "{\"messages\":[],\"tool_choice\":{\"type\":\"maybe\"},\"tools\":" + tools + "}"),
+  EXPECT_EQ(error_of(Api::Messages, "{\"messages\":[{\"role\":\"user\",\"content\":\"u\"}],\"tool_choice\":{\"type\":\"maybe\"},\"tools\":" + tools + "}"),
             "tool_choice.type: expected auto, none, any or tool, not \"maybe\"");
-  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[],"tools":[{"description":"x"}]})"),
+  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[{"role":"user","content":"u"}],"tools":[{"description":"x"}]})"),
             "tools[0].name: expected a string");
-  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[],"tools":[{"name":"x","input_schema":[]}]})"),
+  EXPECT_EQ(error_of(Api::Messages, R"({"messages":[{"role":"user","content":"u"}],"tools":[{"name":"x","input_schema":[]}]})"),
             "tools[0].input_schema: expected an object");
 }
 
@@ -916,10 +923,10 @@ TEST(ServerRequest, RendersResponsesToolTurn) {
 }
 
 TEST(ServerRequest, ParseRequestDispatches) {
-  EXPECT_EQ(parse_request(Api::ChatCompletions, R"({"messages":[]})").api, Api::ChatCompletions);
+  EXPECT_EQ(parse_request(Api::ChatCompletions, R"({"messages":[{"role":"user","content":"u"}]})").api, Api::ChatCompletions);
   EXPECT_EQ(parse_request(Api::Completions, R"({"prompt":""})").api, Api::Completions);
   EXPECT_EQ(parse_request(Api::Responses, R"({"input":""})").api, Api::Responses);
-  EXPECT_EQ(parse_request(Api::Messages, R"({"messages":[]})").api, Api::Messages);
+  EXPECT_EQ(parse_request(Api::Messages, R"({"messages":[{"role":"user","content":"u"}]})").api, Api::Messages);
 }
 
 }  // namespace
