@@ -106,18 +106,39 @@ void AttentionLayer::forward(std::span<const float> x, int64_t pos, LayerKvState
 void AttentionLayer::forward_batch(const float *X, int64_t n, int64_t pos0, LayerKvState &state, float *OUT,
                                    ThreadPool *pool) {
   if (n <= 0) return;
-  if (state.ratio() != ratio_ || state.head_dim() != head_dim_ || state.numerics() != numerics_)
-    throw Error(
-        "attention forward: the state belongs to another kind of layer "
-        "or numerics");
+  std::vector<LayerKvState *> states(static_cast<size_t>(n), &state);
+  std::vector<int64_t> pos(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = pos0 + t;
+  forward_tokens(X, n, states, pos, OUT, pool);
+}
+
+void AttentionLayer::forward_tokens(const float *X, int64_t n, std::span<LayerKvState *const> states,
+                                    std::span<const int64_t> pos, float *OUT, ThreadPool *pool) {
+  if (n <= 0) return;
+  if (states.size() != static_cast<size_t>(n) || pos.size() != static_cast<size_t>(n))
+    throw Error("attention forward: one state and one position per token");
+  for (const LayerKvState *state : states)
+    if (state->ratio() != ratio_ || state->head_dim() != head_dim_ || state->numerics() != numerics_)
+      throw Error(
+          "attention forward: the state belongs to another kind of layer "
+          "or numerics");
   for (int64_t at = 0; at < n; at += kMaxBatch) {
     const int64_t m = std::min(kMaxBatch, n - at);
-    forward_pass(X + at * n_embd_, m, pos0 + at, state, OUT + at * n_embd_, pool);
+    forward_pass(X + at * n_embd_, m, states.data() + at, pos.data() + at, OUT + at * n_embd_, pool);
   }
 }
 
-void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, LayerKvState &state, float *OUT,
-                                  ThreadPool *pool) {
+bool AttentionLayer::index_scoring(const int64_t *pos, int64_t n) const {
+  // A state that evaluated positions 0 .. p - 1 holds p / ratio index rows,
+  // so after the token at pos it holds (pos + 1) / ratio.
+  const int64_t ratio = ratio_;
+  for (int64_t t = 0; t < n; ++t)
+    if ((pos[t] + 1) / ratio > indexer_->top_k()) return true;
+  return false;
+}
+
+void AttentionLayer::forward_pass(const float *X, int64_t n, LayerKvState *const *states, const int64_t *pos,
+                                  float *OUT, ThreadPool *pool) {
   AttentionPassScratch &s = ps();
   const size_t un = static_cast<size_t>(n);
   const size_t hq = static_cast<size_t>(n_head_) * head_dim_;
@@ -161,20 +182,22 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, Layer
   });
   s.qr_batch.reset(s.qr.data(), n, q_lora_, q_lora_, numerics_);
   matmul(w_->attn_q_b, -1, s.qr_batch, s.q.data(), static_cast<int64_t>(hq), pool);
-  if (Compressor *c = state.attn_compressor()) {
+  // The compressors' projections do not depend on their state: the first
+  // token's compressor projects the whole batch.
+  if (Compressor *c = states[0]->attn_compressor()) {
     s.comp_kv.resize(un * c->state_width());
     s.comp_score.resize(s.comp_kv.size());
     c->project(s.xn_batch, s.comp_kv.data(), s.comp_score.data(), pool);
   }
   index_projected_ = false;
-  if (Compressor *c = state.index_compressor()) {
+  if (Compressor *c = states[0]->index_compressor()) {
     s.index_kv.resize(un * c->state_width());
     s.index_score.resize(s.index_kv.size());
     c->project(s.xn_batch, s.index_kv.data(), s.index_score.data(), pool);
     // The indexer scores rows only once there are more than top_k of them;
-    // then its two projections run batched too.
-    const int64_t rows_at_end = state.index_rows().rows() + (pos0 + n) / c->ratio() - pos0 / c->ratio();
-    if (rows_at_end > indexer_->top_k()) {
+    // then its two projections run batched too (a token that does not score
+    // yet ignores them: the result is the same either way).
+    if (index_scoring(pos, n)) {
       index_projected_ = true;
       s.index_q.resize(un * static_cast<size_t>(indexer_->n_head()) * indexer_->head_dim());
       s.index_w.resize(un * static_cast<size_t>(indexer_->n_head()));
@@ -186,13 +209,13 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, int64_t pos0, Layer
     for (int64_t t = t0; t < t1; ++t)
       prepare_q_kv(std::span<float>(s.q).subspan(static_cast<size_t>(t) * hq, hq),
                    std::span<float>(s.kv).subspan(static_cast<size_t>(t) * head_dim_, static_cast<size_t>(head_dim_)),
-                   pos0 + t);
+                   pos[t]);
   });
-  // Token by token: each token updates the cache, then attends over it.
-  for (int64_t t = 0; t < n; ++t) token_core(t, pos0 + t, state, pool);
+  // Token by token: each token updates its cache, then attends over it.
+  for (int64_t t = 0; t < n; ++t) token_core(t, pos[t], *states[t], pool);
   parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
-      unrope_heads(std::span<float>(s.heads).subspan(static_cast<size_t>(t) * hq, hq), pos0 + t);
+      unrope_heads(std::span<float>(s.heads).subspan(static_cast<size_t>(t) * hq, hq), pos[t]);
   });
 
   // Grouped output LoRA: group g's o_lora outputs read only its heads.

@@ -48,6 +48,15 @@ class AttentionLayer {
   void forward_batch(const float *X, int64_t n, int64_t pos0, LayerKvState &state, float *OUT,
                      ThreadPool *pool = nullptr);
 
+  // n tokens of possibly several sessions in one batch (batched decode):
+  // token t goes to position pos[t] of *states[t]. A state's tokens must
+  // come in position order, following its last position. The projections
+  // run as one matmul for all of them; each token's cache update and
+  // attention use its own state, so every session gets what forward_batch
+  // on it alone gives, bit for bit.
+  void forward_tokens(const float *X, int64_t n, std::span<LayerKvState *const> states, std::span<const int64_t> pos,
+                      float *OUT, ThreadPool *pool = nullptr);
+
   // Intermediates of the last forward (tests, diagnostics): row t of the
   // last pass, or its last token. The pass buffers are per thread and shared
   // by every layer (attention_layer.cpp), so these are valid on the thread
@@ -72,7 +81,11 @@ class AttentionLayer {
   // Up to kMaxBatch tokens per pass bound the per-token buffers (a chunk of
   // 4096 tokens would need ~0.5 GB for q and heads alone).
   static constexpr int64_t kMaxBatch = 128;
-  void forward_pass(const float *X, int64_t n, int64_t pos0, LayerKvState &state, float *OUT, ThreadPool *pool);
+  void forward_pass(const float *X, int64_t n, LayerKvState *const *states, const int64_t *pos, float *OUT,
+                    ThreadPool *pool);
+  // Whether a pass reaching these positions scores index rows (more rows
+  // than the indexer keeps), so its projections are worth batching.
+  bool index_scoring(const int64_t *pos, int64_t n) const;
   // Token t's q heads and kv as they enter the cache and attention: normed,
   // roped, kv QAT'd. Needs nothing from the cache, so a pass runs it for all
   // its tokens at once, split over the pool.

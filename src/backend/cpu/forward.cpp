@@ -64,13 +64,39 @@ void Forward::check(const Session &session, std::span<const int32_t> tokens) con
 }
 
 void Forward::eval(Session &session, std::span<const int32_t> tokens, float *all_logits) {
-  check(session, tokens);
+  const SessionTokens part{&session, tokens, all_logits};
+  eval_batch(std::span<const SessionTokens>(&part, 1));
+}
+
+void Forward::eval_batch(std::span<const SessionTokens> parts) {
+  size_t total = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (!parts[p].session) throw Error("eval: part " + std::to_string(p) + " has no session");
+    for (size_t q = 0; q < p; ++q)
+      if (parts[q].session == parts[p].session)
+        throw Error("eval: parts " + std::to_string(q) + " and " + std::to_string(p) + " name the same session");
+    check(*parts[p].session, parts[p].tokens);
+    total += parts[p].tokens.size();
+  }
+  // The parts flattened in order: a session's tokens stay together and in
+  // position order, which is all the layers need.
+  std::vector<int32_t> tokens;
+  std::vector<TokenPlace> places;
+  tokens.reserve(total);
+  places.reserve(total);
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const int64_t pos0 = parts[p].session->size();
+    for (size_t i = 0; i < parts[p].tokens.size(); ++i) {
+      tokens.push_back(parts[p].tokens[i]);
+      places.push_back({p, pos0 + static_cast<int64_t>(i), static_cast<int64_t>(i)});
+    }
+  }
   progress_done_ = 0;
-  progress_total_ = static_cast<int64_t>(tokens.size()) * static_cast<int64_t>(attn_.size());
-  for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk_)) {
-    const size_t n = std::min(tokens.size() - at, static_cast<size_t>(chunk_));
-    eval_chunk(session, tokens.subspan(at, n), all_logits ? all_logits + at * static_cast<size_t>(n_vocab_) : nullptr,
-               at + n == tokens.size());
+  progress_total_ = static_cast<int64_t>(total) * static_cast<int64_t>(attn_.size());
+  for (size_t at = 0; at < total; at += static_cast<size_t>(chunk_)) {
+    const size_t n = std::min(total - at, static_cast<size_t>(chunk_));
+    eval_chunk(parts, std::span<const int32_t>(tokens).subspan(at, n),
+               std::span<const TokenPlace>(places).subspan(at, n));
   }
 }
 
@@ -145,10 +171,10 @@ void Forward::head_batch(const float *H, int64_t n, float *logits) {
   matmul(model_->weights().output, -1, head_batch_, logits, n_vocab_, pool_);
 }
 
-void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, float *all_logits, bool last_chunk) {
+void Forward::eval_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
+                         std::span<const TokenPlace> places) {
   const size_t n = tokens.size();
   const size_t hd = static_cast<size_t>(hc_dim_);
-  const int64_t pos0 = session.size();
   h_.resize(n * hd);
   batch_x_.resize(n * static_cast<size_t>(n_embd_));
   batch_f_.resize(batch_x_.size());
@@ -162,6 +188,17 @@ void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, floa
       for (int s = 1; s < kHcStreams; ++s) std::memcpy(h + static_cast<size_t>(s) * n_embd_, h, sizeof(float) * n_embd_);
     }
   });
+  layers_chunk(parts, tokens, places);
+  finish_chunk(parts, tokens, places);
+}
+
+void Forward::layers_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
+                           std::span<const TokenPlace> places) {
+  const size_t n = tokens.size();
+  const size_t hd = static_cast<size_t>(hc_dim_);
+  chunk_states_.resize(n);
+  chunk_pos_.resize(n);
+  for (size_t t = 0; t < n; ++t) chunk_pos_[t] = places[t].pos;
 
   // Sublayers run over the whole chunk at once (batched matmuls; results do
   // not depend on the batch). A trace reports every token's intermediates,
@@ -170,15 +207,16 @@ void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, floa
   const size_t step = trace_ ? 1 : n;
   const size_t ne = static_cast<size_t>(n_embd_);
   for (size_t il = 0; il < attn_.size(); ++il) {
-    LayerKvState &state = session.layers()[il];
+    for (size_t t = 0; t < n; ++t) chunk_states_[t] = &parts[places[t].part].session->layers()[il];
     const int l = static_cast<int>(il);
     for (size_t at = 0; at < n; at += step) {
       const size_t m = std::min(step, n - at);
       float *h = h_.data() + at * hd;
       float *x = batch_x_.data() + at * ne, *f = batch_f_.data() + at * ne;
-      const int64_t pos = pos0 + static_cast<int64_t>(at);
+      const int64_t pos = chunk_pos_[at];
       hc_pre_batch(h, static_cast<int64_t>(m), hc_attn_[il], x);
-      attn_[il].forward_batch(x, static_cast<int64_t>(m), pos, state, f, pool_);
+      attn_[il].forward_tokens(x, static_cast<int64_t>(m), std::span<LayerKvState *const>(chunk_states_).subspan(at, m),
+                               std::span<const int64_t>(chunk_pos_).subspan(at, m), f, pool_);
       hc_post_batch(f, static_cast<int64_t>(m), h);
       if (trace_) {
         const HcSplit &split = splits_[0];
@@ -204,7 +242,7 @@ void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, floa
       moe_[il].forward_batch(x, tokens.data() + at, static_cast<int64_t>(m), f, pool_);
       hc_post_batch(f, static_cast<int64_t>(m), h);
       if (trace_) {
-        const int64_t pos = pos0 + static_cast<int64_t>(at);
+        const int64_t pos = chunk_pos_[at];
         trace_("hc_ffn_pre", l, pos, std::span<const float>(x, ne));
         trace_("ffn_out", l, pos, std::span<const float>(f, ne));
         trace_("l_last", l, pos, std::span<const float>(h, hd));
@@ -213,22 +251,57 @@ void Forward::eval_chunk(Session &session, std::span<const int32_t> tokens, floa
     if (progress_) {
       progress_done_ += static_cast<int64_t>(n);
       if (!progress_(progress_done_, progress_total_)) {
-        session.mark_inconsistent();
+        for (const SessionTokens &part : parts) part.session->mark_inconsistent();
         throw Cancelled("evaluation cancelled");
       }
     }
   }
+}
 
-  auto &tok = session.mutable_tokens();
-  tok.insert(tok.end(), tokens.begin(), tokens.end());
-  auto &last = session.mutable_logits();
-  last.resize(static_cast<size_t>(n_vocab_));
-  const size_t nv = static_cast<size_t>(n_vocab_);
-  if (all_logits) {
-    head_batch(h_.data(), static_cast<int64_t>(n), all_logits);
-    std::copy(all_logits + (n - 1) * nv, all_logits + n * nv, last.begin());
-  } else if (last_chunk) {
-    head_batch(h_.data() + (n - 1) * hd, 1, last.data());
+void Forward::finish_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
+                           std::span<const TokenPlace> places) {
+  const size_t n = tokens.size();
+  const size_t hd = static_cast<size_t>(hc_dim_), nv = static_cast<size_t>(n_vocab_);
+  // A part's tokens are one run of the chunk. Parts that keep every row's
+  // logits get them straight into their buffer; the last rows of the others
+  // go through the vocab head together (one read of it for all sessions).
+  std::vector<size_t> gathered;  // chunk rows whose logits become a session's last logits
+  for (size_t a = 0; a < n;) {
+    size_t b = a + 1;
+    while (b < n && places[b].part == places[a].part) ++b;
+    const SessionTokens &part = parts[places[a].part];
+    const bool holds_last = places[b - 1].index + 1 == static_cast<int64_t>(part.tokens.size());
+    auto &last = part.session->mutable_logits();
+    if (part.all_logits) {
+      float *rows = part.all_logits + static_cast<size_t>(places[a].index) * nv;
+      head_batch(h_.data() + a * hd, static_cast<int64_t>(b - a), rows);
+      if (holds_last) {
+        last.resize(nv);
+        std::copy(rows + (b - a - 1) * nv, rows + (b - a) * nv, last.begin());
+      }
+    } else if (holds_last) {
+      gathered.push_back(b - 1);
+    }
+    auto &tok = part.session->mutable_tokens();
+    tok.insert(tok.end(), tokens.begin() + static_cast<std::ptrdiff_t>(a), tokens.begin() + static_cast<std::ptrdiff_t>(b));
+    a = b;
+  }
+  if (gathered.empty()) return;
+  const size_t g = gathered.size();
+  if (g == 1) {  // one session's decode or prompt end: straight into its logits
+    auto &last = parts[places[gathered[0]].part].session->mutable_logits();
+    last.resize(nv);
+    head_batch(h_.data() + gathered[0] * hd, 1, last.data());
+    return;
+  }
+  head_h_.resize(g * hd);
+  head_logits_.resize(g * nv);
+  for (size_t i = 0; i < g; ++i) std::memcpy(head_h_.data() + i * hd, h_.data() + gathered[i] * hd, hd * sizeof(float));
+  head_batch(head_h_.data(), static_cast<int64_t>(g), head_logits_.data());
+  for (size_t i = 0; i < g; ++i) {
+    auto &last = parts[places[gathered[i]].part].session->mutable_logits();
+    last.resize(nv);
+    std::copy(head_logits_.data() + i * nv, head_logits_.data() + (i + 1) * nv, last.begin());
   }
 }
 

@@ -56,6 +56,24 @@ class Forward {
   // exceed its n_ctx, or when the session belongs to another model/numerics.
   void eval(Session &session, std::span<const int32_t> tokens, float *all_logits = nullptr);
 
+  // One session's part of a batched evaluation: its tokens, and optionally
+  // a buffer for the logits after each of them (tokens.size() x n_vocab).
+  struct SessionTokens {
+    Session *session = nullptr;
+    std::span<const int32_t> tokens;
+    float *all_logits = nullptr;
+  };
+  // Evaluates several sessions' tokens together (batched decode: one token
+  // each; a prompt's chunk beside other sessions' decode steps): every
+  // matrix is read once per chunk for all of them, the routed experts are
+  // grouped across sessions, attention runs per session on its own KV. Each
+  // session ends exactly as eval(session, tokens, all_logits) alone leaves it,
+  // bit for bit. Sessions must be distinct; a part may have no tokens. Every
+  // part is checked first: ds4::Error, every session unchanged, when one
+  // would fail eval's checks. A cancel (progress) marks every session of the
+  // call inconsistent.
+  void eval_batch(std::span<const SessionTokens> parts);
+
   // Progress of eval(): called after every layer of every chunk with the
   // token-layers done and the total of the call (done == total at the end).
   // Returning false cancels: eval marks the session inconsistent (some
@@ -91,9 +109,24 @@ class Forward {
   };
 
   void check(const Session &session, std::span<const int32_t> tokens) const;
-  // Evaluates one chunk; the last token's logits are computed when all_logits
-  // is given or last_chunk is set.
-  void eval_chunk(Session &session, std::span<const int32_t> tokens, float *all_logits, bool last_chunk);
+  // Where each token of a batched evaluation goes: its part (index into the
+  // parts) and its position in that part's session.
+  struct TokenPlace {
+    size_t part;
+    int64_t pos;
+    int64_t index;  // in the part's tokens
+  };
+  // Evaluates one chunk of the flattened parts (tokens[t] goes to
+  // places[t]); the logits of a part's tokens are computed when it has
+  // all_logits, and after its last token when the chunk holds it.
+  void eval_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
+                  std::span<const TokenPlace> places);
+  // The sublayers of every layer over the chunk's states h_.
+  void layers_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
+                    std::span<const TokenPlace> places);
+  // Logits and token lists of the parts after a chunk.
+  void finish_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
+                    std::span<const TokenPlace> places);
   // X (n x n_embd) = HC pre of the n flat states H (n x hc_dim, row-major),
   // the fn projection batched; splits_[t] receives token t's pre/post/comb
   // and mixes_ its mixes. Each row equals hc_pre() of it bit for bit.
@@ -124,6 +157,9 @@ class Forward {
   std::vector<HcSplit> splits_;
   ScratchVector<float> batch_flat_, batch_mix_, batch_x_, batch_f_;  // chunk x (hc_dim, mixes, n_embd, n_embd)
   ActivationBatch flat_batch_, head_batch_;
+  std::vector<LayerKvState *> chunk_states_;  // per chunk token: its session's state of the layer running
+  std::vector<int64_t> chunk_pos_;
+  ScratchVector<float> head_h_, head_logits_;  // gathered last-token states and their logits
   Trace trace_;
   Progress progress_;
   int64_t progress_done_ = 0, progress_total_ = 0;
