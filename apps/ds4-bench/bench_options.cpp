@@ -37,6 +37,9 @@ void validate(const Options& o) {
   check_at_least_1(o.ctx_max, "--ctx-max");
   check_at_least_1(o.step_incr, "--step-incr");
   check_at_least_1(o.gen_tokens, "-n/--gen-tokens");
+  check_at_least_1(o.sessions, "--sessions");
+  if (o.sessions > kMaxSessions)
+    throw Error("--sessions " + std::to_string(o.sessions) + " is above " + std::to_string(kMaxSessions));
   check_at_least_1(o.threads, "-t/--threads");
   check_at_least_1(o.prefill_chunk, "--prefill-chunk");
   if (o.ctx_alloc) check_at_least_1(*o.ctx_alloc, "--ctx-alloc");

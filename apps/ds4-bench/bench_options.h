@@ -14,6 +14,7 @@ inline constexpr int64_t kDefaultCtxStart = 2048;
 inline constexpr int64_t kDefaultCtxMax = 32768;
 inline constexpr int64_t kDefaultStepIncr = 2048;
 inline constexpr int kDefaultGenTokens = 128;
+inline constexpr int kMaxSessions = 256;
 
 struct Options {
   std::string model;
@@ -30,6 +31,10 @@ struct Options {
   int64_t step_incr = kDefaultStepIncr;
   std::optional<double> step_mul;
   int gen_tokens = kDefaultGenTokens;
+  // --sessions N: at each frontier N copies of the session decode together,
+  // one batched step for all (issue 23); session i starts from the (i+1)-th
+  // likeliest token, then greedy, so their routed experts differ.
+  int sessions = 1;
 
   std::string csv;  // "" = stdout only
   int threads = 1;

@@ -2,11 +2,11 @@
 //   ds4-bench -m MODEL --prompt-file F | --chat-prompt-file F | --tokens-file T.json
 //             [--ctx-start 2048] [--ctx-max 32768] [--step-incr 2048 | --step-mul F]
 //             [-n 128] [--csv FILE] [-t N] [--quality] [--warm-weights] [--mlock] [--huge-pages] [--warmup]
-//             [--read-bandwidth 2g]
+//             [--read-bandwidth 2g] [--sessions N]
 // Walks frontiers through the prompt's tokens: at each one it evaluates only
 // the tokens since the previous frontier (timed: prefill), copies the session
-// (untimed), decodes -n tokens greedily with EOS excluded (timed: decode) and
-// restores the copy (untimed). One CSV row per frontier on stdout (and in
+// (untimed), decodes -n tokens greedily with EOS excluded on the copy (timed:
+// decode; with --sessions N, N copies in batched steps). One CSV row per frontier on stdout (and in
 // --csv FILE); the setup and memory figures go to stderr, with --read-bandwidth
 // also the machine's read bandwidth measured between the decode steps and
 // decode's weight bandwidth as a share of it. Every failure is
@@ -48,7 +48,10 @@ using ds4::Error;
 using namespace ds4::bench;
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kCsvHeader = "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes\n";
+// ds4's columns; with --sessions N > 1 two more: N and the decode tokens/s of
+// all sessions together (gen_tps is then each session's).
+constexpr const char* kCsvHeaderStem = "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes";
+constexpr const char* kCsvSessionColumns = ",sessions,aggregate_gen_tps";
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 double per_second(int64_t n, double secs) { return secs > 0 ? static_cast<double>(n) / secs : 0.0; }
@@ -94,6 +97,54 @@ class CsvOut {
 // Argmax of the logits, lowest id on ties, never `eos` (when given).
 int32_t argmax_except(std::span<const float> logits, std::optional<int32_t> eos) {
   return ds4::runtime::argmax_except(logits, eos ? *eos : -1);
+}
+
+// The k-th likeliest id (0: the argmax), lowest id first on ties, never
+// `eos` (when given).
+int32_t kth_likeliest_except(std::span<const float> logits, int k, std::optional<int32_t> eos) {
+  if (k == 0) return argmax_except(logits, eos);
+  std::vector<int32_t> ids;
+  ids.reserve(logits.size());
+  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id)
+    if (!eos || id != *eos) ids.push_back(id);
+  const size_t want = std::min(ids.size(), static_cast<size_t>(k) + 1);
+  if (want == 0) throw Error("no token to start decode session " + std::to_string(k) + " from");
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(want), ids.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  return ids[want - 1];
+}
+
+// One frontier's decode probe: `sessions` copies of the session there
+// (untimed) decode gen_tokens steps together, one batched evaluation per
+// step (timed). Session i's first token is the (i+1)-th likeliest, the rest
+// greedy, so session 0 follows exactly the single-session greedy path.
+struct DecodeProbe {
+  std::vector<std::vector<int32_t>> ids;  // per session
+  double secs = 0;
+  std::vector<double> read_gbps;
+};
+
+DecodeProbe decode_probe(ds4::cpu::Forward& forward, const ds4::cpu::Session& at_frontier, const Options& o,
+                         std::optional<int32_t> eos, ds4::ReadBandwidth* read_probe, int read_every) {
+  const auto n = static_cast<size_t>(o.sessions);
+  std::vector<ds4::cpu::Session> sessions(n, at_frontier);
+  DecodeProbe out;
+  out.ids.assign(n, {});
+  std::vector<int32_t> next(n);
+  for (size_t i = 0; i < n; ++i) next[i] = kth_likeliest_except(at_frontier.logits(), static_cast<int>(i), eos);
+  std::vector<ds4::cpu::Forward::SessionTokens> parts(n);
+  for (size_t i = 0; i < n; ++i) parts[i] = {&sessions[i], std::span<const int32_t>(&next[i], 1), nullptr};
+  for (int step = 0; step < o.gen_tokens; ++step) {
+    if (read_probe && step % read_every == 0) out.read_gbps.push_back(read_probe->pass());
+    const auto t_step = Clock::now();
+    if (step > 0)
+      for (size_t i = 0; i < n; ++i) next[i] = argmax_except(sessions[i].logits(), eos);
+    forward.eval_batch(parts);
+    out.secs += seconds_since(t_step);
+    for (size_t i = 0; i < n; ++i) out.ids[i].push_back(next[i]);
+  }
+  if (read_probe) out.read_gbps.push_back(read_probe->pass());
+  return out;
 }
 
 uint64_t peak_rss_bytes() {
@@ -185,7 +236,7 @@ int run(const Options& o) {
                  static_cast<long long>(walk.front()), seconds_since(t_warm));
   }
 
-  csv.line(kCsvHeader);
+  csv.line(o.sessions > 1 ? std::string(kCsvHeaderStem) + kCsvSessionColumns + "\n" : std::string(kCsvHeaderStem) + "\n");
   int64_t done = 0;
   for (const int64_t frontier : walk) {
     const std::span<const int32_t> interval(prompt.ids.data() + done, static_cast<size_t>(frontier - done));
@@ -194,27 +245,25 @@ int run(const Options& o) {
     const double prefill_secs = seconds_since(t_prefill);
     done = frontier;
 
-    const ds4::cpu::Session snapshot = session;
-    std::vector<int32_t> generated;
-    generated.reserve(static_cast<size_t>(o.gen_tokens));
-    double gen_secs = 0;
-    std::vector<double> read_gbps;
-    for (int i = 0; i < o.gen_tokens; ++i) {
-      if (read_probe && i % read_every == 0) read_gbps.push_back(read_probe->pass());
-      const auto t_step = Clock::now();
-      const int32_t id = argmax_except(session.logits(), prompt.eos);
-      forward.eval(session, std::span<const int32_t>(&id, 1));
-      gen_secs += seconds_since(t_step);
-      generated.push_back(id);
-    }
-    if (read_probe) read_gbps.push_back(read_probe->pass());
-    session.restore(snapshot);
+    DecodeProbe probe = decode_probe(forward, session, o, prompt.eos, read_probe.get(), read_every);
+    const double gen_secs = probe.secs;
+    std::vector<double>& read_gbps = probe.read_gbps;
 
-    // The effective weight bandwidth of decode: what each step reads / its time.
+    // The effective weight bandwidth of decode: what each step reads / its time
+    // (one session's step; with several the steps read more experts).
     const double gen_gbps = gen_secs > 0 ? static_cast<double>(decode_bytes) * o.gen_tokens / gen_secs / 1e9 : 0.0;
-    std::fprintf(stderr,
-                 "frontier %lld: prefill %zu tokens in %.3f s, decode %d tokens in %.3f s (%.2f GB/s of weights)\n",
-                 static_cast<long long>(frontier), interval.size(), prefill_secs, o.gen_tokens, gen_secs, gen_gbps);
+    if (o.sessions == 1) {
+      std::fprintf(stderr,
+                   "frontier %lld: prefill %zu tokens in %.3f s, decode %d tokens in %.3f s (%.2f GB/s of weights)\n",
+                   static_cast<long long>(frontier), interval.size(), prefill_secs, o.gen_tokens, gen_secs, gen_gbps);
+    } else {
+      std::fprintf(stderr,
+                   "frontier %lld: prefill %zu tokens in %.3f s, decode %d steps of %d sessions in %.3f s "
+                   "(%.2f t/s each, %.2f t/s in all)\n",
+                   static_cast<long long>(frontier), interval.size(), prefill_secs, o.gen_tokens, o.sessions,
+                   gen_secs, per_second(o.gen_tokens, gen_secs),
+                   per_second(static_cast<int64_t>(o.gen_tokens) * o.sessions, gen_secs));
+    }
     if (read_probe) {
       std::sort(read_gbps.begin(), read_gbps.end());
       const size_t n = read_gbps.size();
@@ -225,14 +274,21 @@ int run(const Options& o) {
                    static_cast<long long>(frontier), median, n, read_gbps.front(), read_gbps.back(),
                    median > 0 ? 100.0 * gen_gbps / median : 0.0);
     }
-    if (o.print_gen_tokens)
-      std::fprintf(stderr, "gen_ids %lld %s\n", static_cast<long long>(frontier), json_ids(generated).c_str());
+    if (o.print_gen_tokens) {
+      std::fprintf(stderr, "gen_ids %lld %s\n", static_cast<long long>(frontier), json_ids(probe.ids[0]).c_str());
+      for (size_t i = 1; i < probe.ids.size(); ++i)
+        std::fprintf(stderr, "gen_ids_session %zu %lld %s\n", i, static_cast<long long>(frontier),
+                     json_ids(probe.ids[i]).c_str());
+    }
     char row[256];
-    std::snprintf(row, sizeof row, "%lld,%lld,%.2f,%d,%.2f,%llu\n", static_cast<long long>(frontier),
-                  static_cast<long long>(interval.size()),
-                  per_second(static_cast<int64_t>(interval.size()), prefill_secs), o.gen_tokens,
-                  per_second(o.gen_tokens, gen_secs), static_cast<unsigned long long>(snapshot.state_bytes()));
-    csv.line(row);
+    int len = std::snprintf(row, sizeof row, "%lld,%lld,%.2f,%d,%.2f,%llu", static_cast<long long>(frontier),
+                            static_cast<long long>(interval.size()),
+                            per_second(static_cast<int64_t>(interval.size()), prefill_secs), o.gen_tokens,
+                            per_second(o.gen_tokens, gen_secs), static_cast<unsigned long long>(session.state_bytes()));
+    if (o.sessions > 1)
+      len += std::snprintf(row + len, sizeof row - static_cast<size_t>(len), ",%d,%.2f", o.sessions,
+                           per_second(static_cast<int64_t>(o.gen_tokens) * o.sessions, gen_secs));
+    csv.line(std::string(row) + "\n");
   }
   csv.close();
 
@@ -285,6 +341,10 @@ int main(int argc, char** argv) {
   app.add_option("--step-incr", o.step_incr, "Next frontier = previous + this")->capture_default_str();
   app.add_option("--step-mul", o.step_mul, "Next frontier = round(previous * this) (> 1; replaces --step-incr)");
   app.add_option("-n,--gen-tokens", o.gen_tokens, "Greedy tokens decoded (and timed) at every frontier")
+      ->capture_default_str();
+  app.add_option("--sessions", o.sessions,
+                 "Decode this many sessions together at each frontier, one batched step for all (session i starts "
+                 "from the (i+1)-th likeliest token, then greedy); adds the CSV columns sessions, aggregate_gen_tps")
       ->capture_default_str();
   app.add_option("--csv", o.csv, "Also write the CSV to this file");
   app.add_option("-t,--threads", o.threads, "Threads (default: physical cores available)")->capture_default_str();

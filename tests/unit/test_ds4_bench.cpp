@@ -359,6 +359,69 @@ TEST(Ds4Bench, ProbesSkipEosWhereItIsTheArgmax) {
   EXPECT_EQ(std::count(ids.begin(), ids.end(), tokenizer().eos()), 0);
 }
 
+// --sessions N: N copies decode in batched steps. Session 0 is the plain
+// greedy probe (the same ids as without --sessions); session i starts from the
+// (i+1)-th likeliest non-EOS token, then goes greedy, as one session decoded
+// alone in process does. Two more CSV columns.
+TEST(Ds4Bench, SessionsDecodeTogetherAsEachWouldAlone) {
+  TempDir dir;
+  const std::vector<int32_t> t = test::random_tokens(n_vocab(), 40, 21);
+  const std::string tok = write_tokens(dir, "t.json", t);
+  const int n = 4;
+  const test::ProcessResult r = bench({"--tokens-file", tok, "--ctx-start", "24", "--ctx-max", "40", "--step-incr", "16",
+                                       "-n", std::to_string(n), "--sessions", "3", "--print-gen-tokens"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_EQ(lines[0], std::string(kHeader) + ",sessions,aggregate_gen_tps");
+  for (size_t i = 1; i < lines.size(); ++i) {
+    long long ctx = 0, prefill = 0, gen = 0, sessions = 0;
+    unsigned long long kv = 0;
+    double ptps = 0, gtps = 0, agg = 0;
+    ASSERT_EQ(std::sscanf(lines[i].c_str(), "%lld,%lld,%lf,%lld,%lf,%llu,%lld,%lf", &ctx, &prefill, &ptps, &gen, &gtps,
+                          &kv, &sessions, &agg),
+              8)
+        << lines[i];
+    EXPECT_EQ(sessions, 3);
+    EXPECT_NEAR(agg, 3 * gtps, 0.02 + 1e-6 * agg);
+  }
+  const std::vector<int64_t> frontiers = {24, 40};
+  const std::vector<Probe> greedy = probe_walk(t, frontiers, n);
+  const auto ids0 = gen_ids(r.err);
+  for (size_t f = 0; f < frontiers.size(); ++f) EXPECT_EQ(ids0.at(frontiers[f]), greedy[f].ids);
+
+  // Sessions 1 and 2, in process: the k-th likeliest first, then greedy.
+  cpu::Forward fw(tiny().model(), cpu::Numerics::Default, nullptr);
+  const auto ranked_except_eos = [&](std::span<const float> l) {
+    std::vector<int32_t> ids;
+    for (int32_t id = 0; id < static_cast<int32_t>(l.size()); ++id)
+      if (id != tokenizer().eos()) ids.push_back(id);
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+    return ids;
+  };
+  for (const std::string& line : lines_of(r.err)) {
+    if (line.rfind("gen_ids_session ", 0) != 0) continue;
+    std::istringstream in(line.substr(16));
+    size_t session = 0;
+    int64_t frontier = 0;
+    in >> session >> frontier;
+    std::string rest;
+    std::getline(in, rest);
+    const auto got = nlohmann::json::parse(rest).get<std::vector<int32_t>>();
+    cpu::Session s = fw.new_session(64);
+    fw.eval(s, std::span<const int32_t>(t).first(static_cast<size_t>(frontier)));
+    std::vector<int32_t> want;
+    for (int i = 0; i < n; ++i) {
+      const auto ranked = ranked_except_eos(s.logits());
+      want.push_back(ranked[i == 0 ? session : 0]);
+      fw.eval(s, std::span<const int32_t>(&want.back(), 1));
+    }
+    EXPECT_EQ(got, want) << "session " << session << " at " << frontier;
+    EXPECT_NE(got, ids0.at(frontier));
+  }
+  EXPECT_NE(r.err.find("gen_ids_session 2 40 "), std::string::npos) << r.err;
+}
+
 TEST(Ds4Bench, StepMulWalksGeometricallyAndEndsAtCtxMax) {
   TempDir dir;
   const std::string tok = write_tokens(dir, "t.json", test::random_tokens(n_vocab(), 45, 12));
@@ -465,6 +528,8 @@ TEST(Ds4BenchErrors, EveryBadValueNamesItsFlag) {
   expect_one_error_line(run({"--read-bandwidth", "-1"}), {"--read-bandwidth"});
   expect_one_error_line(run({"--read-bandwidth", "1k", "-t", "2"}), {"--read-bandwidth", "2048"});
   expect_one_error_line(run({"--prompt-file", tok}), {"--prompt-file", "--tokens-file"});
+  expect_one_error_line(run({"--sessions", "0"}), {"--sessions"});
+  expect_one_error_line(run({"--sessions", "257"}), {"--sessions", "256"});
   // The prompt is shorter than --ctx-start.
   expect_one_error_line(bench({"--tokens-file", tok, "--ctx-start", "41", "--ctx-max", "50"}), {"--ctx-start", "40"});
 
@@ -490,7 +555,8 @@ TEST(Ds4Bench, HelpListsTheFlags) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"--prompt-file", "--chat-prompt-file", "--tokens-file", "--ctx-start", "--ctx-max",
                         "--ctx-alloc", "--step-incr", "--step-mul", "--gen-tokens", "--csv", "--threads", "--quality",
-                        "--prefill-chunk", "--warm-weights", "--mlock", "--huge-pages", "--warmup", "2048", "32768", "128"})
+                        "--prefill-chunk", "--warm-weights", "--mlock", "--huge-pages", "--warmup", "--sessions", "2048",
+                        "32768", "128"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   EXPECT_EQ(r.out.find("--print-gen-tokens"), std::string::npos);  // diagnostics stay hidden
 }
