@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,5 +93,41 @@ struct GenerateResult {
 // another thread while this runs.
 GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text::Tokenizer& tokenizer,
                         Sampler& sampler, const GenerateLimits& limits, const GenerateHooks& hooks);
+
+// One session's decode as a sequence of steps, so that several sessions can
+// be stepped together (batched decode, issue 23): step() samples from the
+// session's logits and applies the stop rules; the caller evaluates the token
+// it returns into the session (alone or in a batch) before the next step().
+// generate() is exactly this loop with one eval per step.
+class Generation {
+ public:
+  // Every reference must outlive this object; ds4::Error when the session
+  // holds no tokens or max_tokens is negative.
+  Generation(cpu::Session& session, const text::Tokenizer& tokenizer, Sampler& sampler, const GenerateLimits& limits,
+             const GenerateHooks& hooks);
+  ~Generation();
+  Generation(Generation&&) noexcept;
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+  Generation& operator=(Generation&&) = delete;
+
+  // The next token to evaluate into the session, or nothing once the
+  // generation has stopped (then finish() says why).
+  std::optional<int32_t> step();
+  bool stopped() const;
+  cpu::Session& session();
+  // The result; call once, after step() returned nothing.
+  GenerateResult finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// Steps every generation until all have stopped, evaluating the tokens of
+// all still running in one batched evaluation per step. Each session ends
+// exactly as generate() on it alone leaves it (same tokens, text, reason,
+// KV state and logits). The results, in order.
+std::vector<GenerateResult> generate_batch(cpu::Forward& forward, std::span<Generation* const> generations);
 
 }  // namespace ds4::runtime

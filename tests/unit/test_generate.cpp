@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,85 @@ TEST_F(GenerateTest, StopConditionsAndUnevaluatedTokens) {
     const GenerateResult r = generate(forward_, s, tok_, greedy, l, {});
     EXPECT_EQ(std::count(r.tokens.begin(), r.tokens.end(), tok_.eos()), 0);
   }
+}
+
+// Several sessions generated together (generate_batch: one batched forward
+// step for all that still run) each end exactly as generate() alone leaves
+// them: different prompts, samplers, seeds and stop rules (max tokens, a
+// full context, a stop string, cancellation), so they stop at different steps.
+TEST_F(GenerateTest, BatchedGenerationsEqualEachAlone) {
+  struct Case {
+    std::string prompt;
+    SamplingParams params;
+    uint64_t seed;
+    int max_tokens;
+    int64_t n_ctx;
+    std::vector<std::string> stops;
+    int cancel_after;  // polls before a cancel; 0: never
+  };
+  const std::vector<Case> cases = {
+      {"Call the tool.", hot(), 3, 20, 256, {}, 0},
+      {"Another prompt, a bit longer than the first one.", SamplingParams::greedy(), 1, 30, 256, {}, 0},
+      {"Short.", hot(), 9, 40, 24, {}, 0},  // the context fills first
+      {"Stop somewhere.", hot(), 5, 40, 256, {"e"}, 0},
+      {"Cancelled.", hot(), 2, 40, 256, {}, 6},
+  };
+  struct Run {
+    cpu::Session session;
+    Sampler sampler;
+    GenerateLimits limits;
+    GenerateHooks hooks;
+    int polls = 0;
+  };
+  const auto make_runs = [&] {
+    std::vector<std::unique_ptr<Run>> runs;
+    for (const Case& c : cases) {
+      cpu::Session s = forward_.new_session(c.n_ctx);
+      std::vector<int32_t> prompt = {tok_.bos()};
+      const auto body = tok_.encode(c.prompt, false);
+      prompt.insert(prompt.end(), body.begin(), body.end());
+      forward_.eval(s, prompt);
+      auto run = std::make_unique<Run>(Run{std::move(s), Sampler(c.params, c.seed), {}, {}, 0});
+      run->limits.max_tokens = c.max_tokens;
+      run->limits.ignore_eos = true;
+      run->limits.stop_strings = c.stops;
+      if (c.cancel_after > 0) {
+        Run* r = run.get();
+        const int after = c.cancel_after;
+        run->hooks.cancelled = [r, after] { return ++r->polls > after; };
+      }
+      runs.push_back(std::move(run));
+    }
+    return runs;
+  };
+
+  auto alone = make_runs();
+  std::vector<GenerateResult> want;
+  for (auto& r : alone) want.push_back(generate(forward_, r->session, tok_, r->sampler, r->limits, r->hooks));
+
+  auto together = make_runs();
+  std::vector<Generation> gens;
+  for (auto& r : together) gens.emplace_back(r->session, tok_, r->sampler, r->limits, r->hooks);
+  std::vector<Generation*> ptrs;
+  for (Generation& g : gens) ptrs.push_back(&g);
+  const std::vector<GenerateResult> got = generate_batch(forward_, ptrs);
+
+  ASSERT_EQ(got.size(), want.size());
+  std::vector<StopReason> reasons;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "case " << i;
+    EXPECT_EQ(got[i].text, want[i].text) << "case " << i;
+    EXPECT_EQ(got[i].reason, want[i].reason) << "case " << i;
+    EXPECT_EQ(got[i].unevaluated, want[i].unevaluated) << "case " << i;
+    EXPECT_TRUE(std::ranges::equal(together[i]->session.tokens(), alone[i]->session.tokens())) << "case " << i;
+    EXPECT_TRUE(std::ranges::equal(together[i]->session.logits(), alone[i]->session.logits())) << "case " << i;
+    reasons.push_back(want[i].reason);
+  }
+  // The cases do stop for their different reasons.
+  EXPECT_EQ(reasons[0], StopReason::MaxTokens);
+  EXPECT_EQ(reasons[2], StopReason::ContextFull);
+  EXPECT_EQ(reasons[3], StopReason::StopString);
+  EXPECT_EQ(reasons[4], StopReason::Cancelled);
 }
 
 }  // namespace
