@@ -16,6 +16,7 @@
 #include "runtime/sampler.h"
 #include "runtime/tool_call_constraint.h"
 #include "server/metrics.h"
+#include "server/reply_assembler.h"
 #include "server/trace_log.h"
 #include "text/dsml_parser.h"
 #include "text/tokenizer.h"
@@ -577,73 +578,19 @@ void Engine::run(Job& job) {
   limits.constraint = job.constraint.get();
 
   // The generated text → reasoning / content / tool calls, as events.
-  text::DsmlStreamParser parser(text::DsmlOptions{limits.thinking, job.tools_active, false});
-  std::vector<std::string> call_ids;
-  bool in_block = false;
-  std::string streamed_text;
-  const bool anthropic = req.api == Api::Messages;
-  auto new_call_id = [&] {
-    std::string id;
-    do {
-      id = random_hex_id(anthropic ? "toolu_" : "call_", 16);
-    } while (tool_memory_.contains(id));
-    return id;
-  };
-  // A response prefix was written by the client: its text is not sent back,
-  // but a tool call it opens belongs to the reply.
-  std::string prefix_reasoning, prefix_content;
-  // Clients get valid UTF-8 only (U+FFFD for what the model got wrong),
-  // identical however the text was split into deltas.
-  Utf8StreamSanitizer reasoning_utf8, content_utf8, raw_utf8;
-  auto deliver = [&](const std::vector<text::DsmlEvent>& events, bool from_prefix) {
-    for (const auto& ev : events) {
-      using K = text::DsmlEvent::Kind;
-      std::string out;
-      switch (ev.kind) {
-        case K::ReasoningDelta:
-          if (from_prefix) prefix_reasoning += ev.text;
-          else if (stream) out = stream->reasoning(reasoning_utf8.feed(ev.text));
-          break;
-        case K::ContentDelta:
-          if (from_prefix) prefix_content += ev.text;
-          else if (stream) out = stream->content(content_utf8.feed(ev.text));
-          break;
-        case K::ToolCallBegin:
-          in_block = true;
-          while (static_cast<int>(call_ids.size()) <= ev.index) call_ids.push_back(new_call_id());
-          if (stream) out = stream->tool_call_begin(ev.index, call_ids[static_cast<size_t>(ev.index)], ev.text);
-          break;
-        case K::ToolArgumentsDelta:
-          if (stream) out = stream->tool_call_arguments(ev.index, ev.text);
-          break;
-        case K::ToolCallEnd: break;
-        case K::ToolBlockEnd: in_block = false; break;
-        case K::ToolBlockAbort:
-          in_block = false;
-          call_ids.clear();
-          if (stream) out = stream->tool_block_abort();
-          break;
-        case K::Warning:
-          if (trace_) trace += "--- trace: " + ev.text + " ---\n";
-          break;
-      }
-      if (!out.empty()) channel.write(std::move(out));
-    }
-  };
-  if (!limits.assistant_prefix.empty()) deliver(parser.feed(limits.assistant_prefix), true);
+  ReplyAssembler assembler(req, job.tools_active, limits.thinking, stream.get(), channel, tool_memory_,
+                           trace_ ? &trace : nullptr);
+  assembler.feed_prefix(limits.assistant_prefix);
 
   const int64_t step = disk_ ? runtime::continued_step(disk_->config()) : 0;
   runtime::GenerateHooks hooks;
   hooks.cancelled = [&channel] { return channel.cancelled(); };
   hooks.on_token = [&](int32_t, std::string_view text) {
-    if (!text.empty()) {
-      streamed_text.append(text);
-      if (stream) channel.write(stream->raw(raw_utf8.feed(text)));
-      deliver(parser.feed(text), false);
-    }
+    assembler.feed(text);
     // Continued checkpoints during long replies, never inside a tool block.
     const int64_t pos = session.size();
-    if (step > 0 && pos % step == 0 && pos > slot.last_frontier && pos >= disk_->config().min_tokens && !in_block) {
+    if (step > 0 && pos % step == 0 && pos > slot.last_frontier && pos >= disk_->config().min_tokens &&
+        !assembler.in_tool_block()) {
       save_to_disk(slot, static_cast<int>(runtime::KvSaveReason::Continued), tokenizer_.decode(session.tokens()), 0);
       slot.last_frontier = pos;
     }
@@ -658,19 +605,6 @@ void Engine::run(Job& job) {
     fail(RequestError(std::string("generation failed: ") + e.what(), 500, "server_error"));
     return;
   }
-  if (!gen.tail.empty()) {
-    streamed_text += gen.tail;
-    if (stream) channel.write(stream->raw(raw_utf8.feed(gen.tail)));
-    deliver(parser.feed(gen.tail), false);
-  }
-  deliver(parser.finish(), false);
-  if (stream) {
-    if (std::string t = raw_utf8.finish(); !t.empty()) channel.write(stream->raw(t));
-    if (std::string t = reasoning_utf8.finish(); !t.empty()) channel.write(stream->reasoning(t));
-    if (std::string t = content_utf8.finish(); !t.empty()) channel.write(stream->content(t));
-  }
-  const text::ParsedMessage& m = parser.message();
-
   if (gen.reason == runtime::StopReason::Cancelled) {
     // The client is gone: nothing to send. The session holds what was
     // evaluated and stays usable for the next request.
@@ -678,40 +612,8 @@ void Engine::run(Job& job) {
     return;
   }
 
-  Reply reply;
-  reply.thinking = limits.thinking;
-  reply.thinking_closed = m.thinking_closed;
-  reply.raw_text = sanitize_utf8(streamed_text);
-  auto strip = [](std::string s, const std::string& head) {
-    return starts_with(s, head) ? s.substr(head.size()) : s;
-  };
-  // Reasoning that never closed (a length stop while thinking): ds4 gives
-  // chat and Anthropic clients the whole text as content; a Responses reply
-  // keeps it as reasoning, which it shows only when a summary was asked for.
-  if (limits.thinking && !m.thinking_closed && req.api != Api::Responses) {
-    reply.content = sanitize_utf8(strip(m.reasoning, prefix_reasoning) + m.content);
-  } else {
-    reply.reasoning = sanitize_utf8(strip(m.reasoning, prefix_reasoning));
-    reply.content = sanitize_utf8(strip(m.content, prefix_content));
-  }
-  for (size_t i = 0; i < m.tool_calls.size(); ++i) {
-    while (call_ids.size() <= i) call_ids.push_back(new_call_id());
-    reply.tool_calls.push_back(ReplyToolCall{call_ids[i], m.tool_calls[i].name, m.tool_calls[i].arguments_json});
-  }
-  switch (gen.reason) {
-    case runtime::StopReason::MaxTokens:
-    case runtime::StopReason::ContextFull: reply.finish = FinishReason::Length; break;
-    case runtime::StopReason::ToolCalls: reply.finish = FinishReason::ToolCalls; break;
-    default: reply.finish = FinishReason::Stop; break;
-  }
-  if (!reply.tool_calls.empty() && m.tool_block_complete) reply.finish = FinishReason::ToolCalls;
-  if (m.tool_block_unterminated && reply.finish != FinishReason::Length) {
-    reply.finish = FinishReason::Error;
-    reply.error = "unterminated tool call";
-  }
-  reply.usage.prompt_tokens = n_prompt;
-  reply.usage.cached_tokens = cached;
-  reply.usage.completion_tokens = static_cast<int64_t>(gen.tokens.size());
+  Reply reply = assembler.finish(gen, n_prompt, cached);
+  const text::ParsedMessage& m = assembler.message();
 
   // Exact replay of the sampled block by id.
   if (!reply.tool_calls.empty() && m.tool_block_complete && !m.raw_tool_block.empty()) {
@@ -765,7 +667,7 @@ void Engine::run(Job& job) {
                total_seconds * 1000);
   if (trace_) {
     trace += "--- request ---\n" + job.raw_body + "\n--- rendered prompt ---\n" + job.prompt_text +
-             "\n--- generated ---\n" + streamed_text + "\n--- parsed ---\nfinish: " + finish_name(reply.finish) +
+             "\n--- generated ---\n" + assembler.generated_text() + "\n--- parsed ---\nfinish: " + finish_name(reply.finish) +
              "\nprompt tokens: " + std::to_string(n_prompt) + "\ngenerated tokens: " +
              std::to_string(reply.usage.completion_tokens) + "\nreasoning: " + reply.reasoning +
              "\ncontent: " + reply.content + "\n";
