@@ -139,6 +139,27 @@ float dot_q4_K_q8_K_ggml_x86(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x);
 float dot_q2_K_q8_K_ggml_x86(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x);
 float dot_mxfp4_q8_0_ggml_x86(int64_t n, const BlockMXFP4* w, const BlockQ8_0* x);
 float dot_iq2_xxs_q8_K_ggml_x86(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x);
+// Q6_K, Q5_K, Q3_K (any matrix): ggml's AVX2 vec_dot, 8 integer lanes per block.
+float dot_q6_K_q8_K_ggml_x86(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x);
+float dot_q5_K_q8_K_ggml_x86(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x);
+float dot_q3_K_q8_K_ggml_x86(int64_t n, const BlockQ3_K* w, const BlockQ8_K* x);
+// IQ3_XXS, IQ3_S, IQ4_XS (any matrix): ggml's IQP panel path (batches of >= 8 tokens).
+float dot_iq3_xxs_q8_K_ggml_x86(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x);
+float dot_iq3_s_q8_K_ggml_x86(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x);
+float dot_iq4_xs_q8_K_ggml_x86(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x);
+// IQ3_XXS, IQ4_XS where ggml runs the AVX2 vec_dot (< 8 tokens, grouped 3-D matrices).
+float vec_dot_iq3_xxs_q8_K_ggml_x86(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x);
+float vec_dot_iq4_xs_q8_K_ggml_x86(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x);
+// Q4_0 and IQ4_NL as ggml's x86 repack computes them (rows % 8 == 0), Q5_0
+// as tinyBLAS / the AVX2 vec_dot, Q4_1 and Q5_1 as the AVX2 vec_dot.
+float dot_q4_0_q8_0_ggml_x86(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x);
+float dot_iq4_nl_q8_0_ggml_x86(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x);
+// Q4_0, IQ4_NL matrices ggml does not repack: tinyBLAS's 8-lane form.
+float tinyblas_q4_0_q8_0_ggml_x86(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x);
+float tinyblas_iq4_nl_q8_0_ggml_x86(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x);
+float dot_q5_0_q8_0_ggml_x86(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x);
+float dot_q4_1_q8_1_ggml_x86(int64_t n, const BlockQ4_1* w, const BlockQ8_1* x);
+float dot_q5_1_q8_1_ggml_x86(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x);
 float dot_f16_ggml_x86(int64_t n, const uint16_t* w, const float* x, bool expert);
 // BF16 weights against bf16-rounded activations, in the order of the ggml build
 // llama.cpp runs on this CPU (vdpbf16ps with AVX512-BF16, else 16-lane FMAs).

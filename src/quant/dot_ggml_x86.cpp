@@ -10,9 +10,15 @@
 #include "quant/dot.h"
 #include "quant/dot_ggml_avx2.h"
 #include "quant/ggml_order.h"
+#include "quant/iq4_values.h"
 #include "quant/k_scales.h"
+#include "quant/legacy_codes.h"
 #include "quant/mxfp4.h"
 #include "quant/iq2_xxs_block_sum.h"
+#include "quant/iq2_xxs_tables.h"
+#include "quant/iq3_tables.h"
+#include "quant/iq_block_sums.h"
+#include "quant/quant.h"
 
 namespace ds4::quant {
 
@@ -29,6 +35,31 @@ bool float_lanes_avx2() {
 float hsum8(const float (&a)[8]) {
   const float l0 = a[4] + a[0], l1 = a[5] + a[1], l2 = a[6] + a[2], l3 = a[7] + a[3];
   return (l0 + l2) + (l1 + l3);
+}
+
+// ggml's AVX2 K-quant vec_dots multiply 32-element runs with maddubs then
+// madd against the scales: element e lands in int32 lane (e % 32) / 4.
+constexpr int lane_of(int e) { return (e % 32) / 4; }
+
+// Per block, acc[k] = fma(d, (float)lane[k], acc[k]) (one 8-lane fmadd).
+void fma_lanes(float d, const int32_t (&lane)[8], float (&acc)[8]) {
+  for (int k = 0; k < 8; ++k) acc[k] = std::fma(d, static_cast<float>(lane[k]), acc[k]);
+}
+
+// One 32-element block in ggml's 8-lane form (AVX2 vec_dot and tinyBLAS):
+// lane k = fma(d, sum of v[j] * x[j] over j = 4k..4k+3, lane k).
+void fma_block_lanes(float d, const int (&v)[32], const int8_t* x, float (&acc)[8]) {
+  for (int k = 0; k < 8; ++k) {
+    int32_t s = 0;
+    for (int j = 4 * k; j < 4 * k + 4; ++j) s += v[j] * x[j];
+    acc[k] = std::fma(d, static_cast<float>(s), acc[k]);
+  }
+}
+
+// The codes of a 32-element block (0..15, or 0..31 with qh) minus offset.
+void legacy_values(const uint8_t* qs, const uint8_t* qh, int offset, int (&v)[32]) {
+  legacy::unpack_codes(qs, qh, v);
+  for (int& c : v) c -= offset;
 }
 
 }  // namespace
@@ -128,6 +159,225 @@ float dot_iq2_xxs_q8_K_ggml_x86(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_
     acc = std::fma(static_cast<float>(iq2_xxs_block_isum(w[i], x[i].qs)), (f16_to_f32(w[i].d) * 0.125f) * x[i].d,
                    acc);
   return acc;
+}
+
+// Q6_K, Q5_K, Q3_K: neither tinyBLAS nor the x86 repack takes them, so
+// ggml's mul_mat and mul_mat_id both run the AVX2 vec_dot (zen4 build too):
+// 8 int32 lanes per block (lane_of), acc = fma(d_x * d_w, lane, acc), hsum_float_8.
+
+float dot_q6_K_q8_K_ggml_x86(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) {
+  // ggml_vec_dot_q6_K_q8_K: the unsigned codes 0..63 times the scale go into
+  // the lanes; the -32 offset is then taken off lane k through the activation
+  // sums of the 16-groups 2k and 2k+1 (not the lane's own elements).
+  float acc[8] = {};
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int8_t q[kQK_K];
+    q6_K_values(w[i], q);
+    const int8_t* sc = w[i].scales;
+    int32_t lane[8] = {};
+    for (int e = 0; e < kQK_K; ++e) lane[lane_of(e)] += sc[e / 16] * (q[e] + 32) * x[i].qs[e];
+    for (int k = 0; k < 8; ++k)
+      lane[k] -= 32 * (x[i].bsums[2 * k] * sc[2 * k] + x[i].bsums[2 * k + 1] * sc[2 * k + 1]);
+    fma_lanes(x[i].d * f16_to_f32(w[i].d), lane, acc);
+  }
+  return hsum8(acc);
+}
+
+float dot_q5_K_q8_K_ggml_x86(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x) {
+  // ggml_vec_dot_q5_K_q8_K: the min term is one exact integer per block,
+  // summs = fma(-d_x * dmin_w, (float)imin, summs) in a scalar (contracted
+  // in the zen4 build: vfmadd231ss), added after hsum_float_8.
+  float acc[8] = {};
+  float summs = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint8_t q[kQK_K];
+    q5_K_codes(w[i], q);
+    int32_t lane[8] = {};
+    int32_t imin = 0;
+    for (int sub = 0; sub < 8; ++sub) {
+      const ScaleMin6 sm = unpack_q4_K_scale_min(sub, w[i].scales);
+      imin += sm.min * (x[i].bsums[2 * sub] + x[i].bsums[2 * sub + 1]);
+      for (int e = 32 * sub; e < 32 * sub + 32; ++e) lane[lane_of(e)] += sm.scale * q[e] * x[i].qs[e];
+    }
+    summs = std::fma(-x[i].d * f16_to_f32(w[i].dmin), static_cast<float>(imin), summs);
+    fma_lanes(x[i].d * f16_to_f32(w[i].d), lane, acc);
+  }
+  return hsum8(acc) + summs;
+}
+
+float dot_q3_K_q8_K_ggml_x86(int64_t n, const BlockQ3_K* w, const BlockQ8_K* x) {
+  // ggml_vec_dot_q3_K_q8_K: signed values -4..3 and scales -32..31, no
+  // separate offset term.
+  float acc[8] = {};
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int8_t sc[kQK_K / 16];
+    int8_t q[kQK_K];
+    q3_K_scales(w[i], sc);
+    q3_K_values(w[i], q);
+    int32_t lane[8] = {};
+    for (int e = 0; e < kQK_K; ++e) lane[lane_of(e)] += sc[e / 16] * q[e] * x[i].qs[e];
+    fma_lanes(x[i].d * f16_to_f32(w[i].d), lane, acc);
+  }
+  return hsum8(acc);
+}
+
+// IQ3_XXS, IQ3_S, IQ4_XS go through the IQP panel path as IQ2_XXS does (a
+// 2-D matrix: a batch of >= 8 tokens and rows % 8 == 0; an expert: >= 8 of
+// its tokens in the batch): acc = fma(isum, dfac_w * d_x, acc), dfac the
+// panel's float factor (IQ3_XXS: d / 4, IQ3_S and IQ4_XS: d).
+
+float dot_iq3_xxs_q8_K_ggml_x86(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i)
+    acc = std::fma(static_cast<float>(iq3_xxs_block_isum(w[i], x[i].qs)), (f16_to_f32(w[i].d) * 0.25f) * x[i].d, acc);
+  return acc;
+}
+
+float dot_iq3_s_q8_K_ggml_x86(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i)
+    acc = std::fma(static_cast<float>(iq3_s_block_isum(w[i], x[i].qs)), f16_to_f32(w[i].d) * x[i].d, acc);
+  return acc;
+}
+
+float dot_iq4_xs_q8_K_ggml_x86(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i)
+    acc = std::fma(static_cast<float>(iq4_xs_block_isum(w[i], x[i].qs)), f16_to_f32(w[i].d) * x[i].d, acc);
+  return acc;
+}
+
+// With fewer than 8 tokens (decode, an expert with few tokens) or a grouped
+// 3-D matrix, ggml runs the AVX2 vec_dots instead: 8 integer lanes per block
+// (lane_of, sub-block scale per 32 elements), acc = fma(d_w * d_x, lane, acc),
+// hsum_float_8 (IQ3_XXS: times 1/4 after it).
+
+float vec_dot_iq3_xxs_q8_K_ggml_x86(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x) {
+  float acc[8] = {};
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int32_t lane[8] = {};
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      uint32_t aux;
+      std::memcpy(&aux, w[i].qs + kQK_K / 4 + 4 * ib, sizeof(aux));
+      const int32_t ls = static_cast<int32_t>(2 * (aux >> 28) + 1);
+      for (int e = 0; e < 32; ++e) {
+        const uint8_t signs = kIq2xsSigns[(aux >> (7 * (e / 8))) & 127];
+        const int v = iq3xxs_grid_byte(w[i].qs[8 * ib + e / 4], e % 4);
+        const int q8 = x[i].qs[32 * ib + e];
+        lane[lane_of(e)] += ls * v * ((signs & kIq2xsSignMask[e % 8]) ? -q8 : q8);
+      }
+    }
+    fma_lanes(f16_to_f32(w[i].d) * x[i].d, lane, acc);
+  }
+  return 0.25f * hsum8(acc);
+}
+
+float vec_dot_iq4_xs_q8_K_ggml_x86(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x) {
+  float acc[8] = {};
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int sc[kQK_K / 32];
+    iq4_xs_scales(w[i], sc);
+    int32_t lane[8] = {};
+    for (int e = 0; e < kQK_K; ++e) {
+      const uint8_t byte = w[i].qs[16 * (e / 32) + e % 16];
+      const int v = kIq4nlValues[(e % 32) < 16 ? (byte & 0xF) : (byte >> 4)];
+      lane[lane_of(e)] += sc[e / 32] * v * x[i].qs[e];
+    }
+    fma_lanes(f16_to_f32(w[i].d) * x[i].d, lane, acc);
+  }
+  return hsum8(acc);
+}
+
+// ---- The 32-element types (legacy mix, IQ4_NL) ----
+
+// Repacked 8x8 (x86 repack for Q4_0 and IQ4_NL when rows % 8 == 0: 2-D
+// matrices and experts, gemm and gemv alike): per block an exact integer,
+// acc = fma((float)isum, d_w * d_x, acc), as for MXFP4.
+float dot_q4_0_q8_0_ggml_x86(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    int v[32];
+    legacy_values(w[i].qs, nullptr, 8, v);
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) s += v[j] * x[i].qs[j];
+    acc = std::fma(static_cast<float>(s), f16_to_f32(w[i].d) * f16_to_f32(x[i].d), acc);
+  }
+  return acc;
+}
+
+float dot_iq4_nl_q8_0_ggml_x86(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    int32_t s = 0;
+    for (int j = 0; j < 16; ++j)
+      s += kIq4nlValues[w[i].qs[j] & 0xF] * x[i].qs[j] + kIq4nlValues[w[i].qs[j] >> 4] * x[i].qs[j + 16];
+    acc = std::fma(static_cast<float>(s), f16_to_f32(w[i].d) * f16_to_f32(x[i].d), acc);
+  }
+  return acc;
+}
+
+// Not repacked (a grouped 3-D matrix, rows % 8 != 0): tinyBLAS_Q0_AVX, Q8_0's
+// 8-lane form. (One token would take ggml's vec_dot; for Q4_0 the same form,
+// for IQ4_NL two alternating accumulators, not followed here.)
+float tinyblas_q4_0_q8_0_ggml_x86(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x) {
+  float acc[8] = {};
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    int v[32];
+    legacy_values(w[i].qs, nullptr, 8, v);
+    fma_block_lanes(f16_to_f32(w[i].d) * f16_to_f32(x[i].d), v, x[i].qs, acc);
+  }
+  return hsum8(acc);
+}
+
+float tinyblas_iq4_nl_q8_0_ggml_x86(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x) {
+  float acc[8] = {};
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    int v[32];
+    legacy_values(w[i].qs, nullptr, 0, v);
+    for (int& c : v) c = kIq4nlValues[c];
+    fma_block_lanes(f16_to_f32(w[i].d) * f16_to_f32(x[i].d), v, x[i].qs, acc);
+  }
+  return hsum8(acc);
+}
+
+// Q5_0: tinyBLAS_Q0_AVX (2-D, >= 2 tokens) and the AVX2 vec_dot (experts)
+// share Q8_0's 8-lane form, the values q - 16.
+float dot_q5_0_q8_0_ggml_x86(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x) {
+  float acc[8] = {};
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    int v[32];
+    legacy_values(w[i].qs, w[i].qh, 16, v);
+    fma_block_lanes(f16_to_f32(w[i].d) * f16_to_f32(x[i].d), v, x[i].qs, acc);
+  }
+  return hsum8(acc);
+}
+
+// Q4_1, Q5_1: neither tinyBLAS nor the repack takes them, so every matrix
+// runs the AVX2 vec_dot: the unsigned codes in the 8-lane form and the
+// offset term summs = fma(m_w, s_x, summs) (contracted in the zen4 build),
+// added after hsum_float_8.
+float dot_q4_1_q8_1_ggml_x86(int64_t n, const BlockQ4_1* w, const BlockQ8_1* x) {
+  float acc[8] = {};
+  float summs = 0.0f;
+  for (int64_t i = 0; i < n / kQK8_1; ++i) {
+    int v[32];
+    legacy_values(w[i].qs, nullptr, 0, v);
+    summs = std::fma(f16_to_f32(w[i].m), f16_to_f32(x[i].s), summs);
+    fma_block_lanes(f16_to_f32(w[i].d) * f16_to_f32(x[i].d), v, x[i].qs, acc);
+  }
+  return hsum8(acc) + summs;
+}
+
+float dot_q5_1_q8_1_ggml_x86(int64_t n, const BlockQ5_1* w, const BlockQ8_1* x) {
+  float acc[8] = {};
+  float summs = 0.0f;
+  for (int64_t i = 0; i < n / kQK8_1; ++i) {
+    int v[32];
+    legacy_values(w[i].qs, w[i].qh, 0, v);
+    summs = std::fma(f16_to_f32(w[i].m), f16_to_f32(x[i].s), summs);
+    fma_block_lanes(f16_to_f32(w[i].d) * f16_to_f32(x[i].d), v, x[i].qs, acc);
+  }
+  return hsum8(acc) + summs;
 }
 
 float dot_f32_ggml_x86(int64_t n, const float* w, const float* x, bool expert) {

@@ -16,6 +16,7 @@
 #include "quant/iq2_xxs_block_sum.h"
 #include "quant/iq3_tables.h"
 #include "quant/iq4_values.h"
+#include "quant/iq_block_sums.h"
 #include "quant/k_scales.h"
 #include "quant/mxfp4.h"
 #include "quant/quant.h"
@@ -234,51 +235,15 @@ float dot_q6_K_q8_K_scalar(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) {
 // generic kernels; IQ3_XXS's common factor 1/4 applied at the end).
 float dot_iq3_xxs_q8_K_scalar(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x) {
   float sum = 0.f;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const int8_t* q8 = x[i].qs;
-    int32_t block_sum = 0;
-    for (int ib = 0; ib < kQK_K / 32; ++ib) {
-      uint32_t aux;
-      std::memcpy(&aux, w[i].qs + kQK_K / 4 + 4 * ib, sizeof(aux));
-      const int32_t ls = static_cast<int32_t>(2 * (aux >> 28) + 1);
-      int32_t sub_sum = 0;
-      for (int g = 0; g < 4; ++g) {
-        const uint8_t signs = kIq2xsSigns[(aux >> (7 * g)) & 127];
-        for (int j = 0; j < 8; ++j) {
-          const int v = iq3xxs_grid_byte(w[i].qs[8 * ib + 2 * g + j / 4], j % 4) * q8[j];
-          sub_sum += (signs & kIq2xsSignMask[j]) ? -v : v;
-        }
-        q8 += 8;
-      }
-      block_sum += sub_sum * ls;
-    }
-    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(block_sum);
-  }
+  for (int64_t i = 0; i < n / kQK_K; ++i)
+    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(iq3_xxs_block_isum(w[i], x[i].qs));
   return 0.25f * sum;
 }
 
 float dot_iq3_s_q8_K_scalar(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x) {
   float sum = 0.f;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const int8_t* q8 = x[i].qs;
-    int32_t block_sum = 0;
-    for (int ib = 0; ib < kQK_K / 32; ++ib) {
-      const int32_t ls = 2 * ((w[i].scales[ib / 2] >> (4 * (ib % 2))) & 0xF) + 1;
-      int32_t sub_sum = 0;
-      for (int g = 0; g < 4; ++g) {
-        const uint8_t signs = w[i].signs[4 * ib + g];
-        for (int j = 0; j < 8; ++j) {
-          const int group = 2 * g + j / 4;
-          const int index = w[i].qs[8 * ib + group] | (((w[i].qh[ib] >> group) & 1) << 8);
-          const int v = iq3s_grid_byte(index, j % 4) * q8[j];
-          sub_sum += (signs & kIq2xsSignMask[j]) ? -v : v;
-        }
-        q8 += 8;
-      }
-      block_sum += sub_sum * ls;
-    }
-    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(block_sum);
-  }
+  for (int64_t i = 0; i < n / kQK_K; ++i)
+    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(iq3_s_block_isum(w[i], x[i].qs));
   return sum;
 }
 
@@ -336,19 +301,8 @@ float dot_iq4_nl_q8_0_scalar(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x
 
 float dot_iq4_xs_q8_K_scalar(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x) {
   float sum = 0;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    int sc[kQK_K / 32];
-    iq4_xs_scales(w[i], sc);
-    int isum = 0;
-    for (int ib = 0; ib < kQK_K / 32; ++ib) {
-      const uint8_t* qs = w[i].qs + 16 * ib;
-      const int8_t* q8 = x[i].qs + 32 * ib;
-      int group = 0;
-      for (int j = 0; j < 16; ++j) group += q8[j] * kIq4nlValues[qs[j] & 0xf] + q8[j + 16] * kIq4nlValues[qs[j] >> 4];
-      isum += sc[ib] * group;
-    }
-    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(isum);
-  }
+  for (int64_t i = 0; i < n / kQK_K; ++i)
+    sum += (f16_to_f32(w[i].d) * x[i].d) * static_cast<float>(iq4_xs_block_isum(w[i], x[i].qs));
   return sum;
 }
 

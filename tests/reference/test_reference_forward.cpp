@@ -5,18 +5,19 @@
 // compressed rows against an indexer top-k of 2-8, ratio-128 layers emit 5.
 //
 // --quality replicates the float order of the ggml kernels llama.cpp runs for
-// a prefill batch on AVX-512 (tinyBLAS / vec_dot for F32 and F16, Q8_0 dots,
-// the repacked gemv of Q4_K / Q2_K / MXFP4 experts, the IQP kernel of IQ2_XXS
-// experts, softmax with ggml_v_expf, the compiler's fused multiply-adds in HC,
-// RoPE and Sinkhorn), because llama.cpp re-quantises activations and one ulp
-// upstream can flip an activation code. Bars (the issue's):
+// a prefill batch on AVX-512 (tinyBLAS / vec_dot for F32, F16 and BF16, the
+// 8-lane Q8_0 / Q5_0 / Q4_1 / Q5_1 and K-quant vec_dots, the repacked gemv /
+// gemm of Q4_K / Q2_K / MXFP4 experts and Q4_0 / IQ4_NL matrices, the IQP
+// kernel of the IQ types, softmax with ggml_v_expf, the compiler's fused
+// multiply-adds in HC, RoPE and Sinkhorn), because llama.cpp re-quantises
+// activations and one ulp upstream can flip an activation code. Bars (the
+// issue's):
 //   f32:         every position within 1e-3 of that reference row's range;
 //                64 greedy tokens identical.
 //   other mixes: top-1 agreement >= 99 % and mean KL(ref || ours) <= 1e-3
-//                (measured: >= 639/640 and <= 6e-11, most bit-identical);
-//                bf16, llama-convert, q6_K, iq3_xxs, q3_K, q5_K, iq4_xs and
-//                legacy (kernels not replicated or not confirmed yet, see
-//                has_unconfirmed_kernels) and any mix on a CPU without
+//                (measured: >= 639/640 and <= 3e-9, most bit-identical);
+//                bf16 and llama-convert on AVX-512 CPUs without AVX512-BF16
+//                (see has_unconfirmed_kernels) and any mix on a CPU without
 //                AVX-512: top-1 >= 80 % and KL <= 0.02, a regression guard.
 // With DS4_PARITY_SELF=1 also printed, not asserted: llama.cpp against
 // itself decoding token by token, which takes other kernels (vec_dot instead

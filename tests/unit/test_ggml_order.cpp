@@ -17,8 +17,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -26,6 +28,8 @@
 #include "quant/dot.h"
 #include "quant/dot_ggml_avx2.h"
 #include "quant/ggml_order.h"
+#include "quant/legacy_codes.h"
+#include "quant/quant.h"
 
 namespace ds4::quant {
 namespace {
@@ -220,6 +224,138 @@ TEST(GgmlOrder, ExpfIsAccurateAndExactOnSpecialValues) {
   }
   EXPECT_LT(worst, 4e-7);  // a few ulp: ggml's polynomial, not a correctly rounded exp
   EXPECT_GT(worst, 0.0);   // and not libm's expf either
+}
+
+// ---- The K-quant / legacy vec_dot replicas on hand-worked blocks ----
+//
+// Sparse blocks whose 8 integer lanes are worked out by hand from ggml's AVX2
+// kernels (element e of each 32-element run in lane (e % 32) / 4), then
+// scaled and summed in hsum_float_8's order: the replicas must give exactly
+// that. A replica that grouped the integers differently (say by sub-block,
+// or Q6_K's -32 per element instead of through the group sums) gets other
+// lanes, and the scale 0.1 rounds each lane differently.
+
+// hsum_float_8 of round(d * lane[k]) (one block: fma(d, lane, 0)).
+float documented_hsum(const int32_t (&lane)[8], float d) {
+  float a[8];
+  for (int k = 0; k < 8; ++k) a[k] = d * static_cast<float>(lane[k]);
+  return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3]));
+}
+
+BlockQ8_K sparse_q8_K(float d, std::initializer_list<std::pair<int, int>> values) {
+  BlockQ8_K x{};
+  x.d = d;
+  for (const auto& [e, v] : values) x.qs[e] = static_cast<int8_t>(v);
+  for (int g = 0; g < kQK_K / 16; ++g)
+    for (int e = 16 * g; e < 16 * g + 16; ++e) x.bsums[g] = static_cast<int16_t>(x.bsums[g] + x.qs[e]);
+  return x;
+}
+
+// Element e's 6-bit code (layout in quant/blocks.h).
+void set_q6_K_code(BlockQ6_K& b, int e, int code) {
+  const int h = e / 128, l = e % 32, k = (e % 128) / 32, shift = 4 * (k / 2);
+  uint8_t& lo = b.ql[64 * h + 32 * (k % 2) + l];
+  lo = static_cast<uint8_t>((lo & ~(0xF << shift)) | ((code & 0xF) << shift));
+  uint8_t& hi = b.qh[32 * h + l];
+  hi = static_cast<uint8_t>((hi & ~(3 << (2 * k))) | (((code >> 4) & 3) << (2 * k)));
+}
+
+TEST(GgmlOrder, Q6_KReplicaFollowsTheAvx2Lanes) {
+  BlockQ6_K w{};
+  for (int e = 0; e < kQK_K; ++e) set_q6_K_code(w, e, 32);  // value 0
+  set_q6_K_code(w, 4, 40);
+  set_q6_K_code(w, 37, 0);
+  set_q6_K_code(w, 200, 63);
+  for (auto& s : w.scales) s = 1;
+  w.scales[0] = 3;
+  w.scales[2] = -2;
+  w.scales[12] = 5;
+  w.d = f32_to_f16(1.0f);
+  int8_t q[kQK_K];
+  q6_K_values(w, q);
+  ASSERT_EQ(q[4], 8);
+  ASSERT_EQ(q[37], -32);
+  ASSERT_EQ(q[200], 31);
+  const BlockQ8_K x = sparse_q8_K(0.1f, {{4, 100}, {37, -50}, {200, 7}});
+  // Codes times scales: elements 4 and 37 in lane 1 (3*40*100 + 0), 200 in
+  // lane 2 (5*63*7). Then 32 * scale * group sum off lane e / 32: lane 0
+  // -32*3*100, lane 1 -32*(-2)*(-50), lane 6 -32*5*7.
+  const int32_t lane[8] = {-9600, 12000 - 3200, 2205, 0, 0, 0, -1120, 0};
+  EXPECT_EQ(bits(dot_q6_K_q8_K_ggml_x86(kQK_K, &w, &x)), bits(documented_hsum(lane, 0.1f)));
+}
+
+// Element e's 5-bit code (layout in quant/blocks.h).
+void set_q5_K_code(BlockQ5_K& b, int e, int code) {
+  const int s = e / 32, l = e % 32, shift = 4 * (s % 2);
+  uint8_t& q = b.qs[32 * (s / 2) + l];
+  q = static_cast<uint8_t>((q & ~(0xF << shift)) | ((code & 0xF) << shift));
+  b.qh[l] = static_cast<uint8_t>((b.qh[l] & ~(1 << s)) | (((code >> 4) & 1) << s));
+}
+
+TEST(GgmlOrder, Q5_KReplicaAddsTheMinTermAfterTheLanes) {
+  BlockQ5_K w{};
+  // Sub-blocks 0..3: scale 1, min 2; 4..7: scale 1, min 1.
+  for (int j = 0; j < 4; ++j) {
+    w.scales[j] = 1;
+    w.scales[4 + j] = 2;
+    w.scales[8 + j] = 0x11;
+  }
+  w.d = f32_to_f16(1.0f);
+  w.dmin = f32_to_f16(0.5f);
+  set_q5_K_code(w, 5, 31);
+  set_q5_K_code(w, 70, 17);
+  set_q5_K_code(w, 255, 1);
+  uint8_t q[kQK_K];
+  q5_K_codes(w, q);
+  ASSERT_EQ(q[5], 31);
+  ASSERT_EQ(q[70], 17);
+  ASSERT_EQ(q[255], 1);
+  const BlockQ8_K x = sparse_q8_K(0.1f, {{5, 90}, {70, -20}, {255, 127}});
+  // Elements 5 and 70 in lane 1 (31*90 + 17*(-20)), 255 in lane 7; the mins
+  // 2*90 + 2*(-20) + 1*127 = 267 go to the scalar term -0.1*0.5 * 267.
+  const int32_t lane[8] = {0, 2450, 0, 0, 0, 0, 0, 127};
+  const float summs = (-0.1f * 0.5f) * 267.0f;
+  EXPECT_EQ(bits(dot_q5_K_q8_K_ggml_x86(kQK_K, &w, &x)), bits(documented_hsum(lane, 0.1f) + summs));
+}
+
+TEST(GgmlOrder, Q4_1ReplicaAddsTheOffsetTermAfterTheLanes) {
+  BlockQ4_1 w{};
+  w.d = f32_to_f16(1.0f);
+  w.m = f32_to_f16(0.25f);
+  int codes[32] = {};
+  codes[3] = 15;
+  codes[20] = 7;
+  legacy::pack_nibbles(codes, w.qs);
+  BlockQ8_1 x{};
+  x.d = f32_to_f16(0.1f);
+  x.s = f32_to_f16(3.0f);
+  x.qs[3] = 50;
+  x.qs[20] = -9;
+  // Element 3 in lane 0 (15*50), 20 in lane 5 (7*(-9)); then m * s.
+  const int32_t lane[8] = {750, 0, 0, 0, 0, -63, 0, 0};
+  const float d = f16_to_f32(x.d);
+  EXPECT_EQ(bits(dot_q4_1_q8_1_ggml_x86(kQK8_1, &w, &x)), bits(documented_hsum(lane, d) + 0.25f * 3.0f));
+}
+
+TEST(GgmlOrder, RepackedQ4_0ReplicaTakesOneFmaPerBlock) {
+  // Two blocks: acc = fma(isum_1, d_1, fma(isum_0, d_0, 0)), not 8 lanes.
+  BlockQ4_0 w[2]{};
+  BlockQ8_0 x[2]{};
+  int codes[32];
+  for (int& c : codes) c = 8;  // value 0
+  codes[0] = 15;   // +7
+  codes[31] = 0;   // -8
+  for (auto& b : w) {
+    b.d = f32_to_f16(1.0f);
+    legacy::pack_nibbles(codes, b.qs);
+  }
+  x[0].d = f32_to_f16(0.1f);
+  x[1].d = f32_to_f16(0.3f);
+  x[0].qs[0] = 101;   // 7 * 101
+  x[0].qs[31] = 3;    // -8 * 3
+  x[1].qs[0] = -77;   // 7 * -77
+  const float expected = std::fma(-539.0f, f16_to_f32(x[1].d), f16_to_f32(x[0].d) * 683.0f);
+  EXPECT_EQ(bits(dot_q4_0_q8_0_ggml_x86(2 * kQK8_0, w, x)), bits(expected));
 }
 
 }  // namespace

@@ -238,13 +238,23 @@ struct WeightMatrix {
 // How a row is dotted: with our kernels, or in the float order of ggml's
 // kernels (Quality) for a plain matrix (mul_mat) or a routed expert
 // (mul_mat_id), which llama.cpp runs through different kernels.
-enum class DotOrder { Native, GgmlMatrix, GgmlExpert };
+struct DotOrder {
+  bool ggml = false;
+  bool expert = false;
+  // ggml's x86 repack takes the matrix (Q4_0, IQ4_NL, ...): a 2-D matrix or
+  // the experts, rows % 8 == 0 (a grouped 3-D matrix like attn_output_a is
+  // not repacked); with >= 8 tokens the IQ types then take its IQP panel
+  // path (per expert: its own tokens), else their plain vec_dot.
+  bool repacked = false;
+  bool iq_panel = false;
+};
 
-DotOrder dot_order(const model::TensorView& w, Numerics numerics) {
-  if (numerics == Numerics::Default) return DotOrder::Native;
+DotOrder dot_order(const model::TensorView& w, Numerics numerics, int64_t n_tokens) {
+  if (numerics == Numerics::Default) return {};
   using K = model::TensorKind;
   const bool routed = w.kind == K::FfnGateExps || w.kind == K::FfnUpExps || w.kind == K::FfnDownExps;
-  return routed ? DotOrder::GgmlExpert : DotOrder::GgmlMatrix;
+  const bool repacked = (routed || w.ne[2] * w.ne[3] == 1) && w.ne[1] % 8 == 0;
+  return {true, routed, repacked, repacked && n_tokens >= 8};
 }
 
 WeightMatrix select_matrix(const model::TensorView& w, int expert) {
@@ -268,8 +278,8 @@ WeightMatrix select_matrix(const model::TensorView& w, int expert) {
 float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_t* row, const void* act,
               DotOrder order) {
   using namespace quant;
-  if (order != DotOrder::Native) {
-    const bool expert = order == DotOrder::GgmlExpert;
+  if (order.ggml) {
+    const bool expert = order.expert;
     switch (type) {
       case GgmlType::Q8_0:
         return dot_q8_0_q8_0_ggml_x86(n, reinterpret_cast<const BlockQ8_0*>(row),
@@ -290,6 +300,41 @@ float dot_row(const quant::DotKernels& k, GgmlType type, int64_t n, const uint8_
         if (!expert) break;
         return dot_mxfp4_q8_0_ggml_x86(n, reinterpret_cast<const BlockMXFP4*>(row),
                                        static_cast<const BlockQ8_0*>(act));
+      case GgmlType::Q6_K:
+        return dot_q6_K_q8_K_ggml_x86(n, reinterpret_cast<const BlockQ6_K*>(row), static_cast<const BlockQ8_K*>(act));
+      case GgmlType::Q5_K:
+        return dot_q5_K_q8_K_ggml_x86(n, reinterpret_cast<const BlockQ5_K*>(row), static_cast<const BlockQ8_K*>(act));
+      case GgmlType::Q3_K:
+        return dot_q3_K_q8_K_ggml_x86(n, reinterpret_cast<const BlockQ3_K*>(row), static_cast<const BlockQ8_K*>(act));
+      case GgmlType::IQ3_XXS:
+        return order.iq_panel ? dot_iq3_xxs_q8_K_ggml_x86(n, reinterpret_cast<const BlockIQ3_XXS*>(row),
+                                                          static_cast<const BlockQ8_K*>(act))
+                              : vec_dot_iq3_xxs_q8_K_ggml_x86(n, reinterpret_cast<const BlockIQ3_XXS*>(row),
+                                                              static_cast<const BlockQ8_K*>(act));
+      case GgmlType::IQ3_S:
+        if (!order.iq_panel) break;  // ggml's AVX2 vec_dot for IQ3_S: not replicated
+        return dot_iq3_s_q8_K_ggml_x86(n, reinterpret_cast<const BlockIQ3_S*>(row), static_cast<const BlockQ8_K*>(act));
+      case GgmlType::IQ4_XS:
+        return order.iq_panel ? dot_iq4_xs_q8_K_ggml_x86(n, reinterpret_cast<const BlockIQ4_XS*>(row),
+                                                         static_cast<const BlockQ8_K*>(act))
+                              : vec_dot_iq4_xs_q8_K_ggml_x86(n, reinterpret_cast<const BlockIQ4_XS*>(row),
+                                                             static_cast<const BlockQ8_K*>(act));
+      case GgmlType::Q4_0:
+        return order.repacked ? dot_q4_0_q8_0_ggml_x86(n, reinterpret_cast<const BlockQ4_0*>(row),
+                                                       static_cast<const BlockQ8_0*>(act))
+                              : tinyblas_q4_0_q8_0_ggml_x86(n, reinterpret_cast<const BlockQ4_0*>(row),
+                                                            static_cast<const BlockQ8_0*>(act));
+      case GgmlType::IQ4_NL:
+        return order.repacked ? dot_iq4_nl_q8_0_ggml_x86(n, reinterpret_cast<const BlockIQ4_NL*>(row),
+                                                         static_cast<const BlockQ8_0*>(act))
+                              : tinyblas_iq4_nl_q8_0_ggml_x86(n, reinterpret_cast<const BlockIQ4_NL*>(row),
+                                                              static_cast<const BlockQ8_0*>(act));
+      case GgmlType::Q5_0:
+        return dot_q5_0_q8_0_ggml_x86(n, reinterpret_cast<const BlockQ5_0*>(row), static_cast<const BlockQ8_0*>(act));
+      case GgmlType::Q4_1:
+        return dot_q4_1_q8_1_ggml_x86(n, reinterpret_cast<const BlockQ4_1*>(row), static_cast<const BlockQ8_1*>(act));
+      case GgmlType::Q5_1:
+        return dot_q5_1_q8_1_ggml_x86(n, reinterpret_cast<const BlockQ5_1*>(row), static_cast<const BlockQ8_1*>(act));
       case GgmlType::IQ2_XXS:
         if (!expert) break;
         return dot_iq2_xxs_q8_K_ggml_x86(n, reinterpret_cast<const BlockIQ2_XXS*>(row),
@@ -390,7 +435,7 @@ struct RowRange {
   // token (decode): several rows in flight stream weights from memory faster
   // than one row at a time, and they fall back to the one-row kernel where
   // that is faster.
-  quant::TileKernel tile = order == DotOrder::Native ? tile_kernel(quant::tile_kernels(), m.type) : nullptr;
+  quant::TileKernel tile = !order.ggml ? tile_kernel(quant::tile_kernels(), m.type) : nullptr;
   // Integer tiles block their rows internally and lay each activation out
   // once per call, so they get the whole range; the float tiles stream every
   // row of a call past each pass of activations, so their calls stay small.
@@ -486,7 +531,7 @@ void matvec(const model::TensorView& w, int expert, ActivationCache& x, float* y
   const WeightMatrix m = select_matrix(w, expert);
   if (x.size() != m.n_cols) throw Error("matvec: activation length does not match " + std::string(w.name));
   const void* act = x.get(m.type);
-  dot_rows(m, &act, 1, y, m.n_rows, dot_order(w, x.numerics()), pool);
+  dot_rows(m, &act, 1, y, m.n_rows, dot_order(w, x.numerics(), 1), pool);
 }
 
 void matvec(const model::TensorView& w, int expert, const float* x, float* y, Numerics numerics, ThreadPool* pool) {
@@ -500,7 +545,7 @@ void matmul(const model::TensorView& w, int expert, const void* const* acts, int
   const WeightMatrix m = select_matrix(w, expert);
   if (n_acts <= 0) return;
   if (ldy < m.n_rows) throw Error("matmul: output stride below the row count of " + std::string(w.name));
-  dot_rows(m, acts, n_acts, Y, ldy, dot_order(w, numerics), pool);
+  dot_rows(m, acts, n_acts, Y, ldy, dot_order(w, numerics, n_acts), pool);
 }
 
 void matvec_many(std::span<const MatvecJob> jobs, Numerics numerics, ThreadPool* pool) {
@@ -509,7 +554,7 @@ void matvec_many(std::span<const MatvecJob> jobs, Numerics numerics, ThreadPool*
   products.reserve(jobs.size());
   for (const MatvecJob& job : jobs) {
     const WeightMatrix m = select_matrix(*job.w, job.expert);
-    products.push_back(RowRange{m, &job.act, 1, job.y, m.n_rows, dot_order(*job.w, numerics)});
+    products.push_back(RowRange{m, &job.act, 1, job.y, m.n_rows, dot_order(*job.w, numerics, 1)});
   }
   if (pool == nullptr || pool->size() == 1) {
     for (const RowRange& p : products) p(0, p.m.n_rows);
