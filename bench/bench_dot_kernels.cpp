@@ -173,6 +173,15 @@ const Format kFormats[] = {
        return k.q4_K_q8_K(n, static_cast<const BlockQ4_K*>(w), static_cast<const BlockQ8_K*>(x));
      },
      &TileKernels::q4_K_q8_K},
+    {"q6_K", kQK_K, sizeof(BlockQ6_K),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockQ6_K) + offsetof(BlockQ6_K, d), kScale);
+     },
+     q8_K_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.q6_K_q8_K(n, static_cast<const BlockQ6_K*>(w), static_cast<const BlockQ8_K*>(x));
+     },
+     &TileKernels::q6_K_q8_K},
     {"iq2_xxs", kQK_K, sizeof(BlockIQ2_XXS),
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockIQ2_XXS), kScale);

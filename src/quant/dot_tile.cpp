@@ -50,11 +50,15 @@ struct Fallback {
                   int64_t ldo) {
     loop_dots<float, float, &DotKernels::f32_f32>(level(), n, w, rb, nr, a, na, o, ldo);
   }
-  static TileKernels table(const char* isa) { return {isa, q8_0, q2_K, q4_K, iq2_xxs, mxfp4, f16, bf16, f32}; }
-  // The avx2 level: its own tiles for every format.
+  static void q6_K(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+                   int64_t ldo) {
+    loop_dots<BlockQ6_K, BlockQ8_K, &DotKernels::q6_K_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static TileKernels table(const char* isa) { return {isa, q8_0, q2_K, q4_K, iq2_xxs, mxfp4, f16, bf16, f32, q6_K}; }
+  // The avx2 level: its own tiles for the formats of ds4's files.
   static TileKernels avx2_table() {
     return {"avx2",   tile_avx2::q8_0_q8_0, tile_avx2::q2_K_q8_K, tile_avx2::q4_K_q8_K, tile_avx2::iq2_xxs_q8_K,
-            tile_avx2::mxfp4_q8_0, tile_avx2::f16_f32, tile_avx2::bf16_f32, tile_avx2::f32_f32};
+            tile_avx2::mxfp4_q8_0, tile_avx2::f16_f32, tile_avx2::bf16_f32, tile_avx2::f32_f32, q6_K};
   }
 };
 
@@ -74,6 +78,7 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::f16_f32,
       tile_avx512::bf16_f32,
       tile_avx512::f32_f32,
+      tile_avx512::q6_K_q8_K<false>,
   };
   static const TileKernels avx512vnni = {
       "avx512vnni",
@@ -85,6 +90,7 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::f16_f32,
       tile_avx512::bf16_f32,
       tile_avx512::f32_f32,
+      tile_avx512::q6_K_q8_K<true>,
   };
   static const TileKernels avx512vbmi = {
       "avx512vbmi",
@@ -96,6 +102,7 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::f16_f32,
       tile_avx512::bf16_f32,
       tile_avx512::f32_f32,
+      tile_avx512::q6_K_q8_K<true>,
   };
   if (std::strcmp(dots.isa, "avx512vbmi") == 0) return avx512vbmi;
   if (std::strcmp(dots.isa, "avx512vnni") == 0) return avx512vnni;

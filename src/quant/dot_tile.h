@@ -32,6 +32,7 @@ struct TileKernels {
   TileKernel f16_f32;
   TileKernel bf16_f32;
   TileKernel f32_f32;
+  TileKernel q6_K_q8_K;  // a tile at the avx512 levels; elsewhere the one-row loop
 };
 
 // The tile kernels matching dot_kernels() (same level, DS4_ISA honoured).
@@ -63,6 +64,9 @@ void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 template <bool kVnni>
 void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                   int64_t n_acts, float* out, int64_t ldo);
+template <bool kVnni>
+void q6_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+               int64_t n_acts, float* out, int64_t ldo);
 // The avx512vbmi level's IQ2_XXS: the grid decoded from registers.
 void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo);

@@ -1,4 +1,4 @@
-// Tile kernels of the K-quant and IQ2_XXS formats (dot_tile.h) against their
+// Tile kernels of the K-quant (Q2_K, Q4_K, Q6_K) and IQ2_XXS formats (dot_tile.h) against their
 // contract: every out[t * ldo + r] equals, bit for bit, the same level's
 // one-row dot kernel for (row r, activation t), which for these integer
 // formats is also the scalar reference. Covers every level this CPU runs,
@@ -101,6 +101,8 @@ const TypeCase kTypes[] = {
      fill_bytes<BlockQ4_K>},
     {"iq2_xxs", sizeof(BlockIQ2_XXS), &TileKernels::iq2_xxs_q8_K, call_dot<BlockIQ2_XXS, &DotKernels::iq2_xxs_q8_K>,
      fill_bytes<BlockIQ2_XXS>},
+    {"q6_K", sizeof(BlockQ6_K), &TileKernels::q6_K_q8_K, call_dot<BlockQ6_K, &DotKernels::q6_K_q8_K>,
+     fill_bytes<BlockQ6_K>},
 };
 
 struct Shape {
@@ -185,6 +187,7 @@ class DotTileKquant : public ::testing::TestWithParam<int> {};
 TEST_P(DotTileKquant, Q2KEqualsOneRowAndScalar) { check_type(kTypes[0], GetParam(), 11 + GetParam()); }
 TEST_P(DotTileKquant, Q4KEqualsOneRowAndScalar) { check_type(kTypes[1], GetParam(), 23 + GetParam()); }
 TEST_P(DotTileKquant, Iq2XxsEqualsOneRowAndScalar) { check_type(kTypes[2], GetParam(), 37 + GetParam()); }
+TEST_P(DotTileKquant, Q6KEqualsOneRowAndScalar) { check_type(kTypes[3], GetParam(), 41 + GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Widths, DotTileKquant, ::testing::Values(256, 2048, 4096));
 
@@ -192,6 +195,7 @@ TEST(DotTileKquantLarge, MoreThanOnePassOfRowsAndActivations) {
   check_type(kTypes[0], 512, 101, kLargeShape);
   check_type(kTypes[1], 512, 102, kLargeShape);
   check_type(kTypes[2], 512, 103, kLargeShape);
+  check_type(kTypes[3], 512, 104, kLargeShape);
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ TEST_P(ForwardTest, ResultDoesNotDependOnChunkingOrThreads) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixes, ForwardTest,
-                         testing::Values(model::QuantMix::F32, model::QuantMix::Ds4Q2),
+                         testing::Values(model::QuantMix::F32, model::QuantMix::Ds4Q2, model::QuantMix::Q6_K),
                          [](const auto &info) {
                            std::string n(model::quant_mix_name(info.param));
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -400,6 +400,7 @@ quant::TileKernel tile_kernel(const quant::TileKernels& k, GgmlType type) {
     case GgmlType::Q2_K: return k.q2_K_q8_K;
     case GgmlType::Q4_K: return k.q4_K_q8_K;
     case GgmlType::IQ2_XXS: return k.iq2_xxs_q8_K;
+    case GgmlType::Q6_K: return k.q6_K_q8_K;
     default: return nullptr;
   }
 }
