@@ -62,6 +62,18 @@ void legacy_values(const uint8_t* qs, const uint8_t* qh, int offset, int (&v)[32
   for (int& c : v) c -= offset;
 }
 
+// Q8_0's 8-lane form over blocks of 32 values from `values(block, v)`.
+template <typename Block, typename Values>
+float q8_0_lanes(int64_t n, const Block* w, const BlockQ8_0* x, Values values) {
+  float acc[8] = {};
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    int v[32];
+    values(w[i], v);
+    fma_block_lanes(f16_to_f32(w[i].d) * f16_to_f32(x[i].d), v, x[i].qs, acc);
+  }
+  return hsum8(acc);
+}
+
 }  // namespace
 
 float dot_q8_0_q8_0_ggml_x86(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x) {
@@ -320,36 +332,20 @@ float dot_iq4_nl_q8_0_ggml_x86(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0*
 // 8-lane form. (One token would take ggml's vec_dot; for Q4_0 the same form,
 // for IQ4_NL two alternating accumulators, not followed here.)
 float tinyblas_q4_0_q8_0_ggml_x86(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x) {
-  float acc[8] = {};
-  for (int64_t i = 0; i < n / kQK8_0; ++i) {
-    int v[32];
-    legacy_values(w[i].qs, nullptr, 8, v);
-    fma_block_lanes(f16_to_f32(w[i].d) * f16_to_f32(x[i].d), v, x[i].qs, acc);
-  }
-  return hsum8(acc);
+  return q8_0_lanes(n, w, x, [](const BlockQ4_0& b, int (&v)[32]) { legacy_values(b.qs, nullptr, 8, v); });
 }
 
 float tinyblas_iq4_nl_q8_0_ggml_x86(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x) {
-  float acc[8] = {};
-  for (int64_t i = 0; i < n / kQK8_0; ++i) {
-    int v[32];
-    legacy_values(w[i].qs, nullptr, 0, v);
-    for (int& c : v) c = kIq4nlValues[c];
-    fma_block_lanes(f16_to_f32(w[i].d) * f16_to_f32(x[i].d), v, x[i].qs, acc);
-  }
-  return hsum8(acc);
+  return q8_0_lanes(n, w, x, [](const BlockIQ4_NL& b, int (&v)[32]) {
+    legacy_values(b.qs, nullptr, 0, v);
+    for (int k = 0; k < 32; ++k) v[k] = kIq4nlValues[v[k]];
+  });
 }
 
 // Q5_0: tinyBLAS_Q0_AVX (2-D, >= 2 tokens) and the AVX2 vec_dot (experts)
 // share Q8_0's 8-lane form, the values q - 16.
 float dot_q5_0_q8_0_ggml_x86(int64_t n, const BlockQ5_0* w, const BlockQ8_0* x) {
-  float acc[8] = {};
-  for (int64_t i = 0; i < n / kQK8_0; ++i) {
-    int v[32];
-    legacy_values(w[i].qs, w[i].qh, 16, v);
-    fma_block_lanes(f16_to_f32(w[i].d) * f16_to_f32(x[i].d), v, x[i].qs, acc);
-  }
-  return hsum8(acc);
+  return q8_0_lanes(n, w, x, [](const BlockQ5_0& b, int (&v)[32]) { legacy_values(b.qs, b.qh, 16, v); });
 }
 
 // Q4_1, Q5_1: neither tinyBLAS nor the repack takes them, so every matrix

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "quant/dot_tile.h"
+#include "quant/dot_words_avx512.h"
 #include "quant/dot_x86_common.h"
 
 namespace ds4::quant::tile_avx512 {
@@ -74,15 +75,6 @@ inline Q6Decoded decode(const BlockQ6_K& b) {
       _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_mullo_epi16(scales, _mm256_set1_epi16(-32)), 0);
   out.d = f16_value(b.d);
   return out;
-}
-
-template <bool kVnni>
-inline __m512i dot_words(__m512i acc, __m512i a, __m512i b) {
-  if constexpr (kVnni) {
-    return _mm512_dpwssd_epi32(acc, a, b);
-  } else {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
-  }
 }
 
 template <bool kVnni>

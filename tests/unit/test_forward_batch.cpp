@@ -16,16 +16,13 @@
 #include "core/thread_pool.h"
 #include "model/deepseek4_hparams.h"
 #include "support/random_tokens.h"
+#include "support/sanitized.h"
 #include "support/synthetic_model.h"
 
 namespace ds4::cpu {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+using test::kSanitized;
 
 using test::random_tokens;
 using Logits = std::vector<float>;
