@@ -46,9 +46,14 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
     return std::to_string(std::stoull(s) << 20);
   });
   app.add_option("--trace", o.trace, "append rendered prompts, cache decisions, generated text and parser events here");
-  app.add_option("--batched-session", o.engine.batched_sessions, "resident sessions kept (each holds its own KV)")
+  app.add_option("--batched-session", o.engine.batched_sessions,
+                 "resident sessions (each holds its own KV): requests run at once, decoded in one batch")
       ->check(CLI::Range(1, 64));
-  app.add_option("--queue-max", o.engine.queue_max, "requests allowed to wait; more get 503 with Retry-After")
+  app.add_option("--max-decode-stall", o.engine.max_decode_stall,
+                 "a step that prefills a prompt beside running streams takes at most this many decode steps")
+      ->check(CLI::Range(1.0, 1000.0));
+  app.add_option("--queue-max", o.engine.queue_max,
+                 "requests allowed to wait for a free slot; more get 503 with Retry-After")
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));
   app.add_option("--http-threads", o.http.threads, "connections served at once")->check(CLI::Range(4, 4096));
   app.add_option("--kv-disk-dir", o.kv_disk_dir, "folder of the disk KV cache (enables it)");

@@ -15,6 +15,7 @@
 #include "runtime/kv_disk_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/tool_call_constraint.h"
+#include "server/engine_internal.h"
 #include "server/metrics.h"
 #include "server/reply_assembler.h"
 #include "server/trace_log.h"
@@ -24,10 +25,6 @@
 namespace ds4::server {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
@@ -41,6 +38,18 @@ const char* param_name(Api api) {
     default: return "messages";
   }
 }
+
+const char* reason_name(runtime::KvSaveReason r) {
+  switch (r) {
+    case runtime::KvSaveReason::Cold: return "cold";
+    case runtime::KvSaveReason::Continued: return "continued";
+    case runtime::KvSaveReason::Evict: return "evict";
+    case runtime::KvSaveReason::Shutdown: return "shutdown";
+    default: return "other";
+  }
+}
+
+}  // namespace
 
 const char* mode_name(text::ThinkingMode m) {
   switch (m) {
@@ -71,44 +80,6 @@ RequestError context_overflow(Api api, int64_t prompt, int64_t n_ctx) {
   return e;
 }
 
-constexpr uint8_t kKeyResponsesVisible = runtime::kKvExtResponsesVisibleKey;
-constexpr uint8_t kKeyThinkingVisible = runtime::kKvExtThinkingVisibleKey;
-
-const char* reason_name(runtime::KvSaveReason r) {
-  switch (r) {
-    case runtime::KvSaveReason::Cold: return "cold";
-    case runtime::KvSaveReason::Continued: return "continued";
-    case runtime::KvSaveReason::Evict: return "evict";
-    case runtime::KvSaveReason::Shutdown: return "shutdown";
-    default: return "other";
-  }
-}
-
-}  // namespace
-
-// A resident session and what the engine knows about it.
-struct Engine::Slot {
-  explicit Slot(cpu::Session s) : session(std::move(s)) {}
-  cpu::Session session;
-  // The client-visible transcript at the live frontier (the last reply as
-  // the client will send it back: hidden reasoning dropped), and the tokens
-  // after session.tokens() that it already covers (EOS, an unevaluated
-  // last token). Empty text = no binding.
-  std::string visible_text;
-  std::vector<int32_t> visible_pending;
-  uint8_t visible_flags = 0;
-  int64_t last_frontier = 0;  // position of the last continued save
-  uint64_t last_used = 0;
-};
-
-// What a request reuses: its effective prompt tokens and how many of them the
-// slot's session already holds.
-struct Engine::Prefix {
-  std::vector<int32_t> tokens;
-  int64_t cached = 0;
-  std::string source;  // memory-token | visible | memory-text | disk | cold
-};
-
 Engine::Engine(const text::Tokenizer& tokenizer, cpu::Forward& forward, EngineConfig config,
                std::unique_ptr<runtime::KvDiskCache> disk, Metrics& metrics, TraceLog* trace)
     : tokenizer_(tokenizer),
@@ -119,8 +90,9 @@ Engine::Engine(const text::Tokenizer& tokenizer, cpu::Forward& forward, EngineCo
       trace_(trace),
       tool_memory_(config_.exact_tool_replay ? config_.tool_memory_max_ids : 0, config_.tool_memory_max_bytes) {
   if (config_.batched_sessions < 1) throw Error("--batched-session must be at least 1");
+  if (!(config_.max_decode_stall >= 1.0)) throw Error("--max-decode-stall must be at least 1");
   for (int i = 0; i < config_.batched_sessions; ++i) {
-    slots_.push_back(std::make_unique<Slot>(forward_.new_session(config_.n_ctx)));
+    slots_.push_back(std::make_unique<Slot>(forward_.new_session(config_.n_ctx), i));
   }
   worker_ = std::thread([this] { worker_loop(); });
 }
@@ -202,14 +174,16 @@ void Engine::submit(const std::shared_ptr<Job>& job) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) throw RequestError("server is shutting down", 503, "server_error");
-    // queue_max counts requests waiting behind the running one; an idle
-    // worker takes the next at once.
-    if (queue_.size() >= config_.queue_max + (running_job_ ? 0 : 1)) {
+    // queue_max counts requests waiting for a slot; the worker admits one
+    // to each free slot at its next step.
+    const size_t free_slots = slots_.size() - std::min(active_count_, slots_.size());
+    if (queue_.size() >= config_.queue_max + free_slots) {
       RequestError e("server busy: " + std::to_string(queue_.size()) + " requests are waiting; retry later", 503,
                      "server_error");
       e.code = "queue_full";
       throw e;
     }
+    job->queued_at = std::chrono::steady_clock::now();
     queue_.push_back(job);
   }
   update_queue_metrics();
@@ -218,7 +192,7 @@ void Engine::submit(const std::shared_ptr<Job>& job) {
 
 void Engine::update_queue_metrics() {
   std::lock_guard lock(mutex_);
-  metrics_.set_queue_depth(static_cast<int64_t>(queue_.size()), running_job_ ? 1 : 0);
+  metrics_.set_queue_depth(static_cast<int64_t>(queue_.size()), static_cast<int64_t>(active_count_));
 }
 
 void Engine::shutdown() { std::call_once(shutdown_once_, [this] { shutdown_now(); }); }
@@ -251,33 +225,14 @@ void Engine::shutdown_now() {
   }
 }
 
-void Engine::worker_loop() {
-  while (true) {
-    std::shared_ptr<Job> job;
-    {
-      std::unique_lock lock(mutex_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, nothing left
-      job = queue_.front();
-      queue_.pop_front();
-      running_job_ = true;
-    }
-    update_queue_metrics();
-    run(*job);
-    {
-      std::lock_guard lock(mutex_);
-      running_job_ = false;
-    }
-    update_queue_metrics();
-  }
-}
-
 Engine::Slot& Engine::choose_slot(const Job& job) {
-  // The slot whose live state the prompt extends furthest; else an empty
-  // one; else the least recently used.
+  // Among the free slots: the one whose live state the prompt extends
+  // furthest; else an empty one; else the least recently used. The worker
+  // admits a job only when a slot is free.
   Slot* best = nullptr;
   int64_t best_len = 0;
   for (auto& s : slots_) {
+    if (s->busy) continue;
     const auto live = s->session.tokens();
     int64_t len = 0;
     if (!live.empty() && live.size() <= job.prompt_tokens.size() &&
@@ -298,17 +253,17 @@ Engine::Slot& Engine::choose_slot(const Job& job) {
   if (best == nullptr || best_len == 0) {
     best = nullptr;
     for (auto& s : slots_) {
-      if (s->session.size() == 0) {
+      if (!s->busy && s->session.size() == 0) {
         best = s.get();
         break;
       }
     }
     if (best == nullptr) {
-      best = slots_.front().get();
       for (auto& s : slots_) {
-        if (s->last_used < best->last_used) best = s.get();
+        if (!s->busy && (best == nullptr || s->last_used < best->last_used)) best = s.get();
       }
     }
+    if (best == nullptr) throw Error("engine: no free slot (a request was admitted beyond the slots)");
   }
   best->last_used = ++slot_clock_;
   return *best;
@@ -422,261 +377,6 @@ Engine::Prefix Engine::reuse(Slot& slot, Job& job, std::string& trace) {
   trace += "cache_source: " + p.source + "\ncached tokens: " + std::to_string(p.cached) +
            "\nprompt tokens: " + std::to_string(p.tokens.size()) + "\n";
   return p;
-}
-
-void Engine::run(Job& job) {
-  ReplyChannel& channel = *job.channel;
-  const ChatRequest& req = job.request;
-  const auto t_start = Clock::now();
-  std::string trace;
-  if (trace_) {
-    const std::time_t now = std::time(nullptr);
-    char when[32];
-    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    trace += "===== request " + std::to_string(job.number) + " " + when + " =====\n";
-    trace += std::string("api: ") + api_name(req.api) + "\nmodel: " + req.model + "\nthinking: " +
-             mode_name(job.mode) + "\nstream: " + (req.stream ? "true" : "false") +
-             "\ntools: " + (job.tools_active ? std::to_string(req.tools.size()) : std::string("0")) + "\n";
-    trace += "--- cache decision ---\ntool_replay: " + job.tool_replay_stats + "\n";
-  }
-
-  std::unique_ptr<ReplyStream> stream;
-  auto fail = [&](const RequestError& e) {
-    // A stream's 200 headers are out already: the error goes as an SSE event.
-    if (req.stream) {
-      if (!stream) stream = make_reply_stream(req, job.ids);
-      channel.write(stream->error(e.what()));
-    }
-    channel.set_error(e);
-    channel.close();
-    metrics_.request_done(api_name(req.api), e.status);
-    std::fprintf(stderr, "ds4-server: request %lld api=%s status=%d error=\"%s\"\n",
-                 static_cast<long long>(job.number), api_name(req.api), e.status, e.what());
-    if (trace_) {
-      trace += std::string("--- error ---\n") + e.what() + "\n===== end request " + std::to_string(job.number) +
-               " =====\n";
-      trace_->write_block(trace);
-    }
-  };
-  if (channel.cancelled()) {
-    fail(RequestError("client disconnected before the request ran", 499));
-    return;
-  }
-
-  Slot& slot = choose_slot(job);
-  cpu::Session& session = slot.session;
-  Prefix prefix;
-  try {
-    prefix = reuse(slot, job, trace);
-  } catch (const Error& e) {
-    session.reset();
-    slot.visible_text.clear();
-    fail(RequestError(std::string("cache lookup failed: ") + e.what(), 500, "server_error"));
-    return;
-  }
-  metrics_.cache_decision(prefix.source);
-  const int64_t n_prompt = static_cast<int64_t>(prefix.tokens.size());
-  if (req.stream) {
-    job.ids.prompt_usage.prompt_tokens = n_prompt;
-    job.ids.prompt_usage.cached_tokens = prefix.cached;
-    stream = make_reply_stream(req, job.ids);
-    channel.write(stream->begin());
-  }
-  if (n_prompt >= config_.n_ctx) {
-    fail(context_overflow(req.api, n_prompt, config_.n_ctx));
-    return;
-  }
-  // The live state is about to change: the old bindings go.
-  slot.visible_text.clear();
-  slot.visible_pending.clear();
-
-  // Prefill what is not cached, in pieces ending where checkpoints are due.
-  const auto t_prefill = Clock::now();
-  const int64_t cached = prefix.cached;
-  try {
-    forward_.set_progress([&channel](int64_t, int64_t) { return !channel.cancelled(); });
-    std::vector<int64_t> stops;
-    int64_t cold_at = 0;
-    const runtime::KvCacheConfig* kc = disk_ ? &disk_->config() : nullptr;
-    if (kc && prefix.source == "cold") {
-      cold_at = runtime::cold_save_length(prefix.tokens, tokenizer_.user(), tokenizer_.assistant(), *kc);
-      if (cold_at > cached && cold_at < n_prompt) stops.push_back(cold_at);
-    }
-    const int64_t step = kc ? runtime::continued_step(*kc) : 0;
-    if (step > 0) {
-      for (int64_t at = (cached / step + 1) * step; at < n_prompt; at += step) {
-        if (at >= kc->min_tokens) stops.push_back(at);
-      }
-    }
-    std::sort(stops.begin(), stops.end());
-    stops.erase(std::unique(stops.begin(), stops.end()), stops.end());
-    stops.push_back(n_prompt);
-    int64_t pos = session.size();
-    for (int64_t stop : stops) {
-      if (stop <= pos) continue;
-      forward_.eval(session, std::span<const int32_t>(prefix.tokens).subspan(static_cast<size_t>(pos),
-                                                                             static_cast<size_t>(stop - pos)));
-      pos = stop;
-      if (stop == n_prompt) break;
-      if (stop == cold_at) {
-        save_to_disk(slot, static_cast<int>(runtime::KvSaveReason::Cold), tokenizer_.decode(session.tokens()), 0);
-        slot.last_frontier = std::max(slot.last_frontier, stop);
-        trace += "cold save at " + std::to_string(stop) + " tokens\n";
-      } else if (step > 0 && stop % step == 0 && stop > slot.last_frontier) {
-        save_to_disk(slot, static_cast<int>(runtime::KvSaveReason::Continued), tokenizer_.decode(session.tokens()),
-                     0);
-        slot.last_frontier = stop;
-        trace += "continued save at " + std::to_string(stop) + " tokens\n";
-      }
-    }
-    forward_.set_progress(nullptr);
-  } catch (const Cancelled&) {
-    forward_.set_progress(nullptr);
-    session.reset();
-    fail(RequestError("client disconnected during prefill", 499));
-    return;
-  } catch (const Error& e) {
-    forward_.set_progress(nullptr);
-    session.reset();
-    fail(RequestError(std::string("prefill failed: ") + e.what(), 500, "server_error"));
-    return;
-  }
-  const double prefill_seconds = seconds_since(t_prefill);
-  channel.mark_generating();
-
-  // Sampling (PROTOCOL.md §4): thinking mode ignores the client's knobs.
-  runtime::SamplingParams sp;
-  if (job.mode != text::ThinkingMode::None) {
-    sp = runtime::SamplingParams::thinking_defaults();
-  } else {
-    if (req.temperature) sp.temperature = *req.temperature;
-    if (req.top_p) sp.top_p = *req.top_p;
-    if (req.min_p) sp.min_p = *req.min_p;
-    if (req.top_k) sp.top_k = *req.top_k;
-  }
-  uint64_t seed = req.seed && *req.seed > 0 ? *req.seed
-                                            : static_cast<uint64_t>(Clock::now().time_since_epoch().count()) | 1;
-  std::optional<runtime::Sampler> sampler;
-  try {
-    sampler.emplace(sp, seed);
-  } catch (const Error& e) {
-    fail(RequestError(e.what()));
-    return;
-  }
-
-  runtime::GenerateLimits limits;
-  const int64_t room = config_.n_ctx - session.size();
-  limits.max_tokens = static_cast<int>(std::min<int64_t>({req.max_tokens.value_or(config_.max_tokens),
-                                                          config_.max_tokens, room}));
-  if (limits.max_tokens < 0) limits.max_tokens = 0;
-  limits.stop_strings = req.stop;
-  limits.greedy_syntax = job.tools_active;
-  limits.stop_at_tool_block = job.tools_active;
-  limits.thinking = job.mode != text::ThinkingMode::None;
-  limits.assistant_prefix = req.response_prefix.value_or("");
-  limits.logit_bias = req.logit_bias;
-  limits.constraint = job.constraint.get();
-
-  // The generated text → reasoning / content / tool calls, as events.
-  ReplyAssembler assembler(req, job.tools_active, limits.thinking, stream.get(), channel, tool_memory_,
-                           trace_ ? &trace : nullptr);
-  assembler.feed_prefix(limits.assistant_prefix);
-
-  const int64_t step = disk_ ? runtime::continued_step(disk_->config()) : 0;
-  runtime::GenerateHooks hooks;
-  hooks.cancelled = [&channel] { return channel.cancelled(); };
-  hooks.on_token = [&](int32_t, std::string_view text) {
-    assembler.feed(text);
-    // Continued checkpoints during long replies, never inside a tool block.
-    const int64_t pos = session.size();
-    if (step > 0 && pos % step == 0 && pos > slot.last_frontier && pos >= disk_->config().min_tokens &&
-        !assembler.in_tool_block()) {
-      save_to_disk(slot, static_cast<int>(runtime::KvSaveReason::Continued), tokenizer_.decode(session.tokens()), 0);
-      slot.last_frontier = pos;
-    }
-    return runtime::StopReason::None;
-  };
-
-  runtime::GenerateResult gen;
-  try {
-    gen = runtime::generate(forward_, session, tokenizer_, *sampler, limits, hooks);
-  } catch (const Error& e) {
-    session.reset();
-    fail(RequestError(std::string("generation failed: ") + e.what(), 500, "server_error"));
-    return;
-  }
-  if (gen.reason == runtime::StopReason::Cancelled) {
-    // The client is gone: nothing to send. The session holds what was
-    // evaluated and stays usable for the next request.
-    fail(RequestError("client disconnected during generation", 499));
-    return;
-  }
-
-  Reply reply = assembler.finish(gen, n_prompt, cached);
-  const text::ParsedMessage& m = assembler.message();
-
-  // Exact replay of the sampled block by id.
-  if (!reply.tool_calls.empty() && m.tool_block_complete && !m.raw_tool_block.empty()) {
-    std::vector<std::string> ids;
-    for (const auto& c : reply.tool_calls) ids.push_back(c.id);
-    tool_memory_.remember(ids, m.raw_tool_block);
-  }
-
-  // The visible transcript binding (PROTOCOL.md §6.2 step 6, §6.7): how the
-  // client will send this turn back when it drops the hidden reasoning.
-  const bool clean_end = gen.reason == runtime::StopReason::Eos || gen.reason == runtime::StopReason::ToolCalls;
-  const std::string eos_text = tokenizer_.token_bytes(tokenizer_.eos());
-  if (clean_end && limits.thinking && m.thinking_closed && !req.response_prefix && reply.finish != FinishReason::Error) {
-    const std::string think_open = tokenizer_.token_bytes(tokenizer_.think());
-    const std::string think_close = tokenizer_.token_bytes(tokenizer_.end_think());
-    std::string visible;
-    uint8_t flags = 0;
-    if (!job.tools_active && (req.api == Api::ChatCompletions || req.api == Api::Messages) &&
-        job.prompt_text.size() >= think_open.size() &&
-        job.prompt_text.compare(job.prompt_text.size() - think_open.size(), think_open.size(), think_open) == 0) {
-      visible = job.prompt_text.substr(0, job.prompt_text.size() - think_open.size()) + think_close +
-                reply.content + eos_text;
-      flags = kKeyThinkingVisible;
-    } else if (req.api == Api::Responses) {
-      const bool keep_reasoning = req.reasoning_summary && reply.finish == FinishReason::ToolCalls;
-      visible = job.prompt_text + (keep_reasoning ? reply.reasoning : std::string()) + think_close +
-                reply.content + m.raw_tool_block + eos_text;
-      flags = kKeyResponsesVisible;
-    }
-    if (!visible.empty()) {
-      slot.visible_text = std::move(visible);
-      slot.visible_pending = gen.unevaluated;
-      slot.visible_pending.push_back(tokenizer_.eos());
-      slot.visible_flags = flags;
-    }
-  }
-
-  if (stream) channel.write(stream->finish(reply));
-  const double total_seconds = seconds_since(t_start);
-  const double gen_seconds = gen.seconds;
-  metrics_.tokens(n_prompt, cached, reply.usage.completion_tokens, prefill_seconds, n_prompt - cached, gen_seconds);
-  metrics_.request_done(api_name(req.api), 200);
-  std::fprintf(stderr,
-               "ds4-server: request %lld api=%s status=200 stream=%d thinking=%s prompt=%lld cached=%lld source=%s "
-               "generated=%lld finish=%s prefill_tps=%.1f gen_tps=%.1f ms=%.0f\n",
-               static_cast<long long>(job.number), api_name(req.api), req.stream ? 1 : 0, mode_name(job.mode),
-               static_cast<long long>(n_prompt), static_cast<long long>(cached), prefix.source.c_str(),
-               static_cast<long long>(reply.usage.completion_tokens), finish_name(reply.finish),
-               prefill_seconds > 0 ? static_cast<double>(n_prompt - cached) / prefill_seconds : 0.0,
-               gen_seconds > 0 ? static_cast<double>(reply.usage.completion_tokens) / gen_seconds : 0.0,
-               total_seconds * 1000);
-  if (trace_) {
-    trace += "--- request ---\n" + job.raw_body + "\n--- rendered prompt ---\n" + job.prompt_text +
-             "\n--- generated ---\n" + assembler.generated_text() + "\n--- parsed ---\nfinish: " + finish_name(reply.finish) +
-             "\nprompt tokens: " + std::to_string(n_prompt) + "\ngenerated tokens: " +
-             std::to_string(reply.usage.completion_tokens) + "\nreasoning: " + reply.reasoning +
-             "\ncontent: " + reply.content + "\n";
-    for (const auto& c : reply.tool_calls) trace += "tool call " + c.id + " " + c.name + " " + c.arguments_json + "\n";
-    trace += "===== end request " + std::to_string(job.number) + " =====\n";
-    trace_->write_block(trace);
-  }
-  channel.set_reply(std::move(reply));
-  channel.close();
 }
 
 }  // namespace ds4::server

@@ -1,21 +1,30 @@
-// The server's engine: owns the model's live sessions and runs requests on
-// them, one at a time on a single worker thread (PROTOCOL.md §5.10, §6).
+// The server's engine: owns the model's resident sessions (slots) and runs
+// requests on them, several at once, from one worker thread (PROTOCOL.md
+// §5.10, §6).
 //
 // A request goes through two stages. prepare() runs on the client's HTTP
 // thread: it renders the chat (exact tool-call replay from the tool memory,
 // §3.7), tokenizes it and refuses what can never run (prompt over the
 // context). submit() queues it; a bounded queue answers 503 when full. The
-// worker then, per request: picks the resident session with the longest
-// reusable prefix, decides what the prompt can reuse (live tokens, the
-// live text, the client-visible transcript of the last turn, a disk KV
-// file; §6.2), evaluates only the rest (saving cold/continued checkpoints
-// on the way, §6.6), generates with the request's sampling (greedy on DSML
-// syntax when tools are active, §3.6), turns the text into API events
-// through the DSML stream parser and the API's formatter, and remembers the
-// sampled tool blocks and the visible transcript for the next request.
+// worker admits queued requests to free slots: it picks the free slot with
+// the longest reusable prefix, decides what the prompt can reuse (live
+// tokens, the live text, the client-visible transcript of the last turn, a
+// disk KV file; §6.2) and then advances every admitted request by batched
+// steps (continuous batching): one step evaluates the next token of every
+// generating request and a bounded piece of one prompt still prefilling
+// (prompts take turns), in one cpu::Forward::eval_batch, so every matrix is
+// read once for all of them. The piece is sized so that a step beside
+// decoding streams stays within max_decode_stall of a decode-only step. Cold
+// and continued checkpoints are saved on the way (§6.6); each request samples
+// with its own settings (greedy on DSML syntax when tools are active, §3.6),
+// turns its text into API events through the DSML stream parser and the
+// API's formatter, and leaves the sampled tool blocks and the visible
+// transcript for the next request. A cancelled or disconnected request
+// frees its slot at the next step.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -57,8 +66,12 @@ class TraceLog;
 struct EngineConfig {
   int64_t n_ctx = 32768;
   int64_t max_tokens = 393216;   // -n: default and cap of a reply's length
-  int batched_sessions = 1;      // resident sessions (slots)
-  size_t queue_max = 64;         // requests waiting beyond the one running
+  int batched_sessions = 1;      // resident sessions (slots): requests run at once
+  size_t queue_max = 64;         // requests waiting for a free slot
+  // A step that carries a prompt's piece beside decoding streams may take at
+  // most this many times a decode-only step (estimated from measured steps;
+  // at least one prompt token per step whatever the estimate).
+  double max_decode_stall = 2.0;
   bool exact_tool_replay = true;
   size_t tool_memory_max_ids = 100000;
   size_t tool_memory_max_bytes = size_t{512} << 20;
@@ -79,6 +92,7 @@ struct Job {
   // tool_choice required / named: the DSML grammar generation must follow.
   std::shared_ptr<const runtime::ToolCallConstraint> constraint;
   std::shared_ptr<ReplyChannel> channel = std::make_shared<ReplyChannel>();
+  std::chrono::steady_clock::time_point queued_at;  // set by submit()
 };
 
 class Engine {
@@ -101,7 +115,7 @@ class Engine {
   // is shutting down.
   void submit(const std::shared_ptr<Job>& job);
 
-  // Stops taking jobs, cancels the queued ones (503), lets the running one
+  // Stops taking jobs, cancels the queued ones (503), lets the running ones
   // finish, saves the live sessions to the disk cache (shutdown) and joins
   // the worker. Idempotent.
   void shutdown();
@@ -113,17 +127,35 @@ class Engine {
  private:
   struct Slot;
   struct Prefix;
+  struct Active;
+  using ActiveList = std::vector<std::unique_ptr<Active>>;
   void shutdown_now();
   // The prompt text (exact tool replay where possible, + response prefix);
   // replay_stats (may be null) gets the exact/canonical counts.
   std::string render_prompt(const ChatRequest& request, text::ThinkingMode mode, std::string* replay_stats);
-  void worker_loop();
-  void run(Job& job);
   Slot& choose_slot(const Job& job);
   Prefix reuse(Slot& slot, Job& job, std::string& trace);
   void save_to_disk(Slot& slot, int reason, const std::string& key, uint8_t key_flags);
   std::string live_key(Slot& slot, uint8_t* key_flags);
   void update_queue_metrics();
+
+  // The worker (engine_scheduler.cpp).
+  void worker_loop();
+  // Admits a job to a free slot; null when it ended at once (an error).
+  std::unique_ptr<Active> start(std::shared_ptr<Job> job, double queue_seconds);
+  void plan_prefill(Active& a);
+  // One batched evaluation: every generating request's next token and a
+  // piece of one prefilling prompt.
+  void step(ActiveList& active);
+  Active* next_prefill(ActiveList& active);
+  int64_t prefill_budget(bool beside_decode) const;
+  void learn_step_time(double seconds, size_t decoders, int64_t prefilled);
+  void prefill_advanced(Active& a);
+  void begin_generation(Active& a);
+  void finish_generation(Active& a);
+  void fail(Active& a, const RequestError& e);
+  void release(Active& a);
+  void publish_slot_metrics();
 
   const text::Tokenizer& tokenizer_;
   cpu::Forward& forward_;
@@ -139,12 +171,17 @@ class Engine {
 
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t slot_clock_ = 0;
+  // The worker's step-time estimates (seconds, moving averages) and whose
+  // turn it is to prefill.
+  double decode_step_seconds_ = 0;
+  double prefill_token_seconds_ = 0;
+  size_t prefill_turn_ = 0;
 
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stopping_ = false;
-  bool running_job_ = false;
+  size_t active_count_ = 0;  // requests admitted to slots
   std::atomic<int64_t> counter_{0};
   std::thread worker_;
   std::once_flag shutdown_once_;

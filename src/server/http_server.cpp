@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include "core/error.h"
+#include "server/connection_watch.h"
 #include "server/engine.h"
 #include "server/metrics.h"
 #include "server/reply.h"
@@ -181,7 +182,12 @@ void HttpServer::routes() {
       }
       ReplyChannel* channel = job->channel.get();
       if (!job->request.stream) {
-        channel->wait_closed();
+        // A client that hangs up cancels its request (the slot frees at the
+        // worker's next step); the 499 it gets goes nowhere.
+        const ConnectionWatch watch(req.remote_addr, req.remote_port, req.local_port);
+        while (!channel->wait_closed_for(std::chrono::milliseconds(100))) {
+          if (!channel->cancelled() && watch.peer_gone()) channel->cancel();
+        }
         if (channel->error()) {
           if (channel->error()->status == 503) res.set_header("Retry-After", "2");
           send_json(res, channel->error()->status, error_body(api, *channel->error()));

@@ -44,6 +44,32 @@ void Metrics::set_disk_usage(uint64_t files, uint64_t bytes) {
   disk_bytes_ = bytes;
 }
 
+void Metrics::queue_wait(double seconds) {
+  std::lock_guard lock(mutex_);
+  queue_wait_.add(seconds);
+}
+
+void Metrics::batch_step(int64_t sessions, int64_t tokens, double seconds) {
+  std::lock_guard lock(mutex_);
+  step_sessions_.add(static_cast<double>(sessions));
+  step_seconds_.add(seconds);
+  step_tokens_ += static_cast<uint64_t>(tokens);
+  last_step_sessions_ = sessions;
+}
+
+void Metrics::set_slot(int slot, bool busy, int64_t tokens, uint64_t requests, uint64_t generated) {
+  std::lock_guard lock(mutex_);
+  slots_[slot] = SlotState{busy, tokens, requests, generated};
+}
+
+void Metrics::Histogram::add(double v) {
+  size_t i = 0;
+  while (i < bounds.size() && v > bounds[i]) ++i;
+  ++counts[i];
+  sum += v;
+  ++count;
+}
+
 namespace {
 
 void metric(std::string& out, const char* name, const char* type, const char* help) {
@@ -65,7 +91,24 @@ void value(std::string& out, const std::string& name_and_labels, double v) {
   out += buf;
 }
 
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 }  // namespace
+
+void Metrics::Histogram::render(std::string& out, const std::string& name) const {
+  uint64_t below = 0;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    below += counts[i];
+    value(out, name + "_bucket{le=\"" + number(bounds[i]) + "\"}", static_cast<double>(below));
+  }
+  value(out, name + "_bucket{le=\"+Inf\"}", static_cast<double>(count));
+  value(out, name + "_sum", sum);
+  value(out, name + "_count", static_cast<double>(count));
+}
 
 std::string Metrics::render() {
   std::lock_guard lock(mutex_);
@@ -114,10 +157,33 @@ std::string Metrics::render() {
   value(out, "ds4_kv_disk_files", static_cast<double>(disk_files_));
   metric(out, "ds4_kv_disk_bytes", "gauge", "Bytes of KV cache files in the cache folder.");
   value(out, "ds4_kv_disk_bytes", static_cast<double>(disk_bytes_));
-  metric(out, "ds4_queue_depth", "gauge", "Requests waiting for the engine.");
+  metric(out, "ds4_queue_depth", "gauge", "Requests waiting for a free slot.");
   value(out, "ds4_queue_depth", static_cast<double>(queued_));
-  metric(out, "ds4_requests_running", "gauge", "Requests the engine is executing.");
+  metric(out, "ds4_requests_running", "gauge", "Requests running on slots (prefilling or generating).");
   value(out, "ds4_requests_running", static_cast<double>(running_));
+  metric(out, "ds4_queue_wait_seconds", "histogram", "Time requests waited for a free slot.");
+  queue_wait_.render(out, "ds4_queue_wait_seconds");
+  metric(out, "ds4_batch_sessions", "histogram",
+         "Sessions per batched step (generating requests plus a prefilling prompt).");
+  step_sessions_.render(out, "ds4_batch_sessions");
+  metric(out, "ds4_batch_step_seconds", "histogram", "Time of one batched step.");
+  step_seconds_.render(out, "ds4_batch_step_seconds");
+  metric(out, "ds4_batch_tokens_total", "counter", "Tokens evaluated by batched steps (decode and prefill).");
+  value(out, "ds4_batch_tokens_total", static_cast<double>(step_tokens_));
+  metric(out, "ds4_batch_size", "gauge", "Sessions in the last batched step.");
+  value(out, "ds4_batch_size", static_cast<double>(last_step_sessions_));
+  metric(out, "ds4_slot_busy", "gauge", "1 while a request runs on the slot.");
+  for (const auto& [i, st] : slots_) value(out, "ds4_slot_busy{slot=\"" + std::to_string(i) + "\"}", st.busy ? 1 : 0);
+  metric(out, "ds4_slot_tokens", "gauge", "Tokens in the slot's live KV.");
+  for (const auto& [i, st] : slots_)
+    value(out, "ds4_slot_tokens{slot=\"" + std::to_string(i) + "\"}", static_cast<double>(st.tokens));
+  metric(out, "ds4_slot_requests_total", "counter", "Requests the slot ran.");
+  for (const auto& [i, st] : slots_)
+    value(out, "ds4_slot_requests_total{slot=\"" + std::to_string(i) + "\"}", static_cast<double>(st.requests));
+  metric(out, "ds4_slot_generated_tokens_total", "counter", "Tokens the slot generated.");
+  for (const auto& [i, st] : slots_)
+    value(out, "ds4_slot_generated_tokens_total{slot=\"" + std::to_string(i) + "\"}",
+          static_cast<double>(st.generated));
   return out;
 }
 

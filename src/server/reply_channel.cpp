@@ -43,4 +43,9 @@ void ReplyChannel::wait_closed() {
   cv_.wait(lock, [this] { return closed_; });
 }
 
+bool ReplyChannel::wait_closed_for(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return cv_.wait_for(lock, timeout, [this] { return closed_; });
+}
+
 }  // namespace ds4::server

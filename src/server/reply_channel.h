@@ -31,6 +31,8 @@ class ReplyChannel {
   std::vector<std::string> wait(std::chrono::milliseconds timeout, bool* closed);
   // Waits for close(); then reply() or error() says how it ended.
   void wait_closed();
+  // The same, for at most `timeout`: whether the channel is closed.
+  bool wait_closed_for(std::chrono::milliseconds timeout);
   const std::optional<Reply>& reply() const { return reply_; }
   const std::optional<RequestError>& error() const { return error_; }
 

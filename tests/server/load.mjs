@@ -2,7 +2,7 @@
 // Load test for ds4-server (standalone; not part of CTest):
 //   DS4_SERVER_BIN=build/bin/ds4-server DS4_MKMODEL_BIN=build/bin/ds4-mkmodel \
 //     node tests/server/load.mjs [--clients 32] [--duration 60] [--threads 1] [--seed 1] [--model FILE]
-//                                [--abort-rate 0.06] [--warmup S] [--server-log FILE]
+//                                [--abort-rate 0.06] [--warmup S] [--server-log FILE] [--batched-session N]
 // Starts a fresh server on the tiny random model and runs N concurrent clients
 // for D seconds, mixing chat, completions, Responses and Messages, streamed
 // (mostly) and not, max_tokens 16–64, some aborted mid-stream by the client.
@@ -10,6 +10,8 @@
 // message_stop / response.completed|incomplete). Fails (exit 1) on any 5xx, any
 // connection error, any malformed stream, a dead server at the end, an unclean
 // shutdown, or RSS growth > 10 % after warm-up (sampled from /proc every second).
+// Reports latency p50/p95 (all and per API), aggregate generated tokens/s
+// (from /metrics) and the server's mean batch size and queue wait.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
@@ -25,6 +27,7 @@ const { values: opt } = parseArgs({
     'abort-rate': { type: 'string', default: '0.06' },
     warmup: { type: 'string', default: '' },
     'server-log': { type: 'string' },  // write the server's stderr here at the end
+    'batched-session': { type: 'string', default: '1' },  // the server's slots (requests run at once)
   },
 });
 const CLIENTS = Number(opt.clients);
@@ -299,9 +302,24 @@ const pct = (xs, p) => {
 };
 const mib = (kib) => (kib / 1024).toFixed(1);
 
+// Sample values from the server's /metrics text, by exact sample name.
+async function scrape(origin) {
+  const text = await (await fetch(`${origin}/metrics`)).text();
+  const values = new Map();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    values.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return values;
+}
+
 async function main() {
-  const server = await startServer({ model: opt.model, threads: Number(opt.threads) });
+  const server = await startServer({
+    model: opt.model, threads: Number(opt.threads), args: ['--batched-session', opt['batched-session']],
+  });
   const origin = server.origin;
+  const before = await scrape(origin);
   const t0 = performance.now();
   const samples = [];  // [seconds, KiB]
   const sampler = setInterval(() => {
@@ -318,6 +336,11 @@ async function main() {
   await Promise.all(clients);
   const elapsed = (performance.now() - t0) / 1000;
   clearInterval(sampler);
+  const after = await scrape(origin).catch(() => new Map());
+  const delta = (name) => (after.get(name) ?? NaN) - (before.get(name) ?? 0);
+  const generatedTps = delta('ds4_generated_tokens_total') / elapsed;
+  const meanBatch = delta('ds4_batch_sessions_sum') / delta('ds4_batch_sessions_count');
+  const meanQueueMs = 1000 * delta('ds4_queue_wait_seconds_sum') / delta('ds4_queue_wait_seconds_count');
   samples.push([elapsed, rssKiB(server.pid)]);
 
   // The server must still answer, deterministically, after the storm.
@@ -349,7 +372,10 @@ async function main() {
   const rssFlag = growth > RSS_GROWTH_LIMIT;
 
   const statusText = [...stats.status].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}:${n}`).join(' ');
-  console.log(`clients ${CLIENTS}, duration ${elapsed.toFixed(1)} s, server threads ${opt.threads}`);
+  console.log(`clients ${CLIENTS}, duration ${elapsed.toFixed(1)} s, server threads ${opt.threads}, ` +
+              `batched sessions ${opt['batched-session']}`);
+  console.log(`aggregate ${generatedTps.toFixed(1)} generated tokens/s; mean sessions per step ${meanBatch.toFixed(2)}; ` +
+              `mean queue wait ${meanQueueMs.toFixed(0)} ms`);
   console.log(`HTTP status counts: ${statusText}`);
   for (const [key, xs] of [...stats.byApi].sort()) {
     console.log(`  ${key.padEnd(24)} n=${String(xs.length).padStart(5)}  p50 ${pct(xs, 50).toFixed(0)} ms  p95 ${pct(xs, 95).toFixed(0)} ms`);
@@ -367,7 +393,7 @@ async function main() {
              alive && cleanExit && !rssFlag && stats.ok > 0;
   console.log(`load: ${ok ? 'PASS' : 'FAIL'} requests ${stats.requests} (completed ${stats.ok}, aborted ${stats.aborted}) ` +
               `in ${elapsed.toFixed(1)} s = ${(stats.ok / elapsed).toFixed(1)} req/s; latency p50 ${pct(stats.latencies, 50).toFixed(0)} ms ` +
-              `p95 ${pct(stats.latencies, 95).toFixed(0)} ms; 5xx ${stats.fiveXX}, 4xx ${stats.other4xx}, ` +
+              `p95 ${pct(stats.latencies, 95).toFixed(0)} ms; aggregate ${generatedTps.toFixed(1)} tok/s; 5xx ${stats.fiveXX}, 4xx ${stats.other4xx}, ` +
               `connection errors ${stats.connErrors}, malformed streams ${stats.malformed}; alive ${alive}, clean exit ${cleanExit}; ` +
               `RSS start ${mib(startRss)} end ${mib(lastRss)} max ${mib(maxRss)} MiB (growth ${(growth * 100).toFixed(1)} %)`);
   process.exit(ok ? 0 : 1);

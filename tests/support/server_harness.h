@@ -3,11 +3,16 @@
 // parsing for the replies.
 #pragma once
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,6 +114,90 @@ class Harness {
   std::unique_ptr<HttpServer> http_;
   std::thread thread_;
 };
+
+// A request written to a plain socket and read as it arrives, so a test can
+// hang up at any point as a client that goes away does. The request says
+// "Connection: close": the server closes after the reply.
+class RawConnection {
+ public:
+  RawConnection(int port, const std::string& path, const Json& body) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd_ < 0) throw std::runtime_error("socket() failed");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) throw std::runtime_error("connect failed");
+    const std::string text = body.dump();
+    const std::string msg = "POST " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                            "Content-Type: application/json\r\nContent-Length: " + std::to_string(text.size()) +
+                            "\r\n\r\n" + text;
+    if (::send(fd_, msg.data(), msg.size(), 0) != static_cast<ssize_t>(msg.size())) throw std::runtime_error("send");
+  }
+  ~RawConnection() { close(); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  // Reads until `needle` has arrived (true) or the connection ends (false).
+  bool read_until(const std::string& needle) {
+    while (received_.find(needle) == std::string::npos) {
+      if (!read_some()) return false;
+    }
+    return true;
+  }
+  // Reads until the server closes the connection.
+  void read_to_end() {
+    while (read_some()) {
+    }
+  }
+  const std::string& received() const { return received_; }
+  // The HTTP body received so far (chunked transfer decoded).
+  std::string body() const {
+    const size_t head_end = received_.find("\r\n\r\n");
+    if (head_end == std::string::npos) return "";
+    const std::string head = received_.substr(0, head_end);
+    std::string rest = received_.substr(head_end + 4);
+    if (head.find("Transfer-Encoding: chunked") == std::string::npos) return rest;
+    std::string out;
+    size_t at = 0;
+    while (true) {
+      const size_t eol = rest.find("\r\n", at);
+      if (eol == std::string::npos) break;
+      const size_t n = std::stoul(rest.substr(at, eol - at), nullptr, 16);
+      if (n == 0 || eol + 2 + n > rest.size()) break;
+      out += rest.substr(eol + 2, n);
+      at = eol + 2 + n + 2;
+    }
+    return out;
+  }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  bool read_some() {
+    if (fd_ < 0) return false;
+    char buf[4096];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) return false;
+    received_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  int fd_ = -1;
+  std::string received_;
+};
+
+// The value of one sample line of a /metrics text ("name{labels}"), or -1
+// when it is not there.
+inline double metric_value(const std::string& metrics, const std::string& sample) {
+  size_t at = 0;
+  while ((at = metrics.find(sample + " ", at)) != std::string::npos) {
+    if (at == 0 || metrics[at - 1] == '\n') return std::stod(metrics.substr(at + sample.size() + 1));
+    at += sample.size();
+  }
+  return -1;
+}
 
 // The SSE data payloads of a stream body, in order ("[DONE]" included).
 inline std::vector<std::string> sse_data(const std::string& body) {

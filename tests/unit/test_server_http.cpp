@@ -8,10 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <httplib.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <map>
@@ -32,6 +28,7 @@
 #include "server/trace_log.h"
 #include "support/file_io.h"
 #include "support/server_harness.h"
+#include "support/server_truth.h"
 #include "support/synthetic_model.h"
 #include "support/temp_dir.h"
 #include "text/chat_render.h"
@@ -39,82 +36,6 @@
 
 namespace ds4::server {
 namespace {
-
-// Greedy decoding with the forward pass alone: `n` tokens after `ids`
-// (stopping at EOS), with `bias` added to the logits as logit_bias is.
-std::vector<int32_t> greedy_ids(const std::vector<int32_t>& ids, int n, const std::map<int32_t, float>& bias = {}) {
-  cpu::Forward f(tiny().model(), cpu::Numerics::Default, nullptr);
-  cpu::Session s = f.new_session(2048);
-  f.eval(s, ids);
-  std::vector<int32_t> out;
-  std::vector<float> logits;
-  for (int i = 0; i < n; ++i) {
-    logits.assign(s.logits().begin(), s.logits().end());
-    for (const auto& [id, b] : bias) logits[static_cast<size_t>(id)] += b;
-    const int32_t t = runtime::argmax(logits);
-    if (t == tokenizer().eos()) break;
-    out.push_back(t);
-    if (i + 1 < n) {
-      const int32_t one[1] = {t};
-      f.eval(s, one);
-    }
-  }
-  return out;
-}
-
-// logit_bias -100 on every token holding a byte >= 0x80 (EOS aside): the
-// reply is then ASCII whatever the logits. A random model's reply is often
-// invalid UTF-8, which the client sends back with U+FFFD, so whether a
-// second turn's prompt continues the live KV token for token (and how the
-// server re-encodes it) would depend on where its greedy path went, and
-// that differs between ISA levels.
-const std::map<int32_t, float>& ascii_only_bias() {
-  static const std::map<int32_t, float> bias = [] {
-    std::map<int32_t, float> b;
-    for (uint32_t id = 0; id < tokenizer().vocab_size(); ++id) {
-      const auto t = static_cast<int32_t>(id);
-      if (t == tokenizer().eos()) continue;
-      for (const char c : tokenizer().token_bytes(t)) {
-        if (static_cast<unsigned char>(c) >= 0x80) {
-          b[t] = -100.0f;
-          break;
-        }
-      }
-    }
-    return b;
-  }();
-  return bias;
-}
-
-Json with_bias(Json req, const std::map<int32_t, float>& bias) {
-  Json b = Json::object();
-  for (const auto& [id, v] : bias) b[std::to_string(id)] = v;
-  req["logit_bias"] = b;
-  return req;
-}
-
-std::string rendered(const Json& messages, text::ThinkingMode mode) {
-  text::RenderOptions ro;
-  ro.mode = mode;
-  return text::render_chat(messages, nullptr, ro).text();
-}
-
-// The independent truth: render, tokenize, then greedy decode with the
-// forward pass until EOS or n tokens. Clients see invalid UTF-8 (common in a
-// random model's output) as U+FFFD.
-std::string greedy_reply(const Json& messages, text::ThinkingMode mode, int n, int64_t* prompt_tokens = nullptr) {
-  const auto ids = tokenizer().encode(rendered(messages, mode), true);
-  if (prompt_tokens) *prompt_tokens = static_cast<int64_t>(ids.size());
-  return sanitize_utf8(tokenizer().decode(greedy_ids(ids, n)));
-}
-
-Json chat_request(const std::string& user, int max_tokens) {
-  return Json{{"model", "deepseek-v4-flash"},
-              {"messages", Json::array({Json{{"role", "user"}, {"content", user}}})},
-              {"max_tokens", max_tokens},
-              {"temperature", 0},
-              {"thinking", Json{{"type", "disabled"}}}};
-}
 
 TEST(ServerHttp, HealthModelsAndUnknownEndpoints) {
   Harness h;
@@ -398,27 +319,9 @@ TEST(ServerHttp, FullQueueAnswers503AndADisconnectFreesTheWorker) {
     // would end the stream before any content, or before the hang-up.
     Json req = with_bias(chat_request("Talk for a long time", 3000), {{tokenizer().eos(), -100.0f}});
     req["stream"] = true;
-    const std::string body = req.dump();
-    const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(h.port()));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    const std::string msg = head + body;
-    ASSERT_EQ(::send(fd, msg.data(), msg.size(), 0), static_cast<ssize_t>(msg.size()));
+    RawConnection c(h.port(), "/v1/chat/completions", req);
     // Read until the first generated content arrives, then hang up.
-    std::string got;
-    char buf[4096];
-    while (got.find("\"content\"") == std::string::npos) {
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      ASSERT_GT(n, 0);
-      got.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fd);
+    ASSERT_TRUE(c.read_until("\"content\""));
   }
   // While the cancelled request may still be winding down, a queue of zero
   // refuses; once it is gone, requests run again.
