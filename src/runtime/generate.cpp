@@ -108,6 +108,7 @@ StopReason Generation::State::accept(int32_t id) {
 Generation::Generation(cpu::Session& session, const text::Tokenizer& tokenizer, Sampler& sampler,
                        const GenerateLimits& limits, const GenerateHooks& hooks) {
   if (session.size() == 0) throw Error("generate: the session holds no tokens to continue from");
+  if (session.logits().empty()) throw Error("generate: the session holds no logits (its last evaluation skipped them)");
   if (limits.max_tokens < 0) throw Error("generate: max tokens " + std::to_string(limits.max_tokens) + " is negative");
   s_ = std::make_unique<State>(session, tokenizer, sampler, limits, hooks);
   if (s_->dsml && !limits.assistant_prefix.empty()) {

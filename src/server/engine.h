@@ -148,7 +148,10 @@ class Engine {
   // piece of one prefilling prompt.
   void step(ActiveList& active);
   Active* next_prefill(ActiveList& active);
-  int64_t prefill_budget(bool beside_decode) const;
+  // Whether the decode-only step time of `decoders` sessions is known
+  // recently enough to size a prompt piece beside them.
+  bool decode_time_known(size_t decoders) const;
+  int64_t prefill_budget(size_t decoders) const;
   void learn_step_time(double seconds, size_t decoders, int64_t prefilled);
   void prefill_advanced(Active& a);
   void begin_generation(Active& a);
@@ -171,10 +174,14 @@ class Engine {
 
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t slot_clock_ = 0;
-  // The worker's step-time estimates (seconds, moving averages) and whose
-  // turn it is to prefill.
-  double decode_step_seconds_ = 0;
+  // The worker's step-time estimates (seconds, moving averages): a
+  // decode-only step by the number of sessions in it (and the step count
+  // when last measured), a prompt token beside them; whose turn it is to
+  // prefill.
+  std::vector<double> decode_step_seconds_;
+  std::vector<uint64_t> decode_step_measured_at_;
   double prefill_token_seconds_ = 0;
+  uint64_t steps_ = 0;
   size_t prefill_turn_ = 0;
 
   std::mutex mutex_;

@@ -25,8 +25,11 @@ namespace {
 constexpr uint8_t kKeyResponsesVisible = runtime::kKvExtResponsesVisibleKey;
 constexpr uint8_t kKeyThinkingVisible = runtime::kKvExtThinkingVisibleKey;
 
-// Prompt tokens per step beside decoding before any step was timed.
+// Prompt tokens per step beside decoding before any such step was timed.
 constexpr int64_t kFirstPrefillSlice = 16;
+// A decode-only step time older than this many steps is measured again (one
+// step without a prompt piece) before it sizes a piece: the batch changes.
+constexpr uint64_t kDecodeTimeMaxAge = 64;
 // Weight of the newest step in the step-time averages.
 constexpr double kStepTimeWeight = 0.25;
 
@@ -158,23 +161,36 @@ Engine::Active* Engine::next_prefill(ActiveList& active) {
   return waiting[prefill_turn_++ % waiting.size()];
 }
 
-int64_t Engine::prefill_budget(bool beside_decode) const {
+bool Engine::decode_time_known(size_t decoders) const {
+  return decoders < decode_step_seconds_.size() && decode_step_seconds_[decoders] > 0 &&
+         steps_ - decode_step_measured_at_[decoders] <= kDecodeTimeMaxAge;
+}
+
+int64_t Engine::prefill_budget(size_t decoders) const {
   const auto chunk = static_cast<int64_t>(forward_.prefill_chunk());
-  if (!beside_decode) return chunk;
-  if (decode_step_seconds_ <= 0 || prefill_token_seconds_ <= 0) return std::min(chunk, kFirstPrefillSlice);
+  if (decoders == 0) return chunk;
+  if (prefill_token_seconds_ <= 0) return std::min(chunk, kFirstPrefillSlice);
   // A decode-only step plus n prompt tokens at their estimated cost stays
   // within max_decode_stall decode-only steps.
-  const double room = (config_.max_decode_stall - 1.0) * decode_step_seconds_;
+  const double room = (config_.max_decode_stall - 1.0) * decode_step_seconds_[decoders];
   const double n = room / prefill_token_seconds_;
   if (!(n >= 1.0)) return 1;
   return n >= static_cast<double>(chunk) ? chunk : static_cast<int64_t>(n);
 }
 
 void Engine::learn_step_time(double seconds, size_t decoders, int64_t prefilled) {
+  ++steps_;
+  if (decode_step_seconds_.size() <= decoders) {
+    decode_step_seconds_.resize(decoders + 1, 0.0);
+    decode_step_measured_at_.resize(decoders + 1, 0);
+  }
   if (prefilled == 0) {
-    decode_step_seconds_ = moving_average(decode_step_seconds_, seconds);
+    decode_step_seconds_[decoders] = moving_average(decode_step_seconds_[decoders], seconds);
+    decode_step_measured_at_[decoders] = steps_;
   } else {
-    const double base = decoders > 0 ? decode_step_seconds_ : 0.0;
+    // Beside decoding, what the step took beyond a decode-only step of as
+    // many sessions (the prefill is then sized for exactly that).
+    const double base = decoders > 0 ? decode_step_seconds_[decoders] : 0.0;
     const double per_token = std::max(seconds - base, 0.0) / static_cast<double>(prefilled);
     prefill_token_seconds_ = moving_average(prefill_token_seconds_, per_token);
   }
@@ -184,6 +200,10 @@ void Engine::step(ActiveList& active) {
   // Prompts whose client left stop before anything is spent on them.
   for (auto& a : active) {
     if (a->prefilling() && a->job->channel->cancelled()) {
+      // The evaluated part of the prompt stays for reuse when it ends where
+      // logits were computed (a checkpoint); a session without them is no
+      // use to a later request.
+      if (a->slot->session.logits().empty()) a->slot->session.reset();
       fail(*a, RequestError("client disconnected during prefill", 499));
     }
   }
@@ -207,15 +227,21 @@ void Engine::step(ActiveList& active) {
     parts.push_back({&a->slot->session, std::span<const int32_t>(&a->next_token, 1), nullptr});
     decoding.push_back(a.get());
   }
-  Active* pre = next_prefill(active);
+  // Beside decoding sessions whose step time is not known (lately), this
+  // step measures it: no prompt piece.
+  Active* pre = decoding.empty() || decode_time_known(decoding.size()) ? next_prefill(active) : nullptr;
   int64_t prefilled = 0;
   if (pre) {
     cpu::Session& session = pre->slot->session;
     const int64_t pos = session.size();
-    prefilled = std::min(pre->stops[pre->next_stop] - pos, prefill_budget(!decoding.empty()));
-    parts.push_back({&session, std::span<const int32_t>(pre->prefix.tokens).subspan(static_cast<size_t>(pos),
-                                                                                      static_cast<size_t>(prefilled)),
-                     nullptr});
+    const int64_t stop = pre->stops[pre->next_stop];
+    prefilled = std::min(stop - pos, prefill_budget(decoding.size()));
+    // Logits only where they are used: the prompt's end (sampling) and
+    // checkpoints (a KV file holds them).
+    parts.push_back({&session,
+                     std::span<const int32_t>(pre->prefix.tokens).subspan(static_cast<size_t>(pos),
+                                                                          static_cast<size_t>(prefilled)),
+                     nullptr, pos + prefilled < stop});
   }
   if (parts.empty()) return;
 

@@ -150,6 +150,39 @@ TEST(ForwardBatch, PromptChunksBesideDecodeSteps) {
   }
 }
 
+TEST(ForwardBatch, APromptInPiecesWithoutLogitsEndsAsInOnePiece) {
+  // A server prefills a prompt in pieces beside decode steps and skips the
+  // vocab head for every piece but the last: the session then has no logits
+  // in between, and in the end the same state and logits as the prompt in
+  // one evaluation; the decoding session beside it still gets its logits.
+  test::SyntheticModel m(model::preset_tiny(), model::QuantMix::F32, 14);
+  const int64_t nv = m.hparams().n_vocab;
+  const auto prompt = random_tokens(nv, 29, 6), a = random_tokens(nv, 5, 7);
+  Forward f(m.model(), Numerics::Default, nullptr);
+  auto whole = f.new_session(64), pieces = f.new_session(64), sa = f.new_session(64), ra = f.new_session(64);
+  f.eval(whole, prompt);
+  f.eval(sa, a);
+  f.eval(ra, a);
+  for (size_t at = 0; at < prompt.size(); at += 10) {
+    const size_t n = std::min<size_t>(10, prompt.size() - at);
+    const bool last = at + n == prompt.size();
+    const int32_t next = argmax(sa.logits());
+    const Forward::SessionTokens parts[] = {
+        {&sa, std::span<const int32_t>(&next, 1), nullptr},
+        {&pieces, std::span<const int32_t>(prompt).subspan(at, n), nullptr, !last}};
+    f.eval_batch(parts);
+    f.eval(ra, std::span<const int32_t>(&next, 1));
+    EXPECT_EQ(pieces.logits().empty(), !last);
+    EXPECT_TRUE(std::ranges::equal(sa.logits(), ra.logits()));
+  }
+  EXPECT_TRUE(std::ranges::equal(pieces.tokens(), whole.tokens()));
+  EXPECT_TRUE(std::ranges::equal(pieces.logits(), whole.logits()));
+  const int32_t t = 5;
+  f.eval(pieces, std::span<const int32_t>(&t, 1));
+  f.eval(whole, std::span<const int32_t>(&t, 1));
+  EXPECT_TRUE(std::ranges::equal(pieces.logits(), whole.logits()));
+}
+
 TEST(ForwardBatch, BadPartLeavesEverySessionUnchanged) {
   test::SyntheticModel m(model::preset_tiny(), model::QuantMix::F32, 13);
   const int64_t nv = m.hparams().n_vocab;

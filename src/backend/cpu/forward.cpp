@@ -279,6 +279,8 @@ void Forward::finish_chunk(std::span<const SessionTokens> parts, std::span<const
         last.resize(nv);
         std::copy(rows + (b - a - 1) * nv, rows + (b - a) * nv, last.begin());
       }
+    } else if (holds_last && part.skip_logits) {
+      last.clear();
     } else if (holds_last) {
       gathered.push_back(b - 1);
     }

@@ -58,10 +58,15 @@ class Forward {
 
   // One session's part of a batched evaluation: its tokens, and optionally
   // a buffer for the logits after each of them (tokens.size() x n_vocab).
+  // skip_logits: the logits after this part are not wanted (a piece of a
+  // prompt that more pieces follow; the vocab head is the largest matrix):
+  // the head is not run for it and the session's logits are left empty
+  // until an evaluation that computes them. Ignored with all_logits.
   struct SessionTokens {
     Session *session = nullptr;
     std::span<const int32_t> tokens;
     float *all_logits = nullptr;
+    bool skip_logits = false;
   };
   // Evaluates several sessions' tokens together (batched decode: one token
   // each; a prompt's chunk beside other sessions' decode steps): every

@@ -31,7 +31,8 @@ class Session {
   // Tokens evaluated so far; the next token goes to position size().
   std::span<const int32_t> tokens() const { return tokens_; }
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
-  // Logits after the last token (n_vocab); empty while size() == 0.
+  // Logits after the last token (n_vocab); empty while size() == 0 and
+  // after an evaluation that skipped them (Forward::SessionTokens).
   std::span<const float> logits() const { return logits_; }
 
   std::vector<LayerKvState> &layers() { return layers_; }
