@@ -3,6 +3,7 @@
 //   DS4_SERVER_BIN=build/bin/ds4-server DS4_MKMODEL_BIN=build/bin/ds4-mkmodel \
 //     node tests/server/load.mjs [--clients 32] [--duration 60] [--threads 1] [--seed 1] [--model FILE]
 //                                [--abort-rate 0.06] [--warmup S] [--server-log FILE] [--batched-session N]
+//                                [--server-args="--max-decode-stall 4 ..."]
 // Starts a fresh server on the tiny random model and runs N concurrent clients
 // for D seconds, mixing chat, completions, Responses and Messages, streamed
 // (mostly) and not, max_tokens 16–64, some aborted mid-stream by the client.
@@ -28,6 +29,7 @@ const { values: opt } = parseArgs({
     warmup: { type: 'string', default: '' },
     'server-log': { type: 'string' },  // write the server's stderr here at the end
     'batched-session': { type: 'string', default: '1' },  // the server's slots (requests run at once)
+    'server-args': { type: 'string', default: '' },  // more ds4-server flags, space-separated
   },
 });
 const CLIENTS = Number(opt.clients);
@@ -316,7 +318,7 @@ async function scrape(origin) {
 
 async function main() {
   const server = await startServer({
-    model: opt.model, threads: Number(opt.threads), args: ['--batched-session', opt['batched-session']],
+    model: opt.model, threads: Number(opt.threads), args: ['--batched-session', opt['batched-session'], ...opt['server-args'].split(' ').filter(Boolean)],
   });
   const origin = server.origin;
   const before = await scrape(origin);
