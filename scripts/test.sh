@@ -20,7 +20,7 @@ failed=0
 skipped=0
 log_dir=$(mktemp -d)
 
-count_ctest() {  # $1 = ctest log
+count_ctest() {  # $1 = ctest log, $2 = stage name
   local line
   line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$1" | tail -n 1)
   if [ -z "$line" ]; then
@@ -33,6 +33,10 @@ count_ctest() {  # $1 = ctest log
   # CTest counts a skipped test (GTEST_SKIP, exit 77) as passed; it lists it
   # under "The following tests did not run:" as "NNN - name (Skipped)".
   nskip=$(grep -cE '^[[:space:]]+[0-9]+ - .* \(Skipped\)$' "$1" || true)
+  # The failed tests' names, repeated at the very end: CI shows only the
+  # output's tail.
+  grep -E '^[[:space:]]+[0-9]+ - .* \((Failed|SEGFAULT|Timeout|Subprocess aborted|Exception|Child aborted|Not Run)\)' "$1" |
+    sed "s/^[[:space:]]*/  [$2] /" >>"$log_dir/failed_names" || true
   passed=$((passed + total - nfail - nskip))
   failed=$((failed + nfail))
   skipped=$((skipped + nskip))
@@ -54,12 +58,12 @@ stage "main build"
 if cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build "$BUILD"; then
   stage "main tests"
   ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" 2>&1 | tee "$log_dir/main.log"
-  count_ctest "$log_dir/main.log"
+  count_ctest "$log_dir/main.log" main
   if has_avx512; then
     stage "unit and server tests at the avx2 level (DS4_ISA=avx2)"
     DS4_ISA=avx2 ctest --test-dir "$BUILD" -L 'unit|server' --output-on-failure -j "$JOBS" 2>&1 |
       tee "$log_dir/avx2.log"
-    count_ctest "$log_dir/avx2.log"
+    count_ctest "$log_dir/avx2.log" avx2
   else
     echo "(no AVX-512 here: the main tests above already ran at the avx2 level or below)"
   fi
@@ -76,7 +80,7 @@ if cmake -S . -B "$ASAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPI
   stage "ASan+UBSan unit tests"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$ASAN_BUILD" -L unit --output-on-failure -j "$JOBS" 2>&1 | tee "$log_dir/asan.log"
-  count_ctest "$log_dir/asan.log"
+  count_ctest "$log_dir/asan.log" asan
 else
   echo "ASan build FAILED"; failed=$((failed + 1))
 fi
@@ -89,8 +93,12 @@ else
 fi
 
 end=$(date +%s)
-rm -rf "$log_dir"
 echo
+if [ -s "$log_dir/failed_names" ]; then
+  echo "failed:"
+  cat "$log_dir/failed_names"
+fi
+rm -rf "$log_dir"
 echo "suite time: $((end - start)) s"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
