@@ -356,13 +356,14 @@ void int_groups_pass(int n_acts, int64_t nb, const uint8_t* wg, const PreparedAc
   }
 }
 
-// One activation (decode): 16 rows at a time straight from the weights, the
-// re-lay-out kept in registers instead of a scratch copy (same operations as
-// relayout_group + int_group_pass<1>, so the same bits), half the memory
-// traffic per block and no store-to-load round trip.
-template <bool kVnni, typename Rows>
-void int_group_single(int64_t nb, const uint8_t* w, uint64_t row_bytes, int64_t r0, int64_t n_rows,
-                      const PreparedActs& x, float* out, __mmask16 lanes) {
+// Few activations (decode, batched decode): 16 rows at a time straight from
+// the weights, the re-lay-out kept in registers instead of a scratch copy
+// (same operations as relayout_group + int_group_pass<T>, so the same bits),
+// half the memory traffic per block and no store-to-load round trip. T
+// activations share each block's transpose.
+template <bool kVnni, typename Rows, int T>
+void int_group_direct(int64_t nb, const uint8_t* w, uint64_t row_bytes, int64_t r0, int64_t n_rows,
+                      const PreparedActs& x, float* out, int64_t ldo, __mmask16 lanes) {
   using Block = typename Rows::Block;
   const Block* rows[kGroupRows];
   group_row_pointers(w, row_bytes, r0, n_rows, rows);
@@ -379,7 +380,9 @@ void int_group_single(int64_t nb, const uint8_t* w, uint64_t row_bytes, int64_t 
   // Into L2 (prefetcht1), not L1: on AMD Zen 4 (3 alternating rounds)
   // 23-29 -> 29-32 GB/s.
   constexpr int64_t kPrefetchBlocks = 32;
-  __m512 acc = _mm512_setzero_ps();
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     if (b + kPrefetchBlocks < nb) {
 #pragma GCC unroll 16
@@ -395,27 +398,70 @@ void int_group_single(int64_t nb, const uint8_t* w, uint64_t row_bytes, int64_t 
     for (int r = 0; r < kGroupRows; ++r) codes[r] = Rows::codes(rows[r][b], table);
     __m512i regs[8];
     transpose_rows(codes, regs);
-    const uint8_t* xb = x.codes + static_cast<size_t>(b) * kActCodeBytes<kVnni>;
-    __m512i isum;
+    // Activation t's codes, start and scale for block b (prepared_layout).
+    const uint8_t* xb = x.codes + static_cast<size_t>(b) * (T * kActCodeBytes<kVnni>);
+    const size_t entry = static_cast<size_t>(b >> 4) * (T * kChunkBlocks) + static_cast<size_t>(b & 15);
+    __m512i isum[T];
     if constexpr (kVnni) {
-      isum = _mm512_set1_epi32(x.start[b]);
 #pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) isum = _mm512_dpbusd_epi32(isum, _mm512_xor_si512(regs[k], bias), broadcast_dword(xb + 4 * k));
-    } else {
-      isum = _mm512_setzero_si512();
+      for (int t = 0; t < T; ++t) isum[t] = _mm512_set1_epi32(x.start[entry + kChunkBlocks * t]);
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
-        isum = _mm512_add_epi32(isum, _mm512_madd_epi16(even_bytes_to_words(regs[k]), broadcast_dword(xb + 4 * k)));
+        const __m512i wv = _mm512_xor_si512(regs[k], bias);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm512_dpbusd_epi32(isum[t], wv, broadcast_dword(xb + kActCodeBytes<kVnni> * t + 4 * k));
+        }
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m512i wv = even_bytes_to_words(regs[k]);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm512_add_epi32(isum[t],
+                                     _mm512_madd_epi16(wv, broadcast_dword(xb + kActCodeBytes<kVnni> * t + 4 * k)));
+        }
       }
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
-        isum = _mm512_add_epi32(isum, _mm512_madd_epi16(odd_bytes_to_words(regs[k]), broadcast_dword(xb + 32 + 4 * k)));
+        const __m512i wv = odd_bytes_to_words(regs[k]);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm512_add_epi32(
+              isum[t], _mm512_madd_epi16(wv, broadcast_dword(xb + kActCodeBytes<kVnni> * t + 32 + 4 * k)));
+        }
       }
     }
-    const __m512 d = _mm512_mul_ps(Rows::scales(rows, b), _mm512_set1_ps(x.scale[b]));
-    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
+    const __m512 dw = Rows::scales(rows, b);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(x.scale[entry + kChunkBlocks * t]));
+      acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(isum[t]), d));
+    }
   }
-  _mm512_mask_storeu_ps(out, lanes, acc);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(out + t * ldo, lanes, acc[t]);
+}
+
+// Activations at most this many go through int_group_direct.
+constexpr int kDirectActs = 8;
+
+template <bool kVnni, typename Rows>
+void int_group_direct_n(int n_acts, int64_t nb, const uint8_t* w, uint64_t row_bytes, int64_t r0, int64_t n_rows,
+                        const PreparedActs& x, float* out, int64_t ldo, __mmask16 lanes) {
+  switch (n_acts) {
+    case 1: int_group_direct<kVnni, Rows, 1>(nb, w, row_bytes, r0, n_rows, x, out, ldo, lanes); break;
+    case 2: int_group_direct<kVnni, Rows, 2>(nb, w, row_bytes, r0, n_rows, x, out, ldo, lanes); break;
+    case 3: int_group_direct<kVnni, Rows, 3>(nb, w, row_bytes, r0, n_rows, x, out, ldo, lanes); break;
+    case 4: int_group_direct<kVnni, Rows, 4>(nb, w, row_bytes, r0, n_rows, x, out, ldo, lanes); break;
+    case 5: int_group_direct<kVnni, Rows, 5>(nb, w, row_bytes, r0, n_rows, x, out, ldo, lanes); break;
+    case 6: int_group_direct<kVnni, Rows, 6>(nb, w, row_bytes, r0, n_rows, x, out, ldo, lanes); break;
+    case 7: int_group_direct<kVnni, Rows, 7>(nb, w, row_bytes, r0, n_rows, x, out, ldo, lanes); break;
+    default: int_group_direct<kVnni, Rows, 8>(nb, w, row_bytes, r0, n_rows, x, out, ldo, lanes); break;
+  }
 }
 
 // The whole tile: rows in blocks of up to 4 groups (64 rows: the re-laid-out
@@ -440,13 +486,14 @@ void int_tile(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, c
     uint8_t* slot = xr + static_cast<size_t>(keep_passes ? p : 0) * pass_bytes;
     return std::pair{acts_in_pass, prepared_layout<kVnni>(slot, nb, acts_in_pass)};
   };
-  if (n_acts == 1) {
-    const PreparedActs layout = prepared_layout<kVnni>(act_scratch.get(pass_bytes), nb, 1);
-    prepare_acts<kVnni>(nb, acts, 1, layout);
+  if (n_acts <= kDirectActs) {
+    const int acts_n = static_cast<int>(n_acts);
+    const PreparedActs layout = prepared_layout<kVnni>(act_scratch.get(pass_bytes), nb, acts_n);
+    prepare_acts<kVnni>(nb, acts, acts_n, layout);
     for (int64_t r0 = 0; r0 < n_rows; r0 += kGroupRows) {
       const int64_t left = n_rows - r0;
       const auto lanes = static_cast<__mmask16>(left >= kGroupRows ? 0xffffu : (1u << left) - 1);
-      int_group_single<kVnni, Rows>(nb, w, row_bytes, r0, n_rows, layout, out + r0, lanes);
+      int_group_direct_n<kVnni, Rows>(acts_n, nb, w, row_bytes, r0, n_rows, layout, out + r0, ldo, lanes);
     }
     return;
   }
