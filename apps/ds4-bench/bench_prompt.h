@@ -14,8 +14,8 @@
 
 #include "bench_options.h"
 
-namespace ds4::gguf {
-class File;
+namespace ds4::engine {
+class Engine;
 }
 
 namespace ds4::bench {
@@ -29,6 +29,6 @@ struct PromptTokens {
 // ds4::Error naming the flag for an unreadable file, an empty prompt, ids
 // that are not integers or are outside [0, n_vocab), and a text input with a
 // model that has no tokenizer (or one whose size is not n_vocab).
-PromptTokens load_prompt(const Options& o, const gguf::File& model_file, uint32_t n_vocab);
+PromptTokens load_prompt(const Options& o, const engine::Engine& engine);
 
 }  // namespace ds4::bench

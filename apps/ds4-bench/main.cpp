@@ -26,16 +26,11 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/forward.h"
-#include "backend/cpu/session.h"
 #include "core/byte_size.h"
 #include "core/error.h"
-#include "core/gguf.h"
 #include "core/read_bandwidth.h"
 #include "core/thread_pool.h"
-#include "model/deepseek4_memory.h"
-#include "model/deepseek4_model.h"
-#include "quant/dot.h"
+#include "engine/engine.h"
 #include "runtime/sampler.h"
 #include "version/version.h"
 
@@ -124,22 +119,23 @@ struct DecodeProbe {
   std::vector<double> read_gbps;
 };
 
-DecodeProbe decode_probe(ds4::cpu::Forward& forward, const ds4::cpu::Session& at_frontier, const Options& o,
+DecodeProbe decode_probe(ds4::backend::Backend& backend, const ds4::backend::Session& at_frontier, const Options& o,
                          std::optional<int32_t> eos, ds4::ReadBandwidth* read_probe, int read_every) {
   const auto n = static_cast<size_t>(o.sessions);
-  std::vector<ds4::cpu::Session> sessions(n, at_frontier);
+  std::vector<std::unique_ptr<ds4::backend::Session>> sessions(n);
+  for (auto& s : sessions) s = at_frontier.snapshot();
   DecodeProbe out;
   out.ids.assign(n, {});
   std::vector<int32_t> next(n);
   for (size_t i = 0; i < n; ++i) next[i] = kth_likeliest_except(at_frontier.logits(), static_cast<int>(i), eos);
-  std::vector<ds4::cpu::Forward::SessionTokens> parts(n);
-  for (size_t i = 0; i < n; ++i) parts[i] = {&sessions[i], std::span<const int32_t>(&next[i], 1), nullptr};
+  std::vector<ds4::backend::Part> parts(n);
+  for (size_t i = 0; i < n; ++i) parts[i] = {sessions[i].get(), std::span<const int32_t>(&next[i], 1)};
   for (int step = 0; step < o.gen_tokens; ++step) {
     if (read_probe && step % read_every == 0) out.read_gbps.push_back(read_probe->pass());
     const auto t_step = Clock::now();
     if (step > 0)
-      for (size_t i = 0; i < n; ++i) next[i] = argmax_except(sessions[i].logits(), eos);
-    forward.eval_batch(parts);
+      for (size_t i = 0; i < n; ++i) next[i] = argmax_except(sessions[i]->logits(), eos);
+    backend.eval(parts);
     out.secs += seconds_since(t_step);
     for (size_t i = 0; i < n; ++i) out.ids[i].push_back(next[i]);
   }
@@ -159,14 +155,18 @@ int run(const Options& o) {
 
   // Loading (and --warm-weights / --mlock paging the file in) is not timed.
   const auto t_load = Clock::now();
-  ds4::model::LoadOptions load;
-  load.mlock = o.mlock;
-  load.warm = o.warm_weights;
-  load.huge_pages = o.huge_pages;
-  const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model, load);
+  ds4::engine::EngineOptions eo;
+  eo.model_path = o.model;
+  eo.mlock = o.mlock;
+  eo.warm_weights = o.warm_weights;
+  eo.huge_pages = o.huge_pages;
+  eo.numerics = o.quality ? ds4::backend::Numerics::Quality : ds4::backend::Numerics::Default;
+  eo.threads = o.threads;
+  eo.prefill_chunk = o.prefill_chunk;
+  ds4::engine::Engine engine(eo);
   const double load_secs = seconds_since(t_load);
-  const ds4::model::Deepseek4HParams& hp = model.hparams();
-  const PromptTokens prompt = load_prompt(o, model.file(), hp.n_vocab);
+  const ds4::engine::ModelFacts& facts = engine.facts();
+  const PromptTokens prompt = load_prompt(o, engine);
   const auto available = static_cast<int64_t>(prompt.ids.size());
 
   int64_t ctx_max = o.ctx_max;
@@ -187,12 +187,11 @@ int run(const Options& o) {
                 std::to_string(o.gen_tokens) + ")");
   const std::vector<int64_t> walk = frontiers(o.ctx_start, ctx_max, o.step_incr, o.step_mul);
 
-  const auto numerics = o.quality ? ds4::cpu::Numerics::Quality : ds4::cpu::Numerics::Default;
-  const uint64_t file_bytes = model.file().file_size();
+  const uint64_t file_bytes = facts.file_bytes;
   std::fprintf(stderr, "model: %s, %s\n", o.model.c_str(), ds4::format_bytes(file_bytes).c_str());
-  std::fprintf(stderr, "threads %d, isa %s, numerics %s, prefill chunk %d\n", o.threads, ds4::quant::dot_kernels().isa,
+  std::fprintf(stderr, "threads %d, isa %s, numerics %s, prefill chunk %d\n", o.threads, facts.kernel_isa.c_str(),
                o.quality ? "quality" : "default", o.prefill_chunk);
-  const uint64_t decode_bytes = ds4::model::decode_weight_bytes_per_token(model.weights(), hp);
+  const uint64_t decode_bytes = facts.decode_weight_bytes_per_token;
   std::fprintf(stderr, "decode weight bytes/token: %llu (%s)\n", static_cast<unsigned long long>(decode_bytes),
                ds4::format_size(decode_bytes).c_str());
   std::fprintf(stderr, "prompt: %lld tokens from %s; %zu frontiers %lld..%lld, -n %d, ctx-alloc %lld%s\n",
@@ -213,15 +212,14 @@ int run(const Options& o) {
                  (o.gen_tokens + read_every - 1) / read_every + 1);
   }
 
-  ds4::ThreadPool pool(o.threads);
-  ds4::cpu::Forward forward(model, numerics, &pool);
-  forward.set_prefill_chunk(o.prefill_chunk);
-  ds4::cpu::Session session = forward.new_session(ctx_alloc);
+  ds4::backend::Backend& backend = engine.backend();
+  const std::unique_ptr<ds4::backend::Session> session_ptr = engine.new_session(ctx_alloc);
+  ds4::backend::Session& session = *session_ptr;
 
   if (o.warm_weights || o.mlock || o.huge_pages)
     std::fprintf(stderr, "weights %s: %.3f s\n", o.mlock ? "loaded and locked in RAM" : "paged in", load_secs);
   // What the kernels stream from: 4 KiB pages cost them a TLB miss every 4 KiB.
-  const uint64_t huge = model.huge_page_bytes();
+  const uint64_t huge = facts.huge_page_bytes;
   std::fprintf(stderr, "weights in 2 MiB pages: %s of %s (%.0f %%)\n", ds4::format_size(huge).c_str(),
                ds4::format_size(file_bytes).c_str(), 100.0 * static_cast<double>(huge) / static_cast<double>(file_bytes));
 
@@ -230,7 +228,7 @@ int run(const Options& o) {
     // one-time costs (first touch of the pass buffers, the KV cache and the
     // tile scratch) that a long-running server pays once.
     const auto t_warm = Clock::now();
-    forward.eval(session, std::span<const int32_t>(prompt.ids.data(), static_cast<size_t>(walk.front())));
+    backend.eval(session, std::span<const int32_t>(prompt.ids.data(), static_cast<size_t>(walk.front())));
     session.reset();
     std::fprintf(stderr, "warm-up: prefill of %lld tokens in %.3f s (untimed), session reset\n",
                  static_cast<long long>(walk.front()), seconds_since(t_warm));
@@ -241,11 +239,11 @@ int run(const Options& o) {
   for (const int64_t frontier : walk) {
     const std::span<const int32_t> interval(prompt.ids.data() + done, static_cast<size_t>(frontier - done));
     const auto t_prefill = Clock::now();
-    forward.eval(session, interval);
+    backend.eval(session, interval);
     const double prefill_secs = seconds_since(t_prefill);
     done = frontier;
 
-    DecodeProbe probe = decode_probe(forward, session, o, prompt.eos, read_probe.get(), read_every);
+    DecodeProbe probe = decode_probe(backend, session, o, prompt.eos, read_probe.get(), read_every);
     const double gen_secs = probe.secs;
     std::vector<double>& read_gbps = probe.read_gbps;
 
@@ -326,7 +324,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", ds4::version_line("ds4-bench"), "Print the version and git commit and exit");
   Options o;
   o.threads = ds4::default_thread_count();
-  o.prefill_chunk = ds4::cpu::kDefaultPrefillChunk;
+  o.prefill_chunk = ds4::engine::kDefaultPrefillChunk;
 
   app.add_option("-m,--model", o.model, "Model GGUF file")->required();
   app.add_option("--prompt-file", o.prompt_file, "Text to walk through: BOS + its tokens (no chat template)");

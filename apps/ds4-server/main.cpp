@@ -20,10 +20,8 @@
 #include <string>
 #include <thread>
 
-#include "backend/cpu/forward.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
-#include "model/deepseek4_model.h"
+#include "engine/engine.h"
 #include "runtime/kv_disk_cache.h"
 #include "server/engine.h"
 #include "server/http_server.h"
@@ -96,15 +94,16 @@ int run(int argc, char** argv) {
   const int lock_fd = take_instance_lock();
   (void)lock_fd;
 
-  const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model, o.load);
-  const ds4::text::Tokenizer tokenizer = ds4::text::Tokenizer::from_gguf(model.file());
-  if (tokenizer.vocab_size() != model.hparams().n_vocab) {
-    throw Error(o.model + ": the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
-                " tokens but the model " + std::to_string(model.hparams().n_vocab));
-  }
-  ds4::ThreadPool pool(o.threads);
-  ds4::cpu::Forward forward(model, o.quality ? ds4::cpu::Numerics::Quality : ds4::cpu::Numerics::Default, &pool);
-  forward.set_prefill_chunk(o.prefill_chunk);
+  ds4::engine::EngineOptions eo;
+  eo.model_path = o.model;
+  eo.mlock = o.load.mlock;
+  eo.warm_weights = o.load.warm;
+  eo.huge_pages = o.load.huge_pages;
+  eo.numerics = o.quality ? ds4::backend::Numerics::Quality : ds4::backend::Numerics::Default;
+  eo.threads = o.threads;
+  eo.prefill_chunk = o.prefill_chunk;
+  ds4::engine::Engine model(eo);
+  const ds4::text::Tokenizer& tokenizer = model.tokenizer();
 
   std::unique_ptr<ds4::server::TraceLog> trace;
   if (!o.trace.empty()) trace = std::make_unique<ds4::server::TraceLog>(o.trace);
@@ -114,7 +113,7 @@ int run(int argc, char** argv) {
     std::filesystem::create_directories(o.kv_disk_dir, ec);
     if (ec) throw Error("--kv-disk-dir " + o.kv_disk_dir + ": " + ec.message());
     disk = std::make_unique<ds4::runtime::KvDiskCache>(
-        o.kv, model, o.ctx, o.prefill_chunk,
+        o.kv, model.backend(), o.ctx,
         [](const std::string& w) { std::fprintf(stderr, "ds4-server: warning: %s\n", w.c_str()); });
   }
   std::string warning;
@@ -122,17 +121,17 @@ int run(int argc, char** argv) {
   if (!warning.empty()) std::fprintf(stderr, "ds4-server: note: %s\n", warning.c_str());
 
   ds4::server::Metrics metrics;
-  ds4::server::Engine engine(tokenizer, forward, o.engine, std::move(disk), metrics, trace.get());
+  ds4::server::Engine engine(tokenizer, model.backend(), o.engine, std::move(disk), metrics, trace.get());
   ds4::server::HttpServer http(engine, metrics, o.http);
   http.bind();
   const std::string host = o.http.host.find(':') != std::string::npos ? "[" + o.http.host + "]" : o.http.host;
-  if (model.locked_bytes() > 0)
+  if (model.facts().locked_bytes > 0)
     std::fprintf(stderr, "ds4-server: %llu bytes of weights locked in RAM (--mlock)\n",
-                 static_cast<unsigned long long>(model.locked_bytes()));
+                 static_cast<unsigned long long>(model.facts().locked_bytes));
   if (o.load.huge_pages)
     std::fprintf(stderr, "ds4-server: %llu of %llu bytes of weights in 2 MiB pages (--huge-pages)\n",
-                 static_cast<unsigned long long>(model.huge_page_bytes()),
-                 static_cast<unsigned long long>(model.file().file_size()));
+                 static_cast<unsigned long long>(model.facts().huge_page_bytes),
+                 static_cast<unsigned long long>(model.facts().file_bytes));
   std::fprintf(stderr,
                "ds4-server: %s, context %lld, %d thread%s; listening on http://%s:%d\n"
                "ds4-server: try: curl http://%s:%d/v1/chat/completions -H 'Content-Type: application/json' "

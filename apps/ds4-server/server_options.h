@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "model/deepseek4_model.h"
+#include "engine/engine.h"
 #include "runtime/kv_disk_cache.h"
 #include "server/engine.h"
 #include "server/http_server.h"
@@ -18,8 +18,10 @@ struct ServerOptions {
   int64_t ctx = 32768;
   int threads = 1;
   bool quality = false;
-  int prefill_chunk = 4096;
-  model::LoadOptions load;  // --mlock, --warm-weights, --huge-pages
+  int prefill_chunk = engine::kDefaultPrefillChunk;
+  struct {
+    bool mlock = false, warm = false, huge_pages = false;
+  } load;  // --mlock, --warm-weights, --huge-pages
   std::string chdir;
   std::string trace;
   std::string kv_disk_dir;  // "" = no disk cache

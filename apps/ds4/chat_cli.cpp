@@ -8,15 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/forward.h"
-#include "backend/cpu/numerics.h"
 #include "core/error.h"
 #include "core/gguf.h"
-#include "core/thread_pool.h"
+#include "engine/engine.h"
 #include "interactive.h"
 #include "logprobs_dump.h"
-#include "memory_report.h"
-#include "model/deepseek4_model.h"
 #include "runtime/chat_session.h"
 #include "runtime/sampler.h"
 #include "terminal.h"
@@ -80,39 +76,27 @@ void print_timing(const runtime::TurnResult& r) {
                static_cast<long long>(r.prompt_tokens), gen, static_cast<long long>(r.generated_tokens));
 }
 
-// What both chat modes load: model, tokenizer, forward pass, sampler.
+// What both chat modes load: the engine (model, tokenizer, backend), the
+// context and the thinking mode.
 struct ChatRuntime {
-  model::Deepseek4Model model;
-  text::Tokenizer tokenizer;
-  ThreadPool pool;
-  cpu::Forward forward;
+  engine::Engine engine;
+  const text::Tokenizer& tokenizer;
   int64_t n_ctx;
   text::ThinkingMode mode;
   std::string warning;
 
   explicit ChatRuntime(const Options& o)
-      : model(model::Deepseek4Model::open(o.model, load_options(o))),
-        tokenizer(text::Tokenizer::from_gguf(model.file())),
-        pool(o.threads),
-        forward(model, o.quality ? cpu::Numerics::Quality : cpu::Numerics::Default, &pool),
-        n_ctx(choose_ctx(o, model.hparams().n_ctx_train, 0)) {
-    forward.set_prefill_chunk(o.prefill_chunk);
-    if (tokenizer.vocab_size() != model.hparams().n_vocab)
-      throw Error(o.model + ": the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
-                  " tokens but the model " + std::to_string(model.hparams().n_vocab));
+      : engine(engine_options(o)),
+        tokenizer(engine.tokenizer()),
+        n_ctx(choose_ctx(o, engine.facts().n_ctx_train, 0)) {
     mode = text::effective_thinking_mode(thinking_mode(o.think), n_ctx, &warning);
   }
 
   // The memory accounting and any mode warning, once the inputs are known
   // to be usable (so that an input error is the only line printed).
-  void report(const Options& o) const {
+  void report() const {
     if (!warning.empty()) std::fprintf(stderr, "ds4: warning: %s\n", warning.c_str());
-    RunSettings settings;
-    settings.n_ctx = n_ctx;
-    settings.threads = o.threads;
-    settings.prefill_chunk = o.prefill_chunk;
-    settings.numerics = forward.numerics();
-    std::fputs(memory_report(model, settings).c_str(), stderr);
+    std::fputs(engine.memory_report(n_ctx).c_str(), stderr);
     std::fflush(stderr);
   }
 };
@@ -139,13 +123,13 @@ int run_one_shot(const Options& o) {
   if (rendered && !o.dump_logprobs.empty())
     throw Error("--dump-logprobs takes a user message, not a rendered prompt starting with the BOS literal");
   {
-    const runtime::ChatSession probe(rt.forward, rt.tokenizer, 1, o.system, rt.mode);
+    const runtime::ChatSession probe(rt.engine.backend(), rt.tokenizer, 1, o.system, rt.mode);
     const int64_t need = rendered ? static_cast<int64_t>(rendered_tokens.size()) + 1 : probe.turn_cost(prompt);
     if (need > rt.n_ctx)
       throw Error("the prompt needs " + std::to_string(need) + " tokens of context (with one generated token) but --ctx is " +
                   std::to_string(rt.n_ctx));
   }
-  rt.report(o);
+  rt.report();
   const TerminalForeground foreground;
   install_interrupt_handler();
 
@@ -157,12 +141,12 @@ int run_one_shot(const Options& o) {
     req.max_tokens = o.max_tokens;
     req.top_k = o.logprobs_top_k;
     req.out_path = o.dump_logprobs;
-    dump_logprobs(rt.forward, rt.tokenizer, rt.n_ctx, req);
+    dump_logprobs(rt.engine, rt.n_ctx, req);
     return 0;
   }
 
   runtime::Sampler sampler(sampling_of(o), seed_of(o));
-  runtime::ChatSession chat(rt.forward, rt.tokenizer, rt.n_ctx, o.system, rt.mode);
+  runtime::ChatSession chat(rt.engine.backend(), rt.tokenizer, rt.n_ctx, o.system, rt.mode);
   TurnDisplay display(o.color, rt.tokenizer.end_think());
   const runtime::TurnHooks hooks = display.hooks();
   runtime::GenerateLimits limits;
@@ -180,7 +164,7 @@ int run_one_shot(const Options& o) {
 int run_interactive(const Options& o) {
   check_model_present(o);
   ChatRuntime rt(o);
-  rt.report(o);
+  rt.report();
   const TerminalForeground foreground;
   InteractiveSettings s;
   s.system = o.system;
@@ -193,7 +177,7 @@ int run_interactive(const Options& o) {
   s.sampling = sampling_of(o);
   s.seed = seed_of(o);
   s.color = o.color;
-  return interactive_chat(rt.forward, rt.tokenizer, s);
+  return interactive_chat(rt.engine, s);
 }
 
 }  // namespace ds4::app

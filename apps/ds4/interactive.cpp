@@ -9,10 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "backend/cpu/forward.h"
+#include "engine/engine.h"
 #include "core/error.h"
 #include "line_reader.h"
-#include "model/deepseek4_model.h"
 #include "runtime/chat_session.h"
 #include "terminal.h"
 #include "turn_display.h"
@@ -57,19 +56,19 @@ std::string history_path() {
 
 class Chat {
  public:
-  Chat(cpu::Forward& forward, const text::Tokenizer& tokenizer, const InteractiveSettings& s)
-      : forward_(forward),
-        tokenizer_(tokenizer),
+  Chat(engine::Engine& engine, const InteractiveSettings& s)
+      : engine_(engine),
+        tokenizer_(engine.tokenizer()),
         s_(s),
-        session_(forward, tokenizer, s.n_ctx, s.system, s.mode),
+        session_(engine.backend(), engine.tokenizer(), s.n_ctx, s.system, s.mode),
         sampler_(s.sampling, s.seed),
         reader_(::isatty(0) == 1, ::isatty(0) == 1 ? history_path() : "") {}
 
   int run() {
     install_interrupt_handler();
-    const auto& hp = forward_.model().hparams();
+    const engine::ModelFacts& facts = engine_.facts();
     std::fprintf(stderr, "ds4 chat: %s, %u layers, context %lld tokens, %s. /help lists the commands.\n",
-                 hp.name.empty() ? "deepseek4" : hp.name.c_str(), hp.n_layer, static_cast<long long>(session_.n_ctx()),
+                 facts.name.empty() ? "deepseek4" : facts.name.c_str(), facts.n_layer, static_cast<long long>(session_.n_ctx()),
                  mode_name(session_.mode()));
     while (true) {
       clear_interrupt();
@@ -185,7 +184,7 @@ class Chat {
     }
   }
 
-  cpu::Forward& forward_;
+  engine::Engine& engine_;
   const text::Tokenizer& tokenizer_;
   InteractiveSettings s_;
   runtime::ChatSession session_;
@@ -195,8 +194,8 @@ class Chat {
 
 }  // namespace
 
-int interactive_chat(cpu::Forward& forward, const text::Tokenizer& tokenizer, const InteractiveSettings& s) {
-  Chat chat(forward, tokenizer, s);
+int interactive_chat(engine::Engine& engine, const InteractiveSettings& s) {
+  Chat chat(engine, s);
   return chat.run();
 }
 

@@ -9,11 +9,8 @@
 #include "runtime/sampler.h"
 #include "text/chat_render.h"
 
-namespace ds4::cpu {
-class Forward;
-}
-namespace ds4::text {
-class Tokenizer;
+namespace ds4::engine {
+class Engine;
 }
 
 namespace ds4::app {
@@ -32,6 +29,6 @@ struct InteractiveSettings {
 };
 
 // Returns the process exit status.
-int interactive_chat(cpu::Forward& forward, const text::Tokenizer& tokenizer, const InteractiveSettings& s);
+int interactive_chat(engine::Engine& engine, const InteractiveSettings& s);
 
 }  // namespace ds4::app

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/forward.h"
+#include "engine/engine.h"
 #include "core/error.h"
 #include "runtime/chat_session.h"
 #include "runtime/sampler.h"
@@ -49,21 +49,24 @@ void write_atomically(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-void dump_logprobs(cpu::Forward& forward, const text::Tokenizer& tokenizer, int64_t n_ctx, const LogprobsRequest& req) {
+void dump_logprobs(engine::Engine& engine, int64_t n_ctx, const LogprobsRequest& req) {
+  const text::Tokenizer& tokenizer = engine.tokenizer();
+  backend::Backend& backend = engine.backend();
   // Fail on an unwritable place before the (long) evaluation.
   const std::filesystem::path parent = std::filesystem::path(req.out_path).parent_path();
   if (::access(parent.empty() ? "." : parent.c_str(), W_OK) != 0)
     throw Error("cannot write --dump-logprobs " + req.out_path);
 
-  runtime::ChatSession chat(forward, tokenizer, n_ctx, req.system, req.mode);
+  runtime::ChatSession chat(backend, tokenizer, n_ctx, req.system, req.mode);
   std::vector<int32_t> prompt = chat.start_tokens();
   const std::vector<int32_t> user = chat.user_turn_tokens(req.prompt);
   prompt.insert(prompt.end(), user.begin(), user.end());
   if (static_cast<int64_t>(prompt.size()) >= n_ctx)
     throw Error("the prompt is " + std::to_string(prompt.size()) + " tokens, the context holds " + std::to_string(n_ctx));
 
-  cpu::Session session = forward.new_session(n_ctx);
-  forward.eval(session, prompt);
+  const std::unique_ptr<backend::Session> session_ptr = engine.new_session(n_ctx);
+  backend::Session& session = *session_ptr;
+  backend.eval(session, prompt);
 
   nlohmann::ordered_json steps = nlohmann::ordered_json::array();
   std::string finish = "length";
@@ -86,7 +89,7 @@ void dump_logprobs(cpu::Forward& forward, const text::Tokenizer& tokenizer, int6
     if (session.size() >= n_ctx) break;
     if (i + 1 < req.max_tokens) {
       const int32_t one[1] = {id};
-      forward.eval(session, one);
+      backend.eval(session, one);
     }
   }
   nlohmann::ordered_json out;

@@ -9,11 +9,8 @@
 
 #include "text/chat_render.h"
 
-namespace ds4::cpu {
-class Forward;
-}
-namespace ds4::text {
-class Tokenizer;
+namespace ds4::engine {
+class Engine;
 }
 
 namespace ds4::app {
@@ -33,6 +30,6 @@ struct LogprobsRequest {
 //              "top":[{"id":ID, "text":T, "logprob":L}, ...]}, ...]}
 // text is the token's bytes as UTF-8 (a partial character becomes U+FFFD;
 // bytes has them exactly). Log-probabilities are of the raw logits (T = 1).
-void dump_logprobs(cpu::Forward& forward, const text::Tokenizer& tokenizer, int64_t n_ctx, const LogprobsRequest& req);
+void dump_logprobs(engine::Engine& engine, int64_t n_ctx, const LogprobsRequest& req);
 
 }  // namespace ds4::app

@@ -24,15 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/forward.h"
-#include "backend/cpu/numerics.h"
-#include "backend/cpu/session.h"
-#include "backend/cpu/session_payload.h"
 #include "core/error.h"
-#include "runtime/tokens_file.h"
 #include "core/file_map.h"
 #include "core/thread_pool.h"
-#include "model/deepseek4_model.h"
+#include "engine/engine.h"
+#include "runtime/tokens_file.h"
 #include "version/version.h"
 
 #include "chat_cli.h"
@@ -82,15 +78,15 @@ int run_tokens(const Options& o) {
     throw Error(o.tokens_file + ": the token list is empty and no --load-session gives a context");
   check_model_present(o);
 
-  const ds4::model::Deepseek4Model model = ds4::model::Deepseek4Model::open(o.model, load_options(o));
-  const ds4::model::Deepseek4HParams& hp = model.hparams();
-  ds4::runtime::check_token_range(tokens, hp.n_vocab, o.tokens_file);
+  ds4::engine::Engine engine(engine_options(o));
+  const ds4::engine::ModelFacts& facts = engine.facts();
+  ds4::runtime::check_token_range(tokens, facts.n_vocab, o.tokens_file);
 
   const int64_t n_new = static_cast<int64_t>(tokens.size());
   const std::string file_detail = std::to_string(n_new) + " from " + (o.tokens_file.empty() ? "no file" : o.tokens_file) +
                                   (o.greedy ? " + " + std::to_string(*o.greedy - 1) + " fed back by --greedy" : "");
   const int64_t needed_before_load = tokens_needed(0, n_new, o.greedy);
-  const int64_t n_ctx = choose_ctx(o, hp.n_ctx_train, needed_before_load);
+  const int64_t n_ctx = choose_ctx(o, facts.n_ctx_train, needed_before_load);
   check_fits(needed_before_load, n_ctx, file_detail);
 
   // Output places are checked before anything is printed, so that a bad one
@@ -99,57 +95,50 @@ int run_tokens(const Options& o) {
   if (!o.dump_logits.empty()) logits_out = std::make_unique<AtomicFloatFile>(o.dump_logits);
   if (!o.save_session.empty()) check_writable_folder(o.save_session, "--save-session");
 
-  RunSettings settings;
-  settings.n_ctx = n_ctx;
-  settings.threads = o.threads;
-  settings.prefill_chunk = o.prefill_chunk;
-  settings.numerics = o.quality ? ds4::cpu::Numerics::Quality : ds4::cpu::Numerics::Default;
-
-  ds4::ThreadPool pool(o.threads);
-  ds4::cpu::Forward forward(model, settings.numerics, &pool);
-  forward.set_prefill_chunk(o.prefill_chunk);
-  ds4::cpu::Session session = forward.new_session(n_ctx);
+  ds4::backend::Backend& backend = engine.backend();
+  const std::unique_ptr<ds4::backend::Session> session_ptr = engine.new_session(n_ctx);
+  ds4::backend::Session& session = *session_ptr;
 
   if (!o.load_session.empty()) {
-    ds4::cpu::load_session_file(o.load_session, session);
+    engine.load_session(o.load_session, session);
     const int64_t loaded = session.size();
     check_fits(tokens_needed(loaded, n_new, o.greedy), n_ctx,
                std::to_string(loaded) + " loaded from " + o.load_session + " + " + file_detail);
     if (loaded == 0 && tokens.empty()) throw Error(o.load_session + ": the session holds no tokens to continue from");
   }
 
-  std::fputs(memory_report(model, settings).c_str(), stderr);
+  std::fputs(engine.memory_report(n_ctx).c_str(), stderr);
   std::fflush(stderr);
 
   if (!tokens.empty()) {
     double eval_secs = 0;
     if (!o.dump_logits.empty()) {
-      const uint64_t row_bytes = uint64_t{hp.n_vocab} * sizeof(float);
+      const uint64_t row_bytes = uint64_t{facts.n_vocab} * sizeof(float);
       const size_t piece = static_cast<size_t>(
           std::max<uint64_t>(1, std::min<uint64_t>(static_cast<uint64_t>(o.prefill_chunk), kMaxLogitsBufferBytes / row_bytes)));
-      std::vector<float> rows(std::min(piece, tokens.size()) * hp.n_vocab);
+      std::vector<float> rows(std::min(piece, tokens.size()) * facts.n_vocab);
       AtomicFloatFile& out = *logits_out;
       for (size_t start = 0; start < tokens.size(); start += piece) {
         const size_t n = std::min(piece, tokens.size() - start);
         const auto t0 = Clock::now();
-        forward.eval(session, std::span<const int32_t>(tokens).subspan(start, n), rows.data());
+        backend.eval(session, std::span<const int32_t>(tokens).subspan(start, n), rows.data());
         eval_secs += seconds_since(t0);
-        out.write(std::span<const float>(rows.data(), n * hp.n_vocab));
+        out.write(std::span<const float>(rows.data(), n * facts.n_vocab));
       }
       out.commit();
     } else {
       const auto t0 = Clock::now();
-      forward.eval(session, tokens);
+      backend.eval(session, tokens);
       eval_secs = seconds_since(t0);
     }
     print_speed("prefill", n_new, eval_secs);
   }
 
-  if (!o.save_session.empty()) ds4::cpu::save_session_file(o.save_session, session, o.prefill_chunk);
+  if (!o.save_session.empty()) engine.save_session(o.save_session, session);
 
   if (o.greedy) {
     const auto t0 = Clock::now();
-    const std::vector<int32_t> ids = forward.generate_greedy(session, *o.greedy);
+    const std::vector<int32_t> ids = backend.generate_greedy(session, *o.greedy);
     print_speed("decode", static_cast<int64_t>(ids.size()), seconds_since(t0));
     const std::string line = json_ids(ids) + "\n";
     if (std::fputs(line.c_str(), stdout) < 0 || std::fflush(stdout) != 0) throw Error("cannot write to stdout");
@@ -208,7 +197,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", ds4::version_line("ds4"), "Print the version and git commit and exit");
   Options o;
   o.threads = ds4::default_thread_count();
-  o.prefill_chunk = ds4::cpu::kDefaultPrefillChunk;
+  o.prefill_chunk = ds4::engine::kDefaultPrefillChunk;
 
   app.add_option("-m,--model", o.model, "Model GGUF file (download one with ./download_model.sh)")
       ->capture_default_str();

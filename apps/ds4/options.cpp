@@ -54,12 +54,16 @@ void validate_text_options(const Options& o, Mode mode) {
 
 }  // namespace
 
-model::LoadOptions load_options(const Options& o) {
-  model::LoadOptions load;
-  load.mlock = o.mlock;
-  load.warm = o.warm_weights;
-  load.huge_pages = o.huge_pages;
-  return load;
+engine::EngineOptions engine_options(const Options& o) {
+  engine::EngineOptions e;
+  e.model_path = o.model;
+  e.mlock = o.mlock;
+  e.warm_weights = o.warm_weights;
+  e.huge_pages = o.huge_pages;
+  e.numerics = o.quality ? backend::Numerics::Quality : backend::Numerics::Default;
+  e.threads = o.threads;
+  e.prefill_chunk = o.prefill_chunk;
+  return e;
 }
 
 void validate(const Options& o) {
@@ -104,7 +108,7 @@ int64_t tokens_needed(int64_t loaded, int64_t evaluated, const std::optional<int
   return loaded + evaluated + (greedy ? std::max(*greedy - 1, 0) : 0);
 }
 
-int64_t choose_ctx(const Options& o, uint32_t n_ctx_train, int64_t needed) {
+int64_t choose_ctx(const Options& o, int64_t n_ctx_train, int64_t needed) {
   if (o.ctx) return *o.ctx;
   const int64_t base = std::min<int64_t>(std::max<int64_t>(n_ctx_train, 1), kDefaultCtxCap);
   return std::max(base, needed);

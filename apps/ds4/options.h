@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/deepseek4_model.h"
+#include "engine/engine.h"
 
 namespace ds4::app {
 
@@ -65,8 +65,9 @@ enum class Mode {
 };
 Mode mode_of(const Options& o);
 
-// How every mode opens the model (--mlock, --warm-weights, --huge-pages).
-model::LoadOptions load_options(const Options& o);
+// How every mode opens the model: file, --mlock, --warm-weights,
+// --huge-pages, numerics, threads, prefill chunk.
+engine::EngineOptions engine_options(const Options& o);
 
 // ds4::Error for combinations and values no model can make valid.
 void validate(const Options& o);
@@ -76,7 +77,7 @@ void validate(const Options& o);
 int64_t tokens_needed(int64_t loaded, int64_t evaluated, const std::optional<int>& greedy);
 
 // --ctx when given, else min(n_ctx_train, kDefaultCtxCap) raised to `needed`.
-int64_t choose_ctx(const Options& o, uint32_t n_ctx_train, int64_t needed);
+int64_t choose_ctx(const Options& o, int64_t n_ctx_train, int64_t needed);
 
 // ds4::Error "N tokens do not fit --ctx M (...)" when needed > n_ctx.
 void check_fits(int64_t needed, int64_t n_ctx, const std::string& detail);

@@ -3,9 +3,8 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/forward.h"
+#include "backend/backend.h"
 #include "core/error.h"
-#include "model/deepseek4_model.h"
 #include "text/chat_tokens.h"
 #include "text/tokenizer.h"
 
@@ -26,13 +25,13 @@ text::RenderedChat render(const nlohmann::ordered_json& messages, text::Thinking
 
 }  // namespace
 
-ChatSession::ChatSession(cpu::Forward& forward, const text::Tokenizer& tokenizer, int64_t n_ctx, std::string system,
+ChatSession::ChatSession(backend::Backend& backend, const text::Tokenizer& tokenizer, int64_t n_ctx, std::string system,
                          text::ThinkingMode mode)
-    : forward_(&forward),
+    : backend_(&backend),
       tokenizer_(&tokenizer),
       system_(std::move(system)),
       mode_(mode),
-      session_(forward.new_session(n_ctx)) {}
+      session_(backend.new_session(n_ctx)) {}
 
 std::vector<int32_t> ChatSession::start_tokens() const {
   std::vector<int32_t> ids = {tokenizer_->bos()};
@@ -57,7 +56,7 @@ std::vector<int32_t> ChatSession::user_turn_tokens(std::string_view user_text) c
 }
 
 std::vector<int32_t> ChatSession::transcript() const {
-  std::vector<int32_t> t(session_.tokens().begin(), session_.tokens().end());
+  std::vector<int32_t> t(session_->tokens().begin(), session_->tokens().end());
   t.insert(t.end(), pending_.begin(), pending_.end());
   return t;
 }
@@ -78,15 +77,15 @@ void ChatSession::set_mode(text::ThinkingMode mode) {
     max_prefix_tokens_ = prefix.size();
   }
   t.insert(t.end(), old.begin() + static_cast<std::ptrdiff_t>(1 + old_prefix), old.end());
-  session_.reset();
+  session_->reset();
   pending_ = std::move(t);
 }
 
 void ChatSession::reset(int64_t n_ctx) {
-  if (n_ctx > 0 && n_ctx != session_.n_ctx()) {
-    session_ = forward_->new_session(n_ctx);
+  if (n_ctx > 0 && n_ctx != session_->n_ctx()) {
+    session_ = backend_->new_session(n_ctx);
   } else {
-    session_.reset();
+    session_->reset();
   }
   pending_.clear();
   started_ = false;
@@ -94,7 +93,7 @@ void ChatSession::reset(int64_t n_ctx) {
 }
 
 int64_t ChatSession::turn_cost(std::string_view user_text) const {
-  int64_t n = session_.size() + static_cast<int64_t>(pending_.size() + user_turn_tokens(user_text).size()) + 1;
+  int64_t n = session_->size() + static_cast<int64_t>(pending_.size() + user_turn_tokens(user_text).size()) + 1;
   if (!started_) n += static_cast<int64_t>(start_tokens().size());
   return n;
 }
@@ -115,7 +114,7 @@ TurnResult ChatSession::turn(std::string_view user_text, Sampler& sampler, const
 
 TurnResult ChatSession::rendered_turn(std::vector<int32_t> tokens, Sampler& sampler, const GenerateLimits& limits,
                                       const TurnHooks& hooks) {
-  if (started_ || !pending_.empty() || session_.size() != 0)
+  if (started_ || !pending_.empty() || session_->size() != 0)
     throw Error("a rendered prompt can only start a conversation");
   if (tokens.empty()) throw Error("the rendered prompt has no tokens");
   const bool reasoning = tokens.back() == tokenizer_->think();
@@ -126,44 +125,44 @@ TurnResult ChatSession::run(std::vector<int32_t> add, size_t prefix_tokens, bool
                             const GenerateLimits& limits, const TurnHooks& hooks) {
   TurnResult r;
   // Room for the turn and at least one generated token.
-  const int64_t need = session_.size() + static_cast<int64_t>(add.size()) + 1;
-  if (need > session_.n_ctx())
+  const int64_t need = session_->size() + static_cast<int64_t>(add.size()) + 1;
+  if (need > session_->n_ctx())
     throw Error("this turn needs " + std::to_string(need) + " tokens of context but the session holds " +
-                std::to_string(session_.n_ctx()) + " (" + std::to_string(used()) +
+                std::to_string(session_->n_ctx()) + " (" + std::to_string(used()) +
                 " used); start a larger conversation with /ctx N or --ctx N");
 
   // Everything a rollback must put back.
-  const cpu::Session snapshot = session_;
+  const std::unique_ptr<backend::Session> snapshot = session_->snapshot();
   const std::vector<int32_t> saved_pending = pending_;
   const bool saved_started = started_;
   const size_t saved_prefix = max_prefix_tokens_;
   const auto roll_back = [&] {
-    session_.restore(snapshot);
+    session_->restore(*snapshot);
     pending_ = saved_pending;
     started_ = saved_started;
     max_prefix_tokens_ = saved_prefix;
     r.rolled_back = true;
   };
 
-  const int64_t layers = static_cast<int64_t>(forward_->model().hparams().n_layer);
+  const int64_t layers = static_cast<int64_t>(backend_->n_layer());
   const int64_t n_add = static_cast<int64_t>(add.size());
   if (hooks.progress) {
-    forward_->set_progress([&](int64_t done, int64_t) { return hooks.progress(done / layers, n_add); });
+    backend_->set_progress([&](int64_t done, int64_t) { return hooks.progress(done / layers, n_add); });
   }
   const auto t0 = Clock::now();
   try {
-    forward_->eval(session_, add);
+    backend_->eval(*session_, add);
   } catch (const Cancelled&) {
-    forward_->set_progress(nullptr);
+    backend_->set_progress(nullptr);
     roll_back();
     r.reason = StopReason::Cancelled;
     return r;
   } catch (...) {
-    forward_->set_progress(nullptr);
+    backend_->set_progress(nullptr);
     roll_back();
     throw;
   }
-  forward_->set_progress(nullptr);
+  backend_->set_progress(nullptr);
   r.prompt_tokens = n_add;
   r.prefill_seconds = seconds_since(t0);
   started_ = true;
@@ -179,7 +178,7 @@ TurnResult ChatSession::run(std::vector<int32_t> add, size_t prefix_tokens, bool
     if (hooks.on_token) hooks.on_token(id, piece, was);
     return StopReason::None;
   };
-  const GenerateResult gen = generate(*forward_, session_, *tokenizer_, sampler, limits, g);
+  const GenerateResult gen = generate(*backend_, *session_, *tokenizer_, sampler, limits, g);
   if (!gen.tail.empty() && hooks.on_token) hooks.on_token(-1, gen.tail, reasoning);
   r.reason = gen.reason;
   r.generated_tokens = static_cast<int64_t>(gen.tokens.size());

@@ -18,14 +18,13 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/cpu/session.h"
+#include <memory>
+
+#include "backend/backend.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "text/chat_render.h"
 
-namespace ds4::cpu {
-class Forward;
-}
 namespace ds4::text {
 class Tokenizer;
 }
@@ -55,8 +54,8 @@ struct TurnResult {
 
 class ChatSession {
  public:
-  // The forward pass and tokenizer must outlive this object.
-  ChatSession(cpu::Forward& forward, const text::Tokenizer& tokenizer, int64_t n_ctx, std::string system,
+  // The backend and tokenizer must outlive this object.
+  ChatSession(backend::Backend& backend, const text::Tokenizer& tokenizer, int64_t n_ctx, std::string system,
               text::ThinkingMode mode);
 
   // Runs one user turn. ds4::Error (conversation unchanged) when it cannot fit
@@ -82,9 +81,9 @@ class ChatSession {
   // Drops the conversation; n_ctx > 0 also changes the context size.
   void reset(int64_t n_ctx = 0);
 
-  int64_t n_ctx() const { return session_.n_ctx(); }
+  int64_t n_ctx() const { return session_->n_ctx(); }
   // Tokens in the transcript (evaluated or waiting to be).
-  int64_t used() const { return static_cast<int64_t>(session_.size() + pending_.size()); }
+  int64_t used() const { return static_cast<int64_t>(session_->size() + pending_.size()); }
   // The whole transcript as token ids.
   std::vector<int32_t> transcript() const;
 
@@ -99,11 +98,11 @@ class ChatSession {
   TurnResult run(std::vector<int32_t> add, size_t prefix_tokens, bool reasoning, Sampler& sampler,
                  const GenerateLimits& limits, const TurnHooks& hooks);
 
-  cpu::Forward* forward_;
+  backend::Backend* backend_;
   const text::Tokenizer* tokenizer_;
   std::string system_;
   text::ThinkingMode mode_;
-  cpu::Session session_;
+  std::unique_ptr<backend::Session> session_;
   // Transcript tokens not evaluated yet (EOS of the last turn, a token the
   // generation stopped on, or the whole transcript after a Max toggle).
   std::vector<int32_t> pending_;

@@ -6,8 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "backend/cpu/forward.h"
-#include "backend/cpu/session.h"
+#include "backend/backend.h"
 #include "core/error.h"
 #include "runtime/tool_call_constraint.h"
 #include "text/dsml_parser.h"
@@ -18,7 +17,7 @@ namespace ds4::runtime {
 using Clock = std::chrono::steady_clock;
 
 struct Generation::State {
-  State(cpu::Session& session, const text::Tokenizer& tokenizer, Sampler& sampler, const GenerateLimits& limits,
+  State(backend::Session& session, const text::Tokenizer& tokenizer, Sampler& sampler, const GenerateLimits& limits,
         const GenerateHooks& hooks)
       : session(session),
         tokenizer(tokenizer),
@@ -40,7 +39,7 @@ struct Generation::State {
     stopped = true;
   }
 
-  cpu::Session& session;
+  backend::Session& session;
   const text::Tokenizer& tokenizer;
   Sampler& sampler;
   const GenerateLimits& limits;
@@ -105,7 +104,7 @@ StopReason Generation::State::accept(int32_t id) {
   return stop;
 }
 
-Generation::Generation(cpu::Session& session, const text::Tokenizer& tokenizer, Sampler& sampler,
+Generation::Generation(backend::Session& session, const text::Tokenizer& tokenizer, Sampler& sampler,
                        const GenerateLimits& limits, const GenerateHooks& hooks) {
   if (session.size() == 0) throw Error("generate: the session holds no tokens to continue from");
   if (session.logits().empty()) throw Error("generate: the session holds no logits (its last evaluation skipped them)");
@@ -123,7 +122,7 @@ Generation::~Generation() = default;
 Generation::Generation(Generation&&) noexcept = default;
 
 bool Generation::stopped() const { return s_->stopped; }
-cpu::Session& Generation::session() { return s_->session; }
+backend::Session& Generation::session() { return s_->session; }
 
 std::optional<int32_t> Generation::step() {
   State& s = *s_;
@@ -166,26 +165,29 @@ GenerateResult Generation::finish() {
   return std::move(s.r);
 }
 
-GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text::Tokenizer& tokenizer,
+GenerateResult generate(backend::Backend& backend, backend::Session& session, const text::Tokenizer& tokenizer,
                         Sampler& sampler, const GenerateLimits& limits, const GenerateHooks& hooks) {
   Generation g(session, tokenizer, sampler, limits, hooks);
-  while (const std::optional<int32_t> id = g.step()) forward.eval(session, std::span<const int32_t>(&*id, 1));
+  while (const std::optional<int32_t> id = g.step()) backend.eval(session, std::span<const int32_t>(&*id, 1));
   return g.finish();
 }
 
-std::vector<GenerateResult> generate_batch(cpu::Forward& forward, std::span<Generation* const> generations) {
+std::vector<GenerateResult> generate_batch(backend::Backend& backend, std::span<Generation* const> generations) {
   std::vector<int32_t> next(generations.size());
-  std::vector<cpu::Forward::SessionTokens> parts;
+  std::vector<backend::Part> parts;
   while (true) {
     parts.clear();
     for (size_t i = 0; i < generations.size(); ++i) {
       if (const std::optional<int32_t> id = generations[i]->step()) {
         next[i] = *id;
-        parts.push_back({&generations[i]->session(), std::span<const int32_t>(&next[i], 1), nullptr});
+        backend::Part part;
+        part.session = &generations[i]->session();
+        part.tokens = std::span<const int32_t>(&next[i], 1);
+        parts.push_back(part);
       }
     }
     if (parts.empty()) break;
-    forward.eval_batch(parts);
+    backend.eval(parts);
   }
   std::vector<GenerateResult> out;
   out.reserve(generations.size());

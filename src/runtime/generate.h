@@ -19,10 +19,10 @@
 #include "runtime/sampler.h"
 #include "runtime/stop_reason.h"
 
-namespace ds4::cpu {
-class Forward;
+namespace ds4::backend {
+class Backend;
 class Session;
-}  // namespace ds4::cpu
+}  // namespace ds4::backend
 namespace ds4::text {
 class Tokenizer;
 }
@@ -91,7 +91,7 @@ struct GenerateResult {
 // Generates at most limits.max_tokens tokens after the session's tokens (which must
 // be at least one, so that logits exist). The session must not be shared with
 // another thread while this runs.
-GenerateResult generate(cpu::Forward& forward, cpu::Session& session, const text::Tokenizer& tokenizer,
+GenerateResult generate(backend::Backend& backend, backend::Session& session, const text::Tokenizer& tokenizer,
                         Sampler& sampler, const GenerateLimits& limits, const GenerateHooks& hooks);
 
 // One session's decode as a sequence of steps, so that several sessions can
@@ -103,7 +103,7 @@ class Generation {
  public:
   // Every reference must outlive this object; ds4::Error when the session
   // holds no tokens or max_tokens is negative.
-  Generation(cpu::Session& session, const text::Tokenizer& tokenizer, Sampler& sampler, const GenerateLimits& limits,
+  Generation(backend::Session& session, const text::Tokenizer& tokenizer, Sampler& sampler, const GenerateLimits& limits,
              const GenerateHooks& hooks);
   ~Generation();
   Generation(Generation&&) noexcept;
@@ -115,7 +115,7 @@ class Generation {
   // generation has stopped (then finish() says why).
   std::optional<int32_t> step();
   bool stopped() const;
-  cpu::Session& session();
+  backend::Session& session();
   // The result; call once, after step() returned nothing.
   GenerateResult finish();
 
@@ -128,6 +128,6 @@ class Generation {
 // all still running in one batched evaluation per step. Each session ends
 // exactly as generate() on it alone leaves it (same tokens, text, reason,
 // KV state and logits). The results, in order.
-std::vector<GenerateResult> generate_batch(cpu::Forward& forward, std::span<Generation* const> generations);
+std::vector<GenerateResult> generate_batch(backend::Backend& backend, std::span<Generation* const> generations);
 
 }  // namespace ds4::runtime

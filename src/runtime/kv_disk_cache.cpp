@@ -15,8 +15,7 @@
 #include <system_error>
 #include <utility>
 
-#include "backend/cpu/session.h"
-#include "backend/cpu/session_payload.h"
+#include "backend/backend.h"
 #include "core/error.h"
 #include "core/ggml_type.h"
 #include "model/deepseek4_fingerprint.h"
@@ -190,14 +189,13 @@ struct KvDiskCache::Entry {
   uint64_t payload_offset() const { return kKvTextOffset + text_len; }
 };
 
-KvDiskCache::KvDiskCache(KvCacheConfig cfg, const model::Deepseek4Model& model, int64_t n_ctx, int prefill_chunk,
-                         Warn warn)
+KvDiskCache::KvDiskCache(KvCacheConfig cfg, const backend::Backend& backend, int64_t n_ctx, Warn warn)
     : cfg_(std::move(cfg)),
-      model_(&model),
+      backend_(&backend),
       n_ctx_(n_ctx),
-      prefill_chunk_(prefill_chunk),
-      quant_bits_(routed_expert_quant_bits(model)),
-      fingerprint_(model::fingerprint(model)),
+      prefill_chunk_(backend.prefill_chunk()),
+      quant_bits_(routed_expert_quant_bits(backend.model())),
+      fingerprint_(model::fingerprint(backend.model())),
       warn_(std::move(warn)),
       now_([] { return static_cast<uint64_t>(std::time(nullptr)); }) {
   cfg_.validate();
@@ -252,16 +250,16 @@ std::optional<KvDiskCache::Entry> KvDiskCache::inspect(const std::string& name, 
     return skip(err.what());
   }
   const auto field = [&](size_t i) { return le_u32(&ph[4 * i]); };
-  if (field(kPayloadMagic) != cpu::kDsv4PayloadMagic) return skip("payload magic is not DSV4");
+  if (field(kPayloadMagic) != backend::kDsv4PayloadMagic) return skip("payload magic is not DSV4");
   if (field(kPayloadTokens) != e.header.tokens)
     return skip("payload holds " + std::to_string(field(kPayloadTokens)) + " tokens, the header says " +
                 std::to_string(e.header.tokens));
 
   // This model's file (counted in the budget); whether this server can load it is a separate question.
   std::string unusable;
-  if (field(kPayloadVersion) != cpu::kDsv4PayloadVersion)
+  if (field(kPayloadVersion) != backend::kDsv4PayloadVersion)
     unusable = "payload version " + std::to_string(field(kPayloadVersion)) + ", this build reads " +
-               std::to_string(cpu::kDsv4PayloadVersion);
+               std::to_string(backend::kDsv4PayloadVersion);
   else if (e.header.ctx > n_ctx_ || field(kPayloadSavedCtx) > n_ctx_)
     unusable = "saved for context " + std::to_string(std::max(e.header.ctx, field(kPayloadSavedCtx))) +
                ", larger than the current " + std::to_string(n_ctx_);
@@ -348,7 +346,7 @@ bool KvDiskCache::enforce_budget(const std::string& protected_name) {
   return protected_kept;
 }
 
-std::string KvDiskCache::store(std::string_view key_text, const cpu::Session& session, KvSaveReason reason,
+std::string KvDiskCache::store(std::string_view key_text, const backend::Session& session, KvSaveReason reason,
                                uint8_t key_flags, const std::vector<ToolBlock>& tool_blocks) {
   if (key_flags & ~kKvKeyFlagsMask)
     throw Error("kv cache: key flags " + std::to_string(key_flags) + " hold bits other than the visible-key bits");
@@ -383,7 +381,7 @@ std::string KvDiskCache::store(std::string_view key_text, const cpu::Session& se
       }
     }
 
-    const auto payload = cpu::serialize_payload(session, prefill_chunk_);
+    const auto payload = backend_->save_state(session);
     KvTrailers trailers;
     trailers.tool_blocks = blocks;
     trailers.fingerprint = fingerprint_;
@@ -441,8 +439,8 @@ std::string KvDiskCache::store(std::string_view key_text, const cpu::Session& se
 }
 
 std::optional<KvDiskCache::Hit> KvDiskCache::load_longest_prefix(std::string_view prompt_text,
-                                                                 cpu::Session& session) {
-  if (&session.model() != model_) throw Error("kv cache: the session belongs to another model");
+                                                                 backend::Session& session) {
+  if (!backend_->owns(session)) throw Error("kv cache: the session belongs to another backend or model");
   std::lock_guard lock(mu_);
   std::vector<Entry> candidates;
   for (auto& e : scan()) {
@@ -470,7 +468,7 @@ std::optional<KvDiskCache::Hit> KvDiskCache::load_longest_prefix(std::string_vie
       }
       const auto payload = f.read_bytes(static_cast<size_t>(e.header.payload_bytes), e.payload_offset());
       try {
-        cpu::deserialize_payload(payload, session);
+        backend_->load_state(payload, session);
       } catch (const Error& err) {
         remove_file(e.path, std::string("damaged payload (") + err.what() + ")");
         continue;

@@ -27,10 +27,8 @@
 
 #include "runtime/kv_cache_file.h"
 
-namespace ds4::model {
-class Deepseek4Model;
-}
-namespace ds4::cpu {
+namespace ds4::backend {
+class Backend;
 class Session;
 }
 
@@ -87,7 +85,7 @@ class KvDiskCache {
   // and prefill_chunk are the server's: files for a larger context or another
   // chunk are not loaded. Creates the folder when missing (ds4::Error when it
   // cannot, or when cfg is invalid).
-  KvDiskCache(KvCacheConfig cfg, const model::Deepseek4Model& model, int64_t n_ctx, int prefill_chunk, Warn warn);
+  KvDiskCache(KvCacheConfig cfg, const backend::Backend& backend, int64_t n_ctx, Warn warn);
 
   const KvCacheConfig& config() const { return cfg_; }
   // Header byte 4 for this model: 2 for IQ2_XXS / Q2_K routed experts, else 4.
@@ -102,7 +100,7 @@ class KvDiskCache {
   // of its entries and the new ones; hits and dates kept); any other is
   // replaced. Afterwards the lowest-score files are evicted until the folder
   // fits the budget; the new file is protected unless it alone exceeds it.
-  std::string store(std::string_view key_text, const cpu::Session& session, KvSaveReason reason, uint8_t key_flags,
+  std::string store(std::string_view key_text, const backend::Session& session, KvSaveReason reason, uint8_t key_flags,
                     const std::vector<ToolBlock>& tool_blocks);
 
   struct Hit {
@@ -120,7 +118,7 @@ class KvDiskCache {
   // appends tokenize(prompt_text.substr(hit.text_len)). On a hit the file's
   // hits and last_used are updated in place, or the file is deleted when it
   // holds more than cold_max tokens. nullopt, session unchanged, on a miss.
-  std::optional<Hit> load_longest_prefix(std::string_view prompt_text, cpu::Session& session);
+  std::optional<Hit> load_longest_prefix(std::string_view prompt_text, backend::Session& session);
 
   // The KTM entries of every usable file whose id is in `ids` (PROTOCOL.md
   // 3.7: exact replay across restarts); the most recently used file wins when
@@ -148,7 +146,7 @@ class KvDiskCache {
   void remove_file(const std::string& path, const std::string& why);
 
   KvCacheConfig cfg_;
-  const model::Deepseek4Model* model_;
+  const backend::Backend* backend_;
   int64_t n_ctx_;
   int prefill_chunk_;
   uint8_t quant_bits_;

@@ -7,10 +7,9 @@
 #include <random>
 #include <set>
 
-#include "backend/cpu/forward.h"
+#include "backend/backend.h"
 #include "core/utf8.h"
 #include "core/error.h"
-#include "model/deepseek4_model.h"
 #include "runtime/generate.h"
 #include "runtime/kv_disk_cache.h"
 #include "runtime/sampler.h"
@@ -80,19 +79,21 @@ RequestError context_overflow(Api api, int64_t prompt, int64_t n_ctx) {
   return e;
 }
 
-Engine::Engine(const text::Tokenizer& tokenizer, cpu::Forward& forward, EngineConfig config,
+Engine::Engine(const text::Tokenizer& tokenizer, backend::Backend& backend, EngineConfig config,
                std::unique_ptr<runtime::KvDiskCache> disk, Metrics& metrics, TraceLog* trace)
     : tokenizer_(tokenizer),
-      forward_(forward),
+      backend_(backend),
       config_(std::move(config)),
       disk_(std::move(disk)),
       metrics_(metrics),
       trace_(trace),
-      tool_memory_(config_.exact_tool_replay ? config_.tool_memory_max_ids : 0, config_.tool_memory_max_bytes) {
+      tool_memory_(config_.exact_tool_replay ? config_.tool_memory_max_ids : 0, config_.tool_memory_max_bytes),
+      planner_(config_.max_decode_stall >= 1.0 ? config_.max_decode_stall
+                                               : throw Error("--max-decode-stall must be at least 1"),
+               backend.prefill_chunk()) {
   if (config_.batched_sessions < 1) throw Error("--batched-session must be at least 1");
-  if (!(config_.max_decode_stall >= 1.0)) throw Error("--max-decode-stall must be at least 1");
   for (int i = 0; i < config_.batched_sessions; ++i) {
-    slots_.push_back(std::make_unique<Slot>(forward_.new_session(config_.n_ctx), i));
+    slots_.push_back(std::make_unique<Slot>(backend_.new_session(config_.n_ctx), i));
   }
   worker_ = std::thread([this] { worker_loop(); });
 }
@@ -278,7 +279,7 @@ std::string Engine::live_key(Slot& slot, uint8_t* key_flags) {
       if (slot.session.size() + static_cast<int64_t>(slot.visible_pending.size()) > slot.session.n_ctx()) {
         slot.visible_text.clear();
       } else {
-        forward_.eval(slot.session, slot.visible_pending);
+        backend_.eval(slot.session, slot.visible_pending);
         slot.visible_pending.clear();
       }
     }

@@ -12,7 +12,7 @@
 // disk KV file; §6.2) and then advances every admitted request by batched
 // steps (continuous batching): one step evaluates the next token of every
 // generating request and a bounded piece of one prompt still prefilling
-// (prompts take turns), in one cpu::Forward::eval_batch, so every matrix is
+// (prompts take turns), in one backend::Backend::eval, so every matrix is
 // read once for all of them. The piece is sized so that a step beside
 // decoding streams stays within max_decode_stall of a decode-only step. Cold
 // and continued checkpoints are saved on the way (§6.6); each request samples
@@ -35,18 +35,15 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cpu/session.h"
+#include "engine/step_planner.h"
 #include "server/chat_request.h"
 #include "server/reply.h"
 #include "server/reply_channel.h"
 #include "server/tool_memory.h"
 #include "text/chat_render.h"
 
-namespace ds4::cpu {
-class Forward;
-}
-namespace ds4::model {
-class Deepseek4Model;
+namespace ds4::backend {
+class Backend;
 }
 namespace ds4::text {
 class Tokenizer;
@@ -97,10 +94,10 @@ struct Job {
 
 class Engine {
  public:
-  // The tokenizer and forward pass (and so its model) must outlive the engine. `disk`
+  // The tokenizer and backend (and so its model) must outlive the engine. `disk`
   // (may be null) enables the disk KV cache; `trace` (may be null) the
   // trace file. Starts the worker thread.
-  Engine(const text::Tokenizer& tokenizer, cpu::Forward& forward, EngineConfig config,
+  Engine(const text::Tokenizer& tokenizer, backend::Backend& backend, EngineConfig config,
          std::unique_ptr<runtime::KvDiskCache> disk, Metrics& metrics, TraceLog* trace);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -148,11 +145,6 @@ class Engine {
   // piece of one prefilling prompt.
   void step(ActiveList& active);
   Active* next_prefill(ActiveList& active);
-  // Whether the decode-only step time of `decoders` sessions is known
-  // recently enough to size a prompt piece beside them.
-  bool decode_time_known(size_t decoders) const;
-  int64_t prefill_budget(size_t decoders) const;
-  void learn_step_time(double seconds, size_t decoders, int64_t prefilled);
   void prefill_advanced(Active& a);
   void begin_generation(Active& a);
   void finish_generation(Active& a);
@@ -161,7 +153,7 @@ class Engine {
   void publish_slot_metrics();
 
   const text::Tokenizer& tokenizer_;
-  cpu::Forward& forward_;
+  backend::Backend& backend_;
   EngineConfig config_;
   std::unique_ptr<runtime::KvDiskCache> disk_;
   std::mutex disk_mutex_;
@@ -174,15 +166,8 @@ class Engine {
 
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t slot_clock_ = 0;
-  // The worker's step-time estimates (seconds, moving averages): a
-  // decode-only step by the number of sessions in it (and the step count
-  // when last measured), a prompt token beside them; whose turn it is to
-  // prefill.
-  std::vector<double> decode_step_seconds_;
-  std::vector<uint64_t> decode_step_measured_at_;
-  double prefill_token_seconds_ = 0;
-  uint64_t steps_ = 0;
-  size_t prefill_turn_ = 0;
+  // Step times, piece sizes and prompt turns of the batched steps.
+  engine::StepPlanner planner_;
 
   std::mutex mutex_;
   std::condition_variable cv_;

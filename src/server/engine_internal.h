@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/session.h"
+#include "backend/backend.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "server/engine.h"
@@ -30,8 +30,9 @@ RequestError context_overflow(Api api, int64_t prompt, int64_t n_ctx);
 
 // A resident session and what the engine knows about it.
 struct Engine::Slot {
-  Slot(cpu::Session s, int index) : session(std::move(s)), index(index) {}
-  cpu::Session session;
+  Slot(std::unique_ptr<backend::Session> s, int index) : state(std::move(s)), session(*state), index(index) {}
+  std::unique_ptr<backend::Session> state;
+  backend::Session& session;  // *state
   int index;
   // The client-visible transcript at the live frontier (the last reply as
   // the client will send it back: hidden reasoning dropped), and the tokens

@@ -1,6 +1,6 @@
 // The engine's worker: admits queued requests to free slots and advances
 // all of them by batched steps (continuous batching, issue 23). A step is
-// one cpu::Forward::eval_batch over the next token of every generating
+// one backend::Backend::eval over the next token of every generating
 // request and a piece of one prompt that is still prefilling; eval_batch
 // leaves each session exactly as evaluating it alone would, so a request's
 // reply does not depend on what ran beside it.
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <ctime>
 
-#include "backend/cpu/forward.h"
+#include "backend/backend.h"
 #include "core/error.h"
 #include "runtime/kv_disk_cache.h"
 #include "runtime/tool_call_constraint.h"
@@ -24,18 +24,6 @@ namespace {
 
 constexpr uint8_t kKeyResponsesVisible = runtime::kKvExtResponsesVisibleKey;
 constexpr uint8_t kKeyThinkingVisible = runtime::kKvExtThinkingVisibleKey;
-
-// Prompt tokens per step beside decoding before any such step was timed.
-constexpr int64_t kFirstPrefillSlice = 16;
-// A decode-only step time older than this many steps is measured again (one
-// step without a prompt piece) before it sizes a piece: the batch changes.
-constexpr uint64_t kDecodeTimeMaxAge = 64;
-// Weight of the newest step in the step-time averages.
-constexpr double kStepTimeWeight = 0.25;
-
-double moving_average(double average, double sample) {
-  return average <= 0 ? sample : average + kStepTimeWeight * (sample - average);
-}
 
 std::string trace_header(const Job& job) {
   const ChatRequest& req = job.request;
@@ -158,42 +146,7 @@ Engine::Active* Engine::next_prefill(ActiveList& active) {
   }
   if (waiting.empty()) return nullptr;
   // Prompts take turns, one piece each, in admission order.
-  return waiting[prefill_turn_++ % waiting.size()];
-}
-
-bool Engine::decode_time_known(size_t decoders) const {
-  return decoders < decode_step_seconds_.size() && decode_step_seconds_[decoders] > 0 &&
-         steps_ - decode_step_measured_at_[decoders] <= kDecodeTimeMaxAge;
-}
-
-int64_t Engine::prefill_budget(size_t decoders) const {
-  const auto chunk = static_cast<int64_t>(forward_.prefill_chunk());
-  if (decoders == 0) return chunk;
-  if (prefill_token_seconds_ <= 0) return std::min(chunk, kFirstPrefillSlice);
-  // A decode-only step plus n prompt tokens at their estimated cost stays
-  // within max_decode_stall decode-only steps.
-  const double room = (config_.max_decode_stall - 1.0) * decode_step_seconds_[decoders];
-  const double n = room / prefill_token_seconds_;
-  if (!(n >= 1.0)) return 1;
-  return n >= static_cast<double>(chunk) ? chunk : static_cast<int64_t>(n);
-}
-
-void Engine::learn_step_time(double seconds, size_t decoders, int64_t prefilled) {
-  ++steps_;
-  if (decode_step_seconds_.size() <= decoders) {
-    decode_step_seconds_.resize(decoders + 1, 0.0);
-    decode_step_measured_at_.resize(decoders + 1, 0);
-  }
-  if (prefilled == 0) {
-    decode_step_seconds_[decoders] = moving_average(decode_step_seconds_[decoders], seconds);
-    decode_step_measured_at_[decoders] = steps_;
-  } else {
-    // Beside decoding, what the step took beyond a decode-only step of as
-    // many sessions (the prefill is then sized for exactly that).
-    const double base = decoders > 0 ? decode_step_seconds_[decoders] : 0.0;
-    const double per_token = std::max(seconds - base, 0.0) / static_cast<double>(prefilled);
-    prefill_token_seconds_ = moving_average(prefill_token_seconds_, per_token);
-  }
+  return waiting[planner_.next_turn(waiting.size())];
 }
 
 void Engine::step(ActiveList& active) {
@@ -207,7 +160,7 @@ void Engine::step(ActiveList& active) {
       fail(*a, RequestError("client disconnected during prefill", 499));
     }
   }
-  std::vector<cpu::Forward::SessionTokens> parts;
+  std::vector<backend::Part> parts;
   std::vector<Active*> decoding;
   for (auto& a : active) {
     if (!a->generation || a->done) continue;
@@ -229,13 +182,13 @@ void Engine::step(ActiveList& active) {
   }
   // Beside decoding sessions whose step time is not known (lately), this
   // step measures it: no prompt piece.
-  Active* pre = decoding.empty() || decode_time_known(decoding.size()) ? next_prefill(active) : nullptr;
+  Active* pre = planner_.may_prefill(decoding.size()) ? next_prefill(active) : nullptr;
   int64_t prefilled = 0;
   if (pre) {
-    cpu::Session& session = pre->slot->session;
+    backend::Session& session = pre->slot->session;
     const int64_t pos = session.size();
     const int64_t stop = pre->stops[pre->next_stop];
-    prefilled = std::min(stop - pos, prefill_budget(decoding.size()));
+    prefilled = std::min(stop - pos, planner_.prefill_budget(decoding.size()));
     // Logits only where they are used: the prompt's end (sampling) and
     // checkpoints (a KV file holds them).
     parts.push_back({&session,
@@ -250,17 +203,17 @@ void Engine::step(ActiveList& active) {
     // A prompt evaluated alone can stop inside its piece when the client
     // leaves (beside other sessions a cancel would spoil theirs too).
     if (pre && decoding.empty()) {
-      forward_.set_progress([ch = pre->job->channel.get()](int64_t, int64_t) { return !ch->cancelled(); });
+      backend_.set_progress([ch = pre->job->channel.get()](int64_t, int64_t) { return !ch->cancelled(); });
     }
-    forward_.eval_batch(parts);
-    forward_.set_progress(nullptr);
+    backend_.eval(parts);
+    backend_.set_progress(nullptr);
   } catch (const Cancelled&) {
-    forward_.set_progress(nullptr);
+    backend_.set_progress(nullptr);
     pre->slot->session.reset();
     fail(*pre, RequestError("client disconnected during prefill", 499));
     return;
   } catch (const Error& e) {
-    forward_.set_progress(nullptr);
+    backend_.set_progress(nullptr);
     for (Active* a : decoding) {
       a->slot->session.reset();
       fail(*a, RequestError(std::string("generation failed: ") + e.what(), 500, "server_error"));
@@ -272,7 +225,7 @@ void Engine::step(ActiveList& active) {
     return;
   }
   const double seconds = seconds_since(t0);
-  learn_step_time(seconds, decoding.size(), prefilled);
+  planner_.learn(seconds, decoding.size(), prefilled);
   metrics_.batch_step(static_cast<int64_t>(parts.size()), static_cast<int64_t>(decoding.size()) + prefilled,
                       seconds);
   for (Active* a : decoding) ++a->slot->generated;
@@ -306,7 +259,7 @@ void Engine::begin_generation(Active& a) {
   a.prefill_seconds = seconds_since(a.t_prefill);
   Job& job = *a.job;
   const ChatRequest& req = job.request;
-  cpu::Session& session = a.slot->session;
+  backend::Session& session = a.slot->session;
   job.channel->mark_generating();
 
   // Sampling (PROTOCOL.md §4): thinking mode ignores the client's knobs.

@@ -77,7 +77,7 @@ void check_forward_parity(const ForwardParityCase& c) {
 
   ThreadPool pool(2);
   cpu::Forward fwd(m.model(), cpu::Numerics::Quality, &pool);
-  auto session = fwd.new_session(c.n_tokens + c.n_greedy);
+  auto session = fwd.make_session(c.n_tokens + c.n_greedy);
   std::vector<float> ours(tokens.size() * nv);
   fwd.eval(session, tokens, ours.data());
 

@@ -140,7 +140,7 @@ TEST(ForwardParityExact, Q8_0TwoLayersBitIdentical) {
   const auto tokens = test::random_tokens(hp.n_vocab, 64, 5);
   const auto ref = reference::logits(m.path(), tokens, kRefThreads);
   cpu::Forward fwd(m.model(), cpu::Numerics::Quality, nullptr);
-  auto session = fwd.new_session(64);
+  auto session = fwd.make_session(64);
   std::vector<float> ours(ref.size());
   fwd.eval(session, tokens, ours.data());
   // A rare activation-code flip (see the file header) may still touch a

@@ -96,7 +96,7 @@ TEST_P(LlamaPresets, LoadAndMatchLlamaCppWithinItsOwnNoise) {
   const model::Deepseek4Model m = model::Deepseek4Model::open(path);
   ThreadPool pool(2);
   cpu::Forward fwd(m, cpu::Numerics::Quality, &pool);
-  auto session = fwd.new_session(kTokens);
+  auto session = fwd.make_session(kTokens);
   std::vector<float> ours(ref.size());
   fwd.eval(session, tokens, ours.data());
 

@@ -61,8 +61,7 @@ class Harness {
     o.http.threads = 16;
     std::unique_ptr<runtime::KvDiskCache> disk;
     if (o.disk) {
-      disk = std::make_unique<runtime::KvDiskCache>(*o.disk, tiny().model(), o.engine.n_ctx,
-                                                    forward_.prefill_chunk(),
+      disk = std::make_unique<runtime::KvDiskCache>(*o.disk, forward_, o.engine.n_ctx,
                                                     [this](const std::string& w) { warnings.push_back(w); });
     }
     if (!o.trace.empty()) trace_ = std::make_unique<TraceLog>(o.trace);

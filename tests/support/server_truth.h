@@ -24,7 +24,7 @@ namespace ds4::server {
 inline std::vector<int32_t> greedy_ids(const std::vector<int32_t>& ids, int n,
                                        const std::map<int32_t, float>& bias = {}) {
   cpu::Forward f(tiny().model(), cpu::Numerics::Default, nullptr);
-  cpu::Session s = f.new_session(2048);
+  cpu::Session s = f.make_session(2048);
   f.eval(s, ids);
   std::vector<int32_t> out;
   std::vector<float> logits;

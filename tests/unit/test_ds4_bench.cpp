@@ -132,7 +132,7 @@ struct Probe {
 };
 std::vector<Probe> probe_walk(const std::vector<int32_t>& t, const std::vector<int64_t>& frontiers, int n) {
   cpu::Forward f(tiny().model(), cpu::Numerics::Default, nullptr);
-  cpu::Session s = f.new_session(frontiers.back() + n);
+  cpu::Session s = f.make_session(frontiers.back() + n);
   std::vector<Probe> out;
   for (const int64_t frontier : frontiers) {
     const auto done = static_cast<size_t>(s.size());
@@ -329,7 +329,7 @@ TEST(Ds4Bench, ReadBandwidthIsMeasuredBetweenTheDecodeSteps) {
 std::vector<int32_t> prefix_ending_at_eos() {
   const std::vector<int32_t> stream = test::random_tokens(n_vocab(), 2048, 77);
   cpu::Forward f(tiny().model(), cpu::Numerics::Default, nullptr);
-  cpu::Session s = f.new_session(static_cast<int64_t>(stream.size()));
+  cpu::Session s = f.make_session(static_cast<int64_t>(stream.size()));
   for (size_t i = 0; i < stream.size(); ++i) {
     const int32_t one[1] = {stream[i]};
     f.eval(s, one);
@@ -408,7 +408,7 @@ TEST(Ds4Bench, SessionsDecodeTogetherAsEachWouldAlone) {
     std::string rest;
     std::getline(in, rest);
     const auto got = nlohmann::json::parse(rest).get<std::vector<int32_t>>();
-    cpu::Session s = fw.new_session(64);
+    cpu::Session s = fw.make_session(64);
     fw.eval(s, std::span<const int32_t>(t).first(static_cast<size_t>(frontier)));
     std::vector<int32_t> want;
     for (int i = 0; i < n; ++i) {

@@ -33,7 +33,7 @@ std::vector<float> run(const model::Deepseek4Model &m, Numerics num, const std::
                        int piece, ThreadPool *pool) {
   Forward f(m, num, pool);
   f.set_prefill_chunk(chunk);
-  auto s = f.new_session(static_cast<int64_t>(tokens.size()));
+  auto s = f.make_session(static_cast<int64_t>(tokens.size()));
   const size_t nv = m.hparams().n_vocab;
   std::vector<float> out(tokens.size() * nv);
   for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(piece)) {
@@ -97,7 +97,7 @@ TEST_F(ForwardSessionTest, RowsDependOnlyOnTheirPrefix) {
 TEST_F(ForwardSessionTest, SnapshotRestoreContinuesExactly) {
   Forward f(m_.model(), Numerics::Default, nullptr);
   const auto tokens = random_tokens(m_.hparams().n_vocab, 60, 2);
-  auto s = f.new_session(100);
+  auto s = f.make_session(100);
   f.eval(s, std::span<const int32_t>(tokens).first(30));
   const Session snapshot = s;
   f.eval(s, std::span<const int32_t>(tokens).subspan(30));
@@ -112,9 +112,9 @@ TEST_F(ForwardSessionTest, SnapshotRestoreContinuesExactly) {
 
   // A snapshot of another numerics or context is refused.
   Forward q(m_.model(), Numerics::Quality, nullptr);
-  auto other = q.new_session(100);
+  auto other = q.make_session(100);
   EXPECT_THROW(s.restore(other), Error);
-  auto small = f.new_session(50);
+  auto small = f.make_session(50);
   EXPECT_THROW(s.restore(small), Error);
 }
 
@@ -123,7 +123,7 @@ TEST_F(ForwardSessionTest, ProgressCountsTokenLayersAndCancelLeavesASessionToRes
   f.set_prefill_chunk(8);
   const auto tokens = random_tokens(m_.hparams().n_vocab, 20, 4);
   const int64_t layers = static_cast<int64_t>(m_.hparams().n_layer);
-  auto s = f.new_session(64);
+  auto s = f.make_session(64);
   std::vector<int64_t> seen;
   f.set_progress([&](int64_t done, int64_t total) {
     EXPECT_EQ(total, 20 * layers);
@@ -158,7 +158,7 @@ TEST_F(ForwardSessionTest, ProgressCountsTokenLayersAndCancelLeavesASessionToRes
 TEST_F(ForwardSessionTest, GreedyFollowsTheArgmaxOfItsOwnLogits) {
   Forward f(m_.model(), Numerics::Quality, nullptr);
   const auto prompt = random_tokens(m_.hparams().n_vocab, 20, 4);
-  auto s = f.new_session(40);
+  auto s = f.make_session(40);
   f.eval(s, prompt);
   const auto ids = f.generate_greedy(s, 10);
   ASSERT_EQ(ids.size(), 10u);
@@ -176,7 +176,7 @@ TEST_F(ForwardSessionTest, GreedyFollowsTheArgmaxOfItsOwnLogits) {
 
 TEST_F(ForwardSessionTest, BadInputLeavesTheSessionUnchanged) {
   Forward f(m_.model(), Numerics::Default, nullptr);
-  auto s = f.new_session(10);
+  auto s = f.make_session(10);
   const std::vector<int32_t> ok{1, 2, 3};
   f.eval(s, ok);
   const std::vector<float> before(s.logits().begin(), s.logits().end());
@@ -206,7 +206,7 @@ TEST_F(ForwardSessionTest, BadInputLeavesTheSessionUnchanged) {
   // A session of another model is refused.
   test::SyntheticModel other(model::preset_tiny(), model::QuantMix::F32, 4);
   Forward g(other.model(), Numerics::Default, nullptr);
-  auto s2 = g.new_session(10);
+  auto s2 = g.make_session(10);
   EXPECT_THROW(f.eval(s2, ok), Error);
 }
 

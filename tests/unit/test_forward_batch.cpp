@@ -44,7 +44,7 @@ std::vector<std::vector<int32_t>> prompts(int64_t n_vocab) {
 
 // The logits after every greedy decode step of one session evaluated alone.
 std::vector<Logits> decode_alone(Forward &f, const std::vector<int32_t> &prompt, int steps) {
-  auto s = f.new_session(256);
+  auto s = f.make_session(256);
   f.eval(s, prompt);
   std::vector<Logits> out{Logits(s.logits().begin(), s.logits().end())};
   for (int i = 0; i < steps; ++i) {
@@ -59,7 +59,7 @@ std::vector<Logits> decode_alone(Forward &f, const std::vector<int32_t> &prompt,
 // one eval_batch per step with every session's own greedy token.
 std::vector<std::vector<Logits>> decode_batched(Forward &f, const std::vector<std::vector<int32_t>> &ps, int steps) {
   std::vector<Session> sessions;
-  for (size_t i = 0; i < ps.size(); ++i) sessions.push_back(f.new_session(256));
+  for (size_t i = 0; i < ps.size(); ++i) sessions.push_back(f.make_session(256));
   std::vector<Forward::SessionTokens> parts;
   for (size_t i = 0; i < ps.size(); ++i) parts.push_back({&sessions[i], ps[i], nullptr});
   f.eval_batch(parts);
@@ -118,7 +118,7 @@ TEST(ForwardBatch, PromptChunksBesideDecodeSteps) {
   Forward f(m.model(), Numerics::Default, nullptr);
   f.set_prefill_chunk(16);
 
-  auto sa = f.new_session(128), sb = f.new_session(128), sp = f.new_session(128);
+  auto sa = f.make_session(128), sb = f.make_session(128), sp = f.make_session(128);
   f.eval(sa, a);
   f.eval(sb, b);
   const int32_t next_a = argmax(sa.logits()), next_b = argmax(sb.logits());
@@ -128,7 +128,7 @@ TEST(ForwardBatch, PromptChunksBesideDecodeSteps) {
                                           {&sb, std::span<const int32_t>(&next_b, 1), nullptr}};
   f.eval_batch(parts);
 
-  auto ra = alone.new_session(128), rb = alone.new_session(128), rp = alone.new_session(128);
+  auto ra = alone.make_session(128), rb = alone.make_session(128), rp = alone.make_session(128);
   alone.eval(ra, a);
   alone.eval(ra, std::span<const int32_t>(&next_a, 1));
   alone.eval(rb, b);
@@ -159,7 +159,7 @@ TEST(ForwardBatch, APromptInPiecesWithoutLogitsEndsAsInOnePiece) {
   const int64_t nv = m.hparams().n_vocab;
   const auto prompt = random_tokens(nv, 29, 6), a = random_tokens(nv, 5, 7);
   Forward f(m.model(), Numerics::Default, nullptr);
-  auto whole = f.new_session(64), pieces = f.new_session(64), sa = f.new_session(64), ra = f.new_session(64);
+  auto whole = f.make_session(64), pieces = f.make_session(64), sa = f.make_session(64), ra = f.make_session(64);
   f.eval(whole, prompt);
   f.eval(sa, a);
   f.eval(ra, a);
@@ -187,7 +187,7 @@ TEST(ForwardBatch, BadPartLeavesEverySessionUnchanged) {
   test::SyntheticModel m(model::preset_tiny(), model::QuantMix::F32, 13);
   const int64_t nv = m.hparams().n_vocab;
   Forward f(m.model(), Numerics::Default, nullptr);
-  auto s1 = f.new_session(16), s2 = f.new_session(16);
+  auto s1 = f.make_session(16), s2 = f.make_session(16);
   const auto p = random_tokens(nv, 5, 4);
   f.eval(s1, p);
   const Logits before(s1.logits().begin(), s1.logits().end());

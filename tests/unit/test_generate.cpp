@@ -32,7 +32,7 @@ class GenerateTest : public testing::Test {
         forward_(m_.model(), cpu::Numerics::Default, nullptr) {}
 
   cpu::Session prompt_session(int64_t n_ctx = 256) {
-    cpu::Session s = forward_.new_session(n_ctx);
+    cpu::Session s = forward_.make_session(n_ctx);
     std::vector<int32_t> prompt = {tok_.bos()};
     const auto body = tok_.encode("Call the tool.", false);
     prompt.insert(prompt.end(), body.begin(), body.end());
@@ -208,7 +208,7 @@ TEST_F(GenerateTest, BatchedGenerationsEqualEachAlone) {
   const auto make_runs = [&] {
     std::vector<std::unique_ptr<Run>> runs;
     for (const Case& c : cases) {
-      cpu::Session s = forward_.new_session(c.n_ctx);
+      cpu::Session s = forward_.make_session(c.n_ctx);
       std::vector<int32_t> prompt = {tok_.bos()};
       const auto body = tok_.encode(c.prompt, false);
       prompt.insert(prompt.end(), body.begin(), body.end());

@@ -94,7 +94,11 @@ class KvDiskCacheTest : public ::testing::Test {
   }
   std::unique_ptr<KvDiskCache> cache(KvCacheConfig c, int64_t n_ctx = kCtx, int chunk = kChunk,
                                      const model::Deepseek4Model* m = nullptr) {
-    auto kc = std::make_unique<KvDiskCache>(std::move(c), m ? *m : model(), n_ctx, chunk,
+    // The cache reads the model and the prefill chunk from its backend,
+    // which must outlive it.
+    backends_.push_back(std::make_unique<cpu::Forward>(m ? *m : model(), cpu::Numerics::Default, nullptr));
+    backends_.back()->set_prefill_chunk(chunk);
+    auto kc = std::make_unique<KvDiskCache>(std::move(c), *backends_.back(), n_ctx,
                                             [this](const std::string& w) { warnings_.push_back(w); });
     kc->set_clock([this] { return now_; });
     return kc;
@@ -107,7 +111,7 @@ class KvDiskCacheTest : public ::testing::Test {
     const auto key = std::make_tuple(static_cast<const void*>(&mdl), n, seed, n_ctx);
     if (auto it = made.find(key); it != made.end()) return it->second;
     cpu::Forward fw(mdl, cpu::Numerics::Default, nullptr);
-    cpu::Session s = fw.new_session(n_ctx);
+    cpu::Session s = fw.make_session(n_ctx);
     std::vector<int32_t> toks;
     for (int i = 0; i < n; ++i) toks.push_back(3 + (seed * 37 + i * 13) % 400);
     fw.eval(s, toks);
@@ -134,6 +138,7 @@ class KvDiskCacheTest : public ::testing::Test {
   static test::SyntheticModel* other_;
   test::TempDir dir_{"ds4-kvc-"};
   std::vector<std::string> warnings_;
+  std::vector<std::unique_ptr<cpu::Forward>> backends_;
   uint64_t now_ = kNow;
 };
 test::SyntheticModel* KvDiskCacheTest::model_ = nullptr;

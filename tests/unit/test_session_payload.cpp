@@ -622,14 +622,14 @@ TEST_F(SessionPayloadTest, ForwardContinuesAfterSaveAndLoad) {
     Forward fw(model(), num, nullptr);
     fw.set_prefill_chunk(kSavedAt > 20 ? 16 : 4);
 
-    Session whole = fw.new_session(128);
+    Session whole = fw.make_session(128);
     std::vector<float> all(kTotal * nv);
     fw.eval(whole, toks, all.data());
 
-    Session first = fw.new_session(128);
+    Session first = fw.make_session(128);
     fw.eval(first, std::span(toks).first(kSavedAt));
     save_session_file(path, first, fw.prefill_chunk());
-    Session resumed = fw.new_session(128);
+    Session resumed = fw.make_session(128);
     load_session_file(path, resumed);
     std::vector<float> rest(rest_n * nv);
     fw.eval(resumed, std::span(toks).subspan(kSavedAt), rest.data());

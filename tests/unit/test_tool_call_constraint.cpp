@@ -334,7 +334,7 @@ class ConstrainedGenerateTest : public testing::Test {
         forward_(m_.model(), cpu::Numerics::Default, nullptr) {}
 
   cpu::Session prompt_session() {
-    cpu::Session s = forward_.new_session(512);
+    cpu::Session s = forward_.make_session(512);
     std::vector<int32_t> prompt = {tok_.bos()};
     const auto body = tok_.encode("Call the tool.", false);
     prompt.insert(prompt.end(), body.begin(), body.end());

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cpu/ops_norm.h"
+#include "backend/cpu/session_payload.h"
 #include "backend/cpu/tensor_f32.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -46,7 +47,45 @@ void Forward::set_prefill_chunk(int n) {
   chunk_ = n;
 }
 
-Session Forward::new_session(int64_t n_ctx) const { return Session(*model_, numerics_, n_ctx); }
+std::unique_ptr<backend::Session> Forward::new_session(int64_t n_ctx) const {
+  return std::make_unique<Session>(*model_, numerics_, n_ctx);
+}
+
+bool Forward::owns(const backend::Session &session) const {
+  const auto *cpu = dynamic_cast<const Session *>(&session);
+  return cpu && &cpu->model() == model_ && cpu->numerics() == numerics_;
+}
+
+Session Forward::make_session(int64_t n_ctx) const { return Session(*model_, numerics_, n_ctx); }
+
+std::vector<uint8_t> Forward::save_state(const backend::Session &session) const {
+  if (!owns(session)) throw Error("save state: the session belongs to another backend, model or numerics");
+  return serialize_payload(static_cast<const Session &>(session), chunk_);
+}
+
+void Forward::load_state(std::span<const uint8_t> payload, backend::Session &session) const {
+  if (!owns(session)) throw Error("load state: the session belongs to another backend, model or numerics");
+  deserialize_payload(payload, static_cast<Session &>(session));
+}
+
+void Forward::save_session_file(const std::string &path, const backend::Session &session) const {
+  const auto *cpu = dynamic_cast<const Session *>(&session);
+  if (!cpu) throw Error(path + ": the session to save belongs to another backend");
+  cpu::save_session_file(path, *cpu, chunk_);
+}
+
+void Forward::load_session_file(const std::string &path, backend::Session &session) const {
+  auto *cpu = dynamic_cast<Session *>(&session);
+  if (!cpu) throw Error(path + ": the session to load into belongs to another backend");
+  cpu::load_session_file(path, *cpu);
+}
+
+Session &Forward::cpu_session(const backend::Part &part, size_t index) {
+  if (!part.session) throw Error("eval: part " + std::to_string(index) + " has no session");
+  auto *cpu = dynamic_cast<Session *>(part.session);
+  if (!cpu) throw Error("eval: the session of part " + std::to_string(index) + " belongs to another backend");
+  return *cpu;
+}
 
 void Forward::check(const Session &session, std::span<const int32_t> tokens) const {
   if (&session.model() != model_) throw Error("eval: the session belongs to another model");
@@ -63,19 +102,37 @@ void Forward::check(const Session &session, std::span<const int32_t> tokens) con
                 std::to_string(session.n_ctx()));
 }
 
-void Forward::eval(Session &session, std::span<const int32_t> tokens, float *all_logits) {
-  const SessionTokens part{&session, tokens, all_logits};
-  eval_batch(std::span<const SessionTokens>(&part, 1));
+int Forward::check_range(std::span<const backend::Part> parts, backend::LayerRange range) const {
+  const int n_layer = static_cast<int>(attn_.size());
+  const int end = range.end < 0 ? n_layer : range.end;
+  if (range.begin < 0 || range.begin >= end || end > n_layer)
+    throw Error("eval: layer range [" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
+                ") is not a non-empty range of the model's " + std::to_string(n_layer) + " layers");
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (parts[p].tokens.empty()) continue;
+    if (range.begin > 0 && !parts[p].hidden_in)
+      throw Error("eval: part " + std::to_string(p) + " has no hidden states for a range starting at layer " +
+                  std::to_string(range.begin));
+    if (end < n_layer && !parts[p].hidden_out)
+      throw Error("eval: part " + std::to_string(p) + " has no buffer for the hidden states after layer " +
+                  std::to_string(end - 1));
+    if (end < n_layer && parts[p].all_logits)
+      throw Error("eval: part " + std::to_string(p) + " asks for logits from a range that ends before the output head");
+  }
+  return end;
 }
 
-void Forward::eval_batch(std::span<const SessionTokens> parts) {
+void Forward::eval(std::span<const backend::Part> parts, backend::LayerRange range) {
+  layer_end_ = check_range(parts, range);
+  layer_begin_ = range.begin;
+  sessions_.resize(parts.size());
   size_t total = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
-    if (!parts[p].session) throw Error("eval: part " + std::to_string(p) + " has no session");
+    sessions_[p] = &cpu_session(parts[p], p);
     for (size_t q = 0; q < p; ++q)
-      if (parts[q].session == parts[p].session)
+      if (sessions_[q] == sessions_[p])
         throw Error("eval: parts " + std::to_string(q) + " and " + std::to_string(p) + " name the same session");
-    check(*parts[p].session, parts[p].tokens);
+    check(*sessions_[p], parts[p].tokens);
     total += parts[p].tokens.size();
   }
   // The parts flattened in order: a session's tokens stay together and in
@@ -85,14 +142,14 @@ void Forward::eval_batch(std::span<const SessionTokens> parts) {
   tokens.reserve(total);
   places.reserve(total);
   for (size_t p = 0; p < parts.size(); ++p) {
-    const int64_t pos0 = parts[p].session->size();
+    const int64_t pos0 = sessions_[p]->size();
     for (size_t i = 0; i < parts[p].tokens.size(); ++i) {
       tokens.push_back(parts[p].tokens[i]);
       places.push_back({p, pos0 + static_cast<int64_t>(i), static_cast<int64_t>(i)});
     }
   }
   progress_done_ = 0;
-  progress_total_ = static_cast<int64_t>(total) * static_cast<int64_t>(attn_.size());
+  progress_total_ = static_cast<int64_t>(total) * static_cast<int64_t>(layer_end_ - layer_begin_);
   for (size_t at = 0; at < total; at += static_cast<size_t>(chunk_)) {
     const size_t n = std::min(total - at, static_cast<size_t>(chunk_));
     eval_chunk(parts, std::span<const int32_t>(tokens).subspan(at, n),
@@ -179,6 +236,21 @@ void Forward::eval_chunk(std::span<const SessionTokens> parts, std::span<const i
   batch_x_.resize(n * static_cast<size_t>(n_embd_));
   batch_f_.resize(batch_x_.size());
 
+  chunk_input(parts, tokens, places);
+  layers_chunk(parts, tokens, places);
+  finish_chunk(parts, tokens, places);
+}
+
+void Forward::chunk_input(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
+                          std::span<const TokenPlace> places) {
+  const size_t n = tokens.size();
+  const size_t hd = static_cast<size_t>(hc_dim_);
+  if (layer_begin_ > 0) {  // a later pipeline stage: the previous range's states
+    for (size_t t = 0; t < n; ++t)
+      std::memcpy(h_.data() + t * hd, parts[places[t].part].hidden_in + static_cast<size_t>(places[t].index) * hd,
+                  hd * sizeof(float));
+    return;
+  }
   // Embedding: every stream starts as the token's embedding row.
   const auto &embd = model_->weights().token_embd;
   parallel_ranges(pool_, static_cast<int64_t>(n), [&](int64_t t0, int64_t t1) {
@@ -188,8 +260,6 @@ void Forward::eval_chunk(std::span<const SessionTokens> parts, std::span<const i
       for (int s = 1; s < kHcStreams; ++s) std::memcpy(h + static_cast<size_t>(s) * n_embd_, h, sizeof(float) * n_embd_);
     }
   });
-  layers_chunk(parts, tokens, places);
-  finish_chunk(parts, tokens, places);
 }
 
 void Forward::layers_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
@@ -206,8 +276,8 @@ void Forward::layers_chunk(std::span<const SessionTokens> parts, std::span<const
   // same code one token at a time, in the same order.
   const size_t step = trace_ ? 1 : n;
   const size_t ne = static_cast<size_t>(n_embd_);
-  for (size_t il = 0; il < attn_.size(); ++il) {
-    for (size_t t = 0; t < n; ++t) chunk_states_[t] = &parts[places[t].part].session->layers()[il];
+  for (size_t il = static_cast<size_t>(layer_begin_); il < static_cast<size_t>(layer_end_); ++il) {
+    for (size_t t = 0; t < n; ++t) chunk_states_[t] = &sessions_[places[t].part]->layers()[il];
     const int l = static_cast<int>(il);
     for (size_t at = 0; at < n; at += step) {
       const size_t m = std::min(step, n - at);
@@ -251,7 +321,7 @@ void Forward::layers_chunk(std::span<const SessionTokens> parts, std::span<const
     if (progress_) {
       progress_done_ += static_cast<int64_t>(n);
       if (!progress_(progress_done_, progress_total_)) {
-        for (const SessionTokens &part : parts) part.session->mark_inconsistent();
+        for (Session *session : sessions_) session->mark_inconsistent();
         throw Cancelled("evaluation cancelled");
       }
     }
@@ -265,13 +335,17 @@ void Forward::finish_chunk(std::span<const SessionTokens> parts, std::span<const
   // A part's tokens are one run of the chunk. Parts that keep every row's
   // logits get them straight into their buffer; the last rows of the others
   // go through the vocab head together (one read of it for all sessions).
+  if (layer_end_ < static_cast<int>(attn_.size())) {
+    hidden_out_chunk(parts, tokens, places);
+    return;
+  }
   std::vector<size_t> gathered;  // chunk rows whose logits become a session's last logits
   for (size_t a = 0; a < n;) {
     size_t b = a + 1;
     while (b < n && places[b].part == places[a].part) ++b;
     const SessionTokens &part = parts[places[a].part];
     const bool holds_last = places[b - 1].index + 1 == static_cast<int64_t>(part.tokens.size());
-    auto &last = part.session->mutable_logits();
+    auto &last = sessions_[places[a].part]->mutable_logits();
     if (part.all_logits) {
       float *rows = part.all_logits + static_cast<size_t>(places[a].index) * nv;
       head_batch(h_.data() + a * hd, static_cast<int64_t>(b - a), rows);
@@ -284,14 +358,14 @@ void Forward::finish_chunk(std::span<const SessionTokens> parts, std::span<const
     } else if (holds_last) {
       gathered.push_back(b - 1);
     }
-    auto &tok = part.session->mutable_tokens();
+    auto &tok = sessions_[places[a].part]->mutable_tokens();
     tok.insert(tok.end(), tokens.begin() + static_cast<std::ptrdiff_t>(a), tokens.begin() + static_cast<std::ptrdiff_t>(b));
     a = b;
   }
   if (gathered.empty()) return;
   const size_t g = gathered.size();
   if (g == 1) {  // one session's decode or prompt end: straight into its logits
-    auto &last = parts[places[gathered[0]].part].session->mutable_logits();
+    auto &last = sessions_[places[gathered[0]].part]->mutable_logits();
     last.resize(nv);
     head_batch(h_.data() + gathered[0] * hd, 1, last.data());
     return;
@@ -301,31 +375,22 @@ void Forward::finish_chunk(std::span<const SessionTokens> parts, std::span<const
   for (size_t i = 0; i < g; ++i) std::memcpy(head_h_.data() + i * hd, h_.data() + gathered[i] * hd, hd * sizeof(float));
   head_batch(head_h_.data(), static_cast<int64_t>(g), head_logits_.data());
   for (size_t i = 0; i < g; ++i) {
-    auto &last = parts[places[gathered[i]].part].session->mutable_logits();
+    auto &last = sessions_[places[gathered[i]].part]->mutable_logits();
     last.resize(nv);
     std::copy(head_logits_.data() + i * nv, head_logits_.data() + (i + 1) * nv, last.begin());
   }
 }
 
-std::vector<int32_t> Forward::generate_greedy(Session &session, int n) {
-  if (n < 0) throw Error("greedy: token count " + std::to_string(n) + " is negative");
-  if (n == 0) return {};
-  if (session.size() == 0) throw Error("greedy: the session holds no tokens to continue");
-  if (session.size() + n - 1 > session.n_ctx())
-    throw Error("greedy: " + std::to_string(session.size()) + " + " + std::to_string(n - 1) +
-                " tokens do not fit the context of " + std::to_string(session.n_ctx()));
-  std::vector<int32_t> out;
-  out.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    const auto logits = session.logits();
-    const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
-    out.push_back(static_cast<int32_t>(best));
-    if (i + 1 < n) {
-      const int32_t id = out.back();
-      eval(session, std::span<const int32_t>(&id, 1));
-    }
+void Forward::hidden_out_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
+                               std::span<const TokenPlace> places) {
+  const size_t hd = static_cast<size_t>(hc_dim_);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const SessionTokens &part = parts[places[t].part];
+    std::memcpy(part.hidden_out + static_cast<size_t>(places[t].index) * hd, h_.data() + t * hd, hd * sizeof(float));
+    Session &session = *sessions_[places[t].part];
+    session.mutable_tokens().push_back(tokens[t]);
+    session.mutable_logits().clear();
   }
-  return out;
 }
 
 }  // namespace ds4::cpu

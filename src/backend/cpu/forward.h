@@ -10,9 +10,12 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cpu/attention_layer.h"
 #include "backend/cpu/matvec.h"
 #include "backend/cpu/moe_layer.h"
@@ -32,66 +35,40 @@ namespace ds4::cpu {
 
 inline constexpr int kDefaultPrefillChunk = 4096;
 
-class Forward {
+class Forward final : public backend::Backend {
  public:
   // Binds every layer of `model` (which must outlive this object) in
   // `numerics`; pool (may be null: single-threaded) splits the matrix work.
   Forward(const model::Deepseek4Model &model, Numerics numerics, ThreadPool *pool);
 
-  const model::Deepseek4Model &model() const { return *model_; }
-  Numerics numerics() const { return numerics_; }
-
+  // backend::Backend.
+  std::string name() const override { return "cpu"; }
+  const model::Deepseek4Model &model() const override { return *model_; }
+  Numerics numerics() const override { return numerics_; }
+  int64_t hidden_size() const override { return hc_dim_; }
+  std::unique_ptr<backend::Session> new_session(int64_t n_ctx) const override;
+  bool owns(const backend::Session &session) const override;
+  void eval(std::span<const backend::Part> parts, backend::LayerRange range = {}) override;
+  using backend::Backend::eval;
+  void set_progress(Progress progress) override { progress_ = std::move(progress); }
   // Tokens per layer-major chunk (>= 1); default kDefaultPrefillChunk.
-  void set_prefill_chunk(int n);
-  int prefill_chunk() const { return chunk_; }
+  void set_prefill_chunk(int n) override;
+  int prefill_chunk() const override { return chunk_; }
+  std::vector<uint8_t> save_state(const backend::Session &session) const override;
+  void load_state(std::span<const uint8_t> payload, backend::Session &session) const override;
+  void save_session_file(const std::string &path, const backend::Session &session) const override;
+  void load_session_file(const std::string &path, backend::Session &session) const override;
 
-  // A new empty session for this model and numerics.
-  Session new_session(int64_t n_ctx) const;
+  // A new empty session, as its CPU type (tests, tools that copy sessions).
+  Session make_session(int64_t n_ctx) const;
 
-  // Evaluates `tokens` after the session's current tokens (positions
-  // session.size() ...). Afterwards session.logits() holds the logits after
-  // the last token; all_logits, when given, receives tokens.size() rows of
-  // n_vocab (row i: after tokens[i]). ds4::Error, with the session
-  // unchanged, when a token id is outside [0, n_vocab), when the session would
-  // exceed its n_ctx, or when the session belongs to another model/numerics.
-  void eval(Session &session, std::span<const int32_t> tokens, float *all_logits = nullptr);
-
-  // One session's part of a batched evaluation: its tokens, and optionally
-  // a buffer for the logits after each of them (tokens.size() x n_vocab).
-  // skip_logits: the logits after this part are not wanted (a piece of a
-  // prompt that more pieces follow; the vocab head is the largest matrix):
-  // the head is not run for it and the session's logits are left empty
-  // until an evaluation that computes them. Ignored with all_logits.
-  struct SessionTokens {
-    Session *session = nullptr;
-    std::span<const int32_t> tokens;
-    float *all_logits = nullptr;
-    bool skip_logits = false;
-  };
-  // Evaluates several sessions' tokens together (batched decode: one token
-  // each; a prompt's chunk beside other sessions' decode steps): every
-  // matrix is read once per chunk for all of them, the routed experts are
-  // grouped across sessions, attention runs per session on its own KV. Each
-  // session ends exactly as eval(session, tokens, all_logits) alone leaves it,
-  // bit for bit. Sessions must be distinct; a part may have no tokens. Every
-  // part is checked first: ds4::Error, every session unchanged, when one
-  // would fail eval's checks. A cancel (progress) marks every session of the
-  // call inconsistent.
-  void eval_batch(std::span<const SessionTokens> parts);
-
-  // Progress of eval(): called after every layer of every chunk with the
-  // token-layers done and the total of the call (done == total at the end).
-  // Returning false cancels: eval marks the session inconsistent (some
-  // layers are ahead of others) and throws ds4::Cancelled; restore a
-  // snapshot or reset() it before using it again. Unset: no calls.
-  using Progress = std::function<bool(int64_t done, int64_t total)>;
-  void set_progress(Progress progress) { progress_ = std::move(progress); }
-
-  // Greedy continuation: n ids, each the argmax (lowest index on ties) of the
-  // logits before it, every id but the last also evaluated into the session.
-  // The session must hold at least one token. ds4::Error when the context
-  // would overflow.
-  std::vector<int32_t> generate_greedy(Session &session, int n);
+  // The batched evaluation over every layer (backend::Backend::eval with the
+  // whole range): one session's part, and optionally a buffer for the logits
+  // after each of its tokens. A cancel marks every session of the call
+  // inconsistent. Evaluating a prompt in chunks gives the same result for
+  // every chunk size and equals token-by-token decoding.
+  using SessionTokens = backend::Part;
+  void eval_batch(std::span<const SessionTokens> parts) { eval(parts); }
 
   // The sublayers of layer il; their last_*() / selected_*() accessors describe
   // the last token evaluated (diagnostics, tests).
@@ -113,7 +90,12 @@ class Forward {
     std::vector<float> base;    // hc_mix_dim
   };
 
+  // The CPU session of a part; ds4::Error when it is missing or another backend's.
+  static Session &cpu_session(const backend::Part &part, size_t index);
   void check(const Session &session, std::span<const int32_t> tokens) const;
+  // ds4::Error unless the range fits the model and every part with tokens
+  // has the hidden-state buffers it needs; returns the range's end layer.
+  int check_range(std::span<const backend::Part> parts, backend::LayerRange range) const;
   // Where each token of a batched evaluation goes: its part (index into the
   // parts) and its position in that part's session.
   struct TokenPlace {
@@ -126,12 +108,19 @@ class Forward {
   // all_logits, and after its last token when the chunk holds it.
   void eval_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
                   std::span<const TokenPlace> places);
+  // h_ of the chunk: the embedding rows, or the parts' hidden_in rows for a
+  // range that starts after layer 0.
+  void chunk_input(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
+                   std::span<const TokenPlace> places);
   // The sublayers of every layer over the chunk's states h_.
   void layers_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
                     std::span<const TokenPlace> places);
-  // Logits and token lists of the parts after a chunk.
+  // Logits (or hidden states, for a range short of the output head) and
+  // token lists of the parts after a chunk.
   void finish_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
                     std::span<const TokenPlace> places);
+  void hidden_out_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
+                        std::span<const TokenPlace> places);
   // X (n x n_embd) = HC pre of the n flat states H (n x hc_dim, row-major),
   // the fn projection batched; splits_[t] receives token t's pre/post/comb
   // and mixes_ its mixes. Each row equals hc_pre() of it bit for bit.
@@ -165,6 +154,9 @@ class Forward {
   std::vector<LayerKvState *> chunk_states_;  // per chunk token: its session's state of the layer running
   std::vector<int64_t> chunk_pos_;
   ScratchVector<float> head_h_, head_logits_;  // gathered last-token states and their logits
+  // The call being evaluated: each part's CPU session, the layer range.
+  std::vector<Session *> sessions_;
+  int layer_begin_ = 0, layer_end_ = 0;
   Trace trace_;
   Progress progress_;
   int64_t progress_done_ = 0, progress_total_ = 0;

@@ -1,22 +1,13 @@
-// The two numerics the CPU backend can compute the DeepSeek V4 forward pass in.
+// The numerics of the CPU backend are the backend-wide ones
+// (backend/numerics.h). Each CPU op that differs between them takes the
+// numerics explicitly; ops that are identical in both (RoPE, HC weighted sum
+// / post) take none.
 #pragma once
+
+#include "backend/numerics.h"
 
 namespace ds4::cpu {
 
-// Default: what antirez/ds4's CPU path (and DeepSeek's own inference, where it
-// has an opinion) computes: RMSNorm sums of exact double products, log1p
-// softplus with +-20 branches, two-branch sigmoid in the output head and SiLU,
-// router weight folded into the SwiGLU output before the down projection,
-// FP8/FP4 QAT round trips (the caller applies those).
-//
-// Quality (--quality): what llama.cpp's deepseek4 graph computes on ggml's CPU
-// backend in reference settings, op by op in ggml's float order: RMSNorm sums
-// of float products widened to double, log(1+exp) softplus, 1/(1+exp(-x))
-// sigmoid everywhere, Sinkhorn divisors that start from eps, softmax sums in
-// double, router weight applied to the down-projection output, no QAT.
-//
-// Each op that differs takes this explicitly; ops that are identical in both
-// (RoPE, HC weighted sum / post) take none.
-enum class Numerics { Default, Quality };
+using backend::Numerics;
 
 }  // namespace ds4::cpu

@@ -36,6 +36,14 @@ void Session::restore(const Session &snapshot) {
   consistent_ = snapshot.consistent_;
 }
 
+std::unique_ptr<backend::Session> Session::snapshot() const { return std::make_unique<Session>(*this); }
+
+void Session::restore(const backend::Session &snapshot) {
+  const auto *cpu = dynamic_cast<const Session *>(&snapshot);
+  if (!cpu) throw Error("session restore: the snapshot belongs to another backend");
+  restore(*cpu);
+}
+
 size_t Session::state_bytes() const {
   size_t n = 0;
   for (const auto &l : layers_) n += l.bytes();

@@ -25,8 +25,8 @@
 
 namespace ds4::cpu {
 
-inline constexpr uint32_t kDsv4PayloadMagic = 0x34565344;  // "DSV4"
-inline constexpr uint32_t kDsv4PayloadVersion = 1;
+using backend::kDsv4PayloadMagic;
+using backend::kDsv4PayloadVersion;
 
 // The DSV4 payload of `session`; prefill_chunk is recorded in the header.
 std::vector<uint8_t> serialize_payload(const Session &session, int prefill_chunk);

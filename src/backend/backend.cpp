@@ -1,0 +1,44 @@
+#include "backend/backend.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "model/deepseek4_model.h"
+
+namespace ds4::backend {
+
+int Backend::n_layer() const { return static_cast<int>(model().hparams().n_layer); }
+int Backend::n_vocab() const { return static_cast<int>(model().hparams().n_vocab); }
+
+void Backend::eval(Session &session, std::span<const int32_t> tokens, float *all_logits) {
+  Part part;
+  part.session = &session;
+  part.tokens = tokens;
+  part.all_logits = all_logits;
+  eval(std::span<const Part>(&part, 1));
+}
+
+std::vector<int32_t> Backend::generate_greedy(Session &session, int n) {
+  if (n < 0) throw Error("greedy: token count " + std::to_string(n) + " is negative");
+  if (n == 0) return {};
+  if (session.size() == 0) throw Error("greedy: the session holds no tokens to continue");
+  if (session.size() + n - 1 > session.n_ctx())
+    throw Error("greedy: " + std::to_string(session.size()) + " + " + std::to_string(n - 1) +
+                " tokens do not fit the context of " + std::to_string(session.n_ctx()));
+  std::vector<int32_t> out;
+  out.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const auto logits = session.logits();
+    if (logits.empty()) throw Error("greedy: the session has no logits (its last evaluation skipped them)");
+    const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    out.push_back(static_cast<int32_t>(best));
+    if (i + 1 < n) {
+      const int32_t id = out.back();
+      eval(session, std::span<const int32_t>(&id, 1));
+    }
+  }
+  return out;
+}
+
+}  // namespace ds4::backend

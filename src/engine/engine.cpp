@@ -1,0 +1,156 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "backend/cpu/forward.h"
+#include "backend/cpu/kv_rows.h"
+#include "core/byte_size.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/deepseek4_memory.h"
+#include "model/deepseek4_model.h"
+#include "quant/dot.h"
+#include "runtime/sampler.h"
+#include "text/chat_tokens.h"
+#include "text/tokenizer.h"
+
+namespace ds4::engine {
+
+Engine::Engine(const EngineOptions &options) : options_(options) {
+  model::LoadOptions load;
+  load.mlock = options.mlock;
+  load.warm = options.warm_weights;
+  load.huge_pages = options.huge_pages;
+  model_ = std::make_unique<model::Deepseek4Model>(model::Deepseek4Model::open(options.model_path, load));
+  const model::Deepseek4HParams &hp = model_->hparams();
+  if (!model_->file().find("tokenizer.ggml.tokens")) {
+    tokenizer_problem_ = options.model_path + " has no tokenizer (token ids only)";
+  } else {
+    auto tokenizer = std::make_unique<text::Tokenizer>(text::Tokenizer::from_gguf(model_->file()));
+    if (tokenizer->vocab_size() == hp.n_vocab)
+      tokenizer_ = std::move(tokenizer);
+    else
+      tokenizer_problem_ = options.model_path + ": the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
+                           " tokens but the model " + std::to_string(hp.n_vocab);
+  }
+  pool_ = std::make_unique<ThreadPool>(options.threads);
+  auto cpu = std::make_unique<cpu::Forward>(*model_, options.numerics, pool_.get());
+  cpu->set_prefill_chunk(options.prefill_chunk);
+  backend_ = std::move(cpu);
+
+  facts_.name = hp.name;
+  facts_.n_vocab = hp.n_vocab;
+  facts_.n_layer = hp.n_layer;
+  facts_.n_ctx_train = static_cast<int64_t>(hp.n_ctx_train);
+  facts_.file_bytes = model_->file().file_size();
+  facts_.locked_bytes = model_->locked_bytes();
+  facts_.huge_page_bytes = model_->huge_page_bytes();
+  facts_.decode_weight_bytes_per_token = model::decode_weight_bytes_per_token(model_->weights(), hp);
+  if (const auto eos = model_->file().find_u32("tokenizer.ggml.eos_token_id"); eos && *eos < hp.n_vocab)
+    facts_.eos = static_cast<int32_t>(*eos);
+  facts_.kernel_isa = quant::dot_kernels().isa;
+}
+
+const text::Tokenizer &Engine::tokenizer() const {
+  if (!tokenizer_) throw Error(tokenizer_problem_);
+  return *tokenizer_;
+}
+
+Engine::~Engine() = default;
+
+std::unique_ptr<backend::Session> Engine::new_session(int64_t n_ctx) const { return backend_->new_session(n_ctx); }
+
+std::vector<int32_t> Engine::tokenize(std::string_view text) const { return tokenizer().encode(text, true); }
+
+Prompt Engine::render(const nlohmann::ordered_json &messages, const nlohmann::ordered_json &tools,
+                      const text::RenderOptions &options) const {
+  const text::RenderedChat chat = text::render_chat(messages, tools, options);
+  Prompt p;
+  p.text = chat.text();
+  p.tokens = text::tokenize_segments(chat, tokenizer());
+  return p;
+}
+
+void Engine::prefill(backend::Session &session, std::span<const int32_t> tokens,
+                     const std::function<bool(int64_t done, int64_t total)> &progress) {
+  if (progress) {
+    // The backend counts token-layers; the caller sees prompt tokens.
+    const int64_t layers = std::max<int64_t>(1, facts_.n_layer);
+    const auto n = static_cast<int64_t>(tokens.size());
+    backend_->set_progress([&](int64_t done, int64_t) { return progress(done / layers, n); });
+  }
+  try {
+    backend_->eval(session, tokens);
+  } catch (...) {
+    backend_->set_progress(nullptr);
+    throw;
+  }
+  backend_->set_progress(nullptr);
+}
+
+runtime::GenerateResult Engine::run(backend::Session &session, std::span<const int32_t> prompt,
+                                    runtime::Sampler &sampler, const runtime::GenerateLimits &limits,
+                                    const JobCallbacks &callbacks) {
+  if (!prompt.empty()) {
+    const std::unique_ptr<backend::Session> before = session.snapshot();
+    try {
+      prefill(session, prompt, callbacks.progress);
+    } catch (const Cancelled &) {
+      session.restore(*before);
+      runtime::GenerateResult r;
+      r.reason = runtime::StopReason::Cancelled;
+      if (callbacks.done) callbacks.done(r);
+      return r;
+    }
+  }
+  runtime::GenerateHooks hooks;
+  hooks.cancelled = callbacks.cancelled;
+  hooks.on_token = callbacks.on_token;
+  runtime::GenerateResult r = runtime::generate(*backend_, session, tokenizer(), sampler, limits, hooks);
+  if (callbacks.done) callbacks.done(r);
+  return r;
+}
+
+void Engine::save_session(const std::string &path, const backend::Session &session) const {
+  backend_->save_session_file(path, session);
+}
+
+void Engine::load_session(const std::string &path, backend::Session &session) const {
+  backend_->load_session_file(path, session);
+}
+
+std::string Engine::memory_report(int64_t n_ctx) const {
+  const model::Deepseek4HParams &hp = model_->hparams();
+  const model::WeightBytes w = model::weight_bytes(model_->weights());
+  const uint32_t elem = cpu::kv_elem_bytes(options_.numerics);
+  const model::KvStateBytes kv = model::kv_state_bytes(hp, static_cast<uint64_t>(n_ctx), elem);
+  const double per_token = model::kv_bytes_per_token(hp, elem);
+
+  std::string out = "memory:\n";
+  out += "  model file           " + format_bytes(facts_.file_bytes) + "\n";
+  if (facts_.locked_bytes > 0) out += "  locked in RAM        " + format_bytes(facts_.locked_bytes) + " (--mlock)\n";
+  // The kernels stream weights faster from 2 MiB pages (--huge-pages).
+  if (const uint64_t huge = model_->huge_page_bytes(); huge > 0)
+    out += "  in 2 MiB pages       " + format_bytes(huge) + "\n";
+  out += "  weights              " + format_bytes(w.total()) + " (routed experts " + format_bytes(w.routed()) +
+         ", other " + format_bytes(w.non_routed()) + ")\n";
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "  kv state per token   %.1f bytes (%s, compressed + indexer rows)\n", per_token,
+                elem == 2 ? "f16" : "f32");
+  out += buf;
+  out += "  kv state for ctx " + std::to_string(n_ctx) + ": " + format_bytes(kv.total()) + "\n";
+  out += "    raw window         " + format_bytes(kv.raw_window) + "\n";
+  out += "    compressed         " + format_bytes(kv.compressed_attn) + "\n";
+  out += "    indexer            " + format_bytes(kv.compressed_index) + "\n";
+  out += "    frontiers          " + format_bytes(kv.frontiers) + "\n";
+  out += "  weights + kv state   " + format_bytes(w.total() + kv.total()) + "\n";
+  out += "threads " + std::to_string(options_.threads) + ", numerics " +
+         (options_.numerics == backend::Numerics::Quality ? "quality" : "default") + ", ctx " + std::to_string(n_ctx) +
+         " (n_ctx_train " + std::to_string(hp.n_ctx_train) + "), prefill chunk " +
+         std::to_string(backend_->prefill_chunk()) + "\n";
+  return out;
+}
+
+}  // namespace ds4::engine

@@ -1,0 +1,150 @@
+// The facade every program uses (DESIGN.md "engine"): load a model file
+// into a backend with its tokenizer, open sessions, render and tokenize
+// chats, and run prefill + generation jobs with callbacks (progress, cancel,
+// each token, done). ds4, ds4-server and ds4-bench go through it; nothing
+// above it sees a tensor or a weight. The server's scheduler drives the same
+// backend() for batched steps of many sessions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/backend.h"
+#include "runtime/generate.h"
+#include "text/chat_render.h"
+
+namespace ds4 {
+class ThreadPool;
+}
+namespace ds4::model {
+class Deepseek4Model;
+}
+namespace ds4::text {
+class Tokenizer;
+}
+namespace ds4::runtime {
+class Sampler;
+}
+
+namespace ds4::engine {
+
+inline constexpr int kDefaultPrefillChunk = 4096;
+
+struct EngineOptions {
+  std::string model_path;
+  // How the weights are readied (model/deepseek4_model.h LoadOptions).
+  bool mlock = false;
+  bool warm_weights = false;
+  bool huge_pages = false;
+  backend::Numerics numerics = backend::Numerics::Default;
+  int threads = 1;
+  int prefill_chunk = kDefaultPrefillChunk;
+};
+
+// What programs print and check about the loaded model.
+struct ModelFacts {
+  std::string name;  // general.name, may be empty
+  uint32_t n_vocab = 0;
+  uint32_t n_layer = 0;
+  int64_t n_ctx_train = 0;
+  uint64_t file_bytes = 0;
+  uint64_t locked_bytes = 0;     // --mlock
+  uint64_t huge_page_bytes = 0;  // weights mapped in 2 MiB pages
+  // Weight bytes one decode step reads (non-routed matrices, head, the
+  // routed experts one token selects).
+  uint64_t decode_weight_bytes_per_token = 0;
+  // The file's EOS id (tokenizer.ggml.eos_token_id) when it names a token.
+  std::optional<int32_t> eos;
+  // The instruction set the dot kernels run at on this machine.
+  std::string kernel_isa;
+};
+
+// A rendered chat prompt: the text (as the official encoder writes it) and
+// its tokens (template pieces with special tokens, content as plain text).
+struct Prompt {
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+// Callbacks of a job (all optional).
+struct JobCallbacks {
+  // Prefill progress in prompt tokens (done, total); false cancels.
+  std::function<bool(int64_t done, int64_t total)> progress;
+  // Polled before every generated token; true stops with StopReason::Cancelled.
+  std::function<bool()> cancelled;
+  // Each generated token with the text that became final with it; a reason
+  // other than None stops generation after it.
+  std::function<runtime::StopReason(int32_t id, std::string_view text)> on_token;
+  // The result, once, when generation has stopped.
+  std::function<void(const runtime::GenerateResult &result)> done;
+};
+
+class Engine {
+ public:
+  // Opens and validates the model file and readies the backend. ds4::Error
+  // naming the file and the problem. A file without a tokenizer (or with one
+  // that does not cover the model's vocabulary) still evaluates token ids;
+  // tokenizer() then throws the reason.
+  explicit Engine(const EngineOptions &options);
+  ~Engine();
+  Engine(const Engine &) = delete;
+  Engine &operator=(const Engine &) = delete;
+
+  const EngineOptions &options() const { return options_; }
+  const ModelFacts &facts() const { return facts_; }
+  const text::Tokenizer &tokenizer() const;
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  backend::Backend &backend() { return *backend_; }
+  const backend::Backend &backend() const { return *backend_; }
+
+  // An empty session holding at most n_ctx tokens.
+  std::unique_ptr<backend::Session> new_session(int64_t n_ctx) const;
+
+  // Text as written, special-token literals recognised (no BOS added).
+  std::vector<int32_t> tokenize(std::string_view text) const;
+  // messages / tools as the OpenAI-style JSON the renderer takes.
+  Prompt render(const nlohmann::ordered_json &messages, const nlohmann::ordered_json &tools,
+                const text::RenderOptions &options) const;
+
+  // Evaluates `tokens` after the session's tokens over every layer, with
+  // progress (false cancels: ds4::Cancelled, the session left inconsistent
+  // until restore() or reset()).
+  void prefill(backend::Session &session, std::span<const int32_t> tokens,
+               const std::function<bool(int64_t done, int64_t total)> &progress = {});
+
+  // One job: prefill `prompt` after the session's tokens (may be empty when
+  // the session already ends where generation starts), then generate with
+  // `sampler` under `limits`, reporting through `callbacks`. A cancelled
+  // prefill returns StopReason::Cancelled with nothing generated and the
+  // session reset to where it was (restored from a snapshot).
+  runtime::GenerateResult run(backend::Session &session, std::span<const int32_t> prompt, runtime::Sampler &sampler,
+                              const runtime::GenerateLimits &limits, const JobCallbacks &callbacks);
+
+  // Saving and loading a session (docs/session-files.md).
+  void save_session(const std::string &path, const backend::Session &session) const;
+  void load_session(const std::string &path, backend::Session &session) const;
+
+  // The memory accounting block programs print after loading: file and
+  // weight bytes, KV state per token and for n_ctx, settings. Lines end in
+  // '\n'.
+  std::string memory_report(int64_t n_ctx) const;
+
+ private:
+  EngineOptions options_;
+  std::unique_ptr<model::Deepseek4Model> model_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::string tokenizer_problem_;  // why tokenizer_ is null
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<backend::Backend> backend_;
+  ModelFacts facts_;
+};
+
+}  // namespace ds4::engine
