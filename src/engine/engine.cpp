@@ -79,7 +79,7 @@ void Engine::prefill(backend::Session &session, std::span<const int32_t> tokens,
     // The backend counts token-layers; the caller sees prompt tokens.
     const int64_t layers = std::max<int64_t>(1, facts_.n_layer);
     const auto n = static_cast<int64_t>(tokens.size());
-    backend_->set_progress([&](int64_t done, int64_t) { return progress(done / layers, n); });
+    backend_->set_progress([progress, layers, n](int64_t done, int64_t) { return progress(done / layers, n); });
   }
   try {
     backend_->eval(session, tokens);
