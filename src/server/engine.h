@@ -11,10 +11,11 @@
 // tokens, the live text, the client-visible transcript of the last turn, a
 // disk KV file; §6.2) and then advances every admitted request by batched
 // steps (continuous batching): one step evaluates the next token of every
-// generating request and a bounded piece of one prompt still prefilling
-// (prompts take turns), in one backend::Backend::eval, so every matrix is
-// read once for all of them. The piece is sized so that a step beside
-// decoding streams stays within max_decode_stall of a decode-only step. Cold
+// generating request and bounded pieces of the prompts still prefilling
+// (oldest first), in one backend::Backend::eval, so every matrix is read
+// once for all of them. The prompt tokens of a step are bounded so that a
+// step beside decoding streams stays within max_decode_stall of a
+// decode-only step (engine::StepPlanner). Cold
 // and continued checkpoints are saved on the way (§6.6); each request samples
 // with its own settings (greedy on DSML syntax when tools are active, §3.6),
 // turns its text into API events through the DSML stream parser and the
@@ -141,10 +142,9 @@ class Engine {
   // Admits a job to a free slot; null when it ended at once (an error).
   std::unique_ptr<Active> start(std::shared_ptr<Job> job, double queue_seconds);
   void plan_prefill(Active& a);
-  // One batched evaluation: every generating request's next token and a
-  // piece of one prefilling prompt.
+  // One batched evaluation: every generating request's next token and
+  // pieces of the prefilling prompts, oldest first.
   void step(ActiveList& active);
-  Active* next_prefill(ActiveList& active);
   void prefill_advanced(Active& a);
   void begin_generation(Active& a);
   void finish_generation(Active& a);

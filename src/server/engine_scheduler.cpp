@@ -1,7 +1,8 @@
 // The engine's worker: admits queued requests to free slots and advances
 // all of them by batched steps (continuous batching, issue 23). A step is
 // one backend::Backend::eval over the next token of every generating
-// request and a piece of one prompt that is still prefilling; eval_batch
+// request and pieces of the prompts still prefilling (oldest first, within
+// the step's budget: engine/step_planner.h); eval
 // leaves each session exactly as evaluating it alone would, so a request's
 // reply does not depend on what ran beside it.
 #include <algorithm>
@@ -139,16 +140,6 @@ void Engine::plan_prefill(Active& a) {
   while (a.next_stop < stops.size() && stops[a.next_stop] <= pos) ++a.next_stop;
 }
 
-Engine::Active* Engine::next_prefill(ActiveList& active) {
-  std::vector<Active*> waiting;
-  for (auto& a : active) {
-    if (a->prefilling()) waiting.push_back(a.get());
-  }
-  if (waiting.empty()) return nullptr;
-  // Prompts take turns, one piece each, in admission order.
-  return waiting[planner_.next_turn(waiting.size())];
-}
-
 void Engine::step(ActiveList& active) {
   // Prompts whose client left stop before anything is spent on them.
   for (auto& a : active) {
@@ -181,20 +172,30 @@ void Engine::step(ActiveList& active) {
     decoding.push_back(a.get());
   }
   // Beside decoding sessions whose step time is not known (lately), this
-  // step measures it: no prompt piece.
-  Active* pre = planner_.may_prefill(decoding.size()) ? next_prefill(active) : nullptr;
+  // step measures it: no prompt pieces. Otherwise the prompt tokens it may
+  // carry go to the prefilling prompts oldest first.
+  std::vector<Active*> prefilling;
+  std::vector<int64_t> remaining;
+  for (auto& a : active) {
+    if (!a->prefilling()) continue;
+    prefilling.push_back(a.get());
+    remaining.push_back(a->stops[a->next_stop] - a->slot->session.size());
+  }
+  const std::vector<int64_t> pieces = planner_.share_prefill(decoding.size(), remaining);
+  std::vector<Active*> pres;
   int64_t prefilled = 0;
-  if (pre) {
-    backend::Session& session = pre->slot->session;
-    const int64_t pos = session.size();
-    const int64_t stop = pre->stops[pre->next_stop];
-    prefilled = std::min(stop - pos, planner_.prefill_budget(decoding.size()));
+  for (size_t i = 0; i < prefilling.size(); ++i) {
+    if (pieces[i] == 0) continue;
+    Active* pre = prefilling[i];
+    const int64_t pos = pre->slot->session.size();
     // Logits only where they are used: the prompt's end (sampling) and
     // checkpoints (a KV file holds them).
-    parts.push_back({&session,
+    parts.push_back({&pre->slot->session,
                      std::span<const int32_t>(pre->prefix.tokens).subspan(static_cast<size_t>(pos),
-                                                                          static_cast<size_t>(prefilled)),
-                     nullptr, pos + prefilled < stop});
+                                                                          static_cast<size_t>(pieces[i])),
+                     nullptr, pieces[i] < remaining[i]});
+    pres.push_back(pre);
+    prefilled += pieces[i];
   }
   if (parts.empty()) return;
 
@@ -202,15 +203,15 @@ void Engine::step(ActiveList& active) {
   try {
     // A prompt evaluated alone can stop inside its piece when the client
     // leaves (beside other sessions a cancel would spoil theirs too).
-    if (pre && decoding.empty()) {
-      backend_.set_progress([ch = pre->job->channel.get()](int64_t, int64_t) { return !ch->cancelled(); });
+    if (pres.size() == 1 && decoding.empty()) {
+      backend_.set_progress([ch = pres[0]->job->channel.get()](int64_t, int64_t) { return !ch->cancelled(); });
     }
     backend_.eval(parts);
     backend_.set_progress(nullptr);
   } catch (const Cancelled&) {
     backend_.set_progress(nullptr);
-    pre->slot->session.reset();
-    fail(*pre, RequestError("client disconnected during prefill", 499));
+    pres[0]->slot->session.reset();
+    fail(*pres[0], RequestError("client disconnected during prefill", 499));
     return;
   } catch (const Error& e) {
     backend_.set_progress(nullptr);
@@ -218,7 +219,7 @@ void Engine::step(ActiveList& active) {
       a->slot->session.reset();
       fail(*a, RequestError(std::string("generation failed: ") + e.what(), 500, "server_error"));
     }
-    if (pre) {
+    for (Active* pre : pres) {
       pre->slot->session.reset();
       fail(*pre, RequestError(std::string("prefill failed: ") + e.what(), 500, "server_error"));
     }
@@ -229,7 +230,7 @@ void Engine::step(ActiveList& active) {
   metrics_.batch_step(static_cast<int64_t>(parts.size()), static_cast<int64_t>(decoding.size()) + prefilled,
                       seconds);
   for (Active* a : decoding) ++a->slot->generated;
-  if (pre) prefill_advanced(*pre);
+  for (Active* pre : pres) prefill_advanced(*pre);
 }
 
 void Engine::prefill_advanced(Active& a) {
@@ -375,11 +376,13 @@ void Engine::finish_generation(Active& a) {
     }
   }
 
-  if (a.stream) channel.write(a.stream->finish(reply));
+  // Counted before the client can see the end of its reply, so a /metrics
+  // read right after it counts this request.
   const double total_seconds = seconds_since(a.t_start);
   const int64_t cached = a.prefix.cached;
   metrics_.tokens(n_prompt, cached, reply.usage.completion_tokens, a.prefill_seconds, n_prompt - cached, gen.seconds);
   metrics_.request_done(api_name(req.api), 200);
+  if (a.stream) channel.write(a.stream->finish(reply));
   std::fprintf(stderr,
                "ds4-server: request %lld api=%s status=200 stream=%d thinking=%s slot=%d prompt=%lld cached=%lld "
                "source=%s generated=%lld finish=%s queue_ms=%.0f prefill_tps=%.1f gen_tps=%.1f ms=%.0f\n",
@@ -410,6 +413,8 @@ void Engine::fail(Active& a, const RequestError& e) {
   Job& job = *a.job;
   const ChatRequest& req = job.request;
   ReplyChannel& channel = *job.channel;
+  // Counted before the client sees the end (as a finished request).
+  metrics_.request_done(api_name(req.api), e.status);
   // A stream's 200 headers are out already: the error goes as an SSE event.
   if (req.stream) {
     if (!a.stream) a.stream = make_reply_stream(req, job.ids);
@@ -417,7 +422,6 @@ void Engine::fail(Active& a, const RequestError& e) {
   }
   channel.set_error(e);
   channel.close();
-  metrics_.request_done(api_name(req.api), e.status);
   std::fprintf(stderr, "ds4-server: request %lld api=%s status=%d error=\"%s\"\n", static_cast<long long>(job.number),
                api_name(req.api), e.status, e.what());
   if (trace_) {

@@ -1,11 +1,14 @@
 // The continuous-batching step planner (engine/step_planner.h, issue 23):
-// the prompt piece beside generating sessions is sized so that a step stays
-// within max_decode_stall decode-only steps, from measured step times; a
-// stale decode-only time is measured again first; prompts take turns. The
-// truths are the stall bound's arithmetic on chosen step times.
+// the prompt tokens beside generating sessions are bounded so that a step
+// stays within max_decode_stall decode-only steps, from measured step
+// times; a batch size not measured lately borrows the nearest smaller one's
+// time, and with none the step measures; prompts share the budget first
+// come, first served. The truths are the stall bound's arithmetic on chosen
+// step times and the admission order.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 #include "engine/step_planner.h"
@@ -80,13 +83,34 @@ TEST(StepPlanner, AStaleDecodeTimeIsMeasuredAgain) {
   EXPECT_TRUE(p.may_prefill(2));
 }
 
-TEST(StepPlanner, PromptsTakeTurns) {
+TEST(StepPlanner, AnUnmeasuredBatchSizeBorrowsTheNearestSmallerOne) {
   StepPlanner p(2.0, 4096);
-  EXPECT_EQ(p.next_turn(3), 0u);
-  EXPECT_EQ(p.next_turn(3), 1u);
-  EXPECT_EQ(p.next_turn(3), 2u);
-  EXPECT_EQ(p.next_turn(3), 0u);
-  EXPECT_THROW(p.next_turn(0), Error);
+  p.learn(0.0625, 2, 0);
+  p.learn(0.125, 5, 0);
+  EXPECT_DOUBLE_EQ(p.decode_estimate(2), 0.0625);
+  EXPECT_DOUBLE_EQ(p.decode_estimate(4), 0.0625);  // 3 and 4 unmeasured: 2's time
+  EXPECT_DOUBLE_EQ(p.decode_estimate(9), 0.125);   // beyond the largest: 5's time
+  EXPECT_DOUBLE_EQ(p.decode_estimate(1), 0.0);     // nothing smaller: measure
+  EXPECT_FALSE(p.may_prefill(1));
+  EXPECT_TRUE(p.may_prefill(4));
+  // The piece beside 4 sessions is sized from 2's (shorter) step: it errs small.
+  p.learn(0.0625 + 16 * 0.001953125, 2, 16);
+  EXPECT_EQ(p.prefill_budget(4), 32);
+}
+
+TEST(StepPlanner, PromptsShareTheBudgetFirstComeFirstServed) {
+  StepPlanner p(2.0, 100);
+  // No decoders: a whole chunk of prompt tokens, oldest prompt first.
+  const std::vector<int64_t> remaining = {30, 50, 40, 10};
+  EXPECT_EQ(p.share_prefill(0, remaining), (std::vector<int64_t>{30, 50, 20, 0}));
+  EXPECT_EQ(p.share_prefill(0, std::vector<int64_t>{250, 5}), (std::vector<int64_t>{100, 0}));
+  // Beside decoders: nothing until their step time is known, then the budget.
+  EXPECT_EQ(p.share_prefill(3, remaining), (std::vector<int64_t>{0, 0, 0, 0}));
+  p.learn(0.0625, 3, 0);
+  EXPECT_EQ(p.share_prefill(3, remaining), (std::vector<int64_t>{StepPlanner::kFirstPrefillSlice, 0, 0, 0}));
+  p.learn(0.0625 + 16 * 0.001953125, 3, 16);  // budget 32
+  EXPECT_EQ(p.share_prefill(3, remaining), (std::vector<int64_t>{30, 2, 0, 0}));
+  EXPECT_TRUE(p.share_prefill(3, {}).empty());
 }
 
 TEST(StepPlanner, BadSettingsAreRefused) {
