@@ -6,6 +6,7 @@
 // cleanly (queued requests get 503, the live sessions are saved to the disk
 // cache); a second signal exits at once.
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -61,7 +62,15 @@ int take_instance_lock() {
   return fd;  // held until exit
 }
 
+// The connection threads (up to --http-threads) each get a glibc malloc
+// arena of their own by default and keep what they freed in it, so RSS grows
+// with the number of threads that ever served a request (under a 32-client
+// load: ~20 % after warm-up). A few shared arenas keep it flat;
+// MALLOC_ARENA_MAX in the environment still decides.
+constexpr int kMallocArenas = 4;
+
 int run(int argc, char** argv) {
+  if (!std::getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, kMallocArenas);
   bool exit_now = false;
   int exit_code = 0;
   ds4::app::ServerOptions o = ds4::app::parse_server_options(argc, argv, &exit_now, &exit_code);

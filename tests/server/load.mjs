@@ -10,7 +10,8 @@
 // Every raw SSE stream is parsed and checked for a proper ending ([DONE] /
 // message_stop / response.completed|incomplete). Fails (exit 1) on any 5xx, any
 // connection error, any malformed stream, a dead server at the end, an unclean
-// shutdown, or RSS growth > 10 % after warm-up (sampled from /proc every second).
+// shutdown, or RSS growth > 10 % after warm-up (sampled from /proc every
+// second; the anonymous part is reported beside it).
 // Reports latency p50/p95 (all and per API), aggregate generated tokens/s
 // (from /metrics) and the server's mean batch size and queue wait.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -35,7 +36,12 @@ const { values: opt } = parseArgs({
 const CLIENTS = Number(opt.clients);
 const DURATION_S = Number(opt.duration);
 const ABORT_RATE = Number(opt['abort-rate']);
-const WARMUP_S = opt.warmup ? Number(opt.warmup) : Math.min(15, Math.max(2, Math.round(DURATION_S / 4)));
+// RSS is compared from the end of the warm-up, the first half of the run (at
+// most 30 s): it fills up to a plateau until the steps carrying the most
+// prompt tokens at once (the prompts that arrive together share one step, up
+// to --prefill-chunk tokens) have sized the pass buffers and every connection
+// thread has served; a leak still shows over the second half.
+const WARMUP_S = opt.warmup ? Number(opt.warmup) : Math.min(30, Math.max(2, Math.round(DURATION_S / 2)));
 const RSS_GROWTH_LIMIT = 0.10;
 
 // xorshift64*: one reproducible stream of choices per client.
@@ -323,12 +329,14 @@ async function main() {
   const origin = server.origin;
   const before = await scrape(origin);
   const t0 = performance.now();
-  const samples = [];  // [seconds, KiB]
-  const sampler = setInterval(() => {
+  const samples = [];  // [seconds, KiB, anonymous KiB]
+  const sample = (t) => {
     const kib = rssKiB(server.pid);
-    if (kib !== null) samples.push([(performance.now() - t0) / 1000, kib]);
-  }, 1000);
-  samples.push([0, rssKiB(server.pid)]);
+    const split = rssSplit(server.pid);
+    if (kib !== null && split) samples.push([t, kib, split.anon]);
+  };
+  const sampler = setInterval(() => sample((performance.now() - t0) / 1000), 1000);
+  sample(0);
 
   const deadline = t0 + DURATION_S * 1000;
   const clients = Array.from({ length: CLIENTS }, async (_, i) => {
@@ -343,7 +351,7 @@ async function main() {
   const generatedTps = delta('ds4_generated_tokens_total') / elapsed;
   const meanBatch = delta('ds4_batch_sessions_sum') / delta('ds4_batch_sessions_count');
   const meanQueueMs = 1000 * delta('ds4_queue_wait_seconds_sum') / delta('ds4_queue_wait_seconds_count');
-  samples.push([elapsed, rssKiB(server.pid)]);
+  sample(elapsed);
 
   // The server must still answer, deterministically, after the storm.
   let alive = server.alive();
@@ -365,11 +373,12 @@ async function main() {
   const cleanExit = stop.code === 0;
   if (opt['server-log']) writeFileSync(opt['server-log'], server.stderr());
 
-  const valid = samples.filter(([, k]) => k !== null);
+  const valid = samples;
   const startRss = valid[0][1];
   const maxRss = Math.max(...valid.map(([, k]) => k), endRss ?? 0);
   const warm = valid.find(([t]) => t >= WARMUP_S) ?? valid.at(-1);
   const lastRss = endRss ?? valid.at(-1)[1];
+  const lastAnon = endSplit?.anon ?? valid.at(-1)[2];
   const growth = (lastRss - warm[1]) / warm[1];
   const rssFlag = growth > RSS_GROWTH_LIMIT;
 
@@ -382,12 +391,12 @@ async function main() {
   for (const [key, xs] of [...stats.byApi].sort()) {
     console.log(`  ${key.padEnd(24)} n=${String(xs.length).padStart(5)}  p50 ${pct(xs, 50).toFixed(0)} ms  p95 ${pct(xs, 95).toFixed(0)} ms`);
   }
-  console.log(`RSS (MiB): start ${mib(startRss)}, after ${warm[0].toFixed(0)} s warm-up ${mib(warm[1])}, ` +
-              `end ${mib(lastRss)}, max ${mib(maxRss)}; growth after warm-up ${(growth * 100).toFixed(1)} %` +
-              `${rssFlag ? ' (> 10 %: FLAGGED)' : ''}` +
-              (endSplit ? `; at the end anonymous ${mib(endSplit.anon)}, file-backed ${mib(endSplit.file)}` : ''));
+  console.log(`RSS (MiB): start ${mib(startRss)}, after ${warm[0].toFixed(0)} s warm-up ${mib(warm[1])} ` +
+              `(anonymous ${mib(warm[2])}), end ${mib(lastRss)} (anonymous ${mib(lastAnon)}), max ${mib(maxRss)}; ` +
+              `growth after warm-up ${(growth * 100).toFixed(1)} %${rssFlag ? ' (> 10 %: FLAGGED)' : ''}` +
+              (endSplit ? `; at the end file-backed (the model) ${mib(endSplit.file)}` : ''));
   const every5 = valid.filter(([t], i) => i === 0 || Math.floor(t / 5) !== Math.floor(valid[i - 1][0] / 5));
-  console.log(`RSS every 5 s (MiB): ${every5.map(([, k]) => mib(k)).join(' ')}`);
+  console.log(`RSS every 5 s (MiB): ${every5.map(([, k]) => mib(k)).join(' ')}; anonymous ${every5.map(([, , a]) => mib(a)).join(' ')}`);
   for (const f of stats.failures) console.log(`  failure ${f}`);
   if (!cleanExit) console.log(`server exit on SIGTERM: ${JSON.stringify(stop)}\n${server.stderr().slice(-2000)}`);
 
