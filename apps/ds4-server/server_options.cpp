@@ -56,6 +56,13 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
                  "requests allowed to wait for a free slot; more get 503 with Retry-After")
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));
   app.add_option("--http-threads", o.http.threads, "connections served at once")->check(CLI::Range(4, 4096));
+  int64_t cache_ram_mb = static_cast<int64_t>(o.engine.cache_ram_bytes >> 20);
+  app.add_option("--cache-ram", cache_ram_mb,
+                 "RAM prefix cache in MiB (0 = off): session states at prompt heads, prompt ends and evicted "
+                 "slots, reused by prompts that begin with their tokens")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  app.add_option("--cache-ram-min-tokens", o.engine.cache_ram_min_tokens, "shortest state the RAM prefix cache keeps")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--kv-disk-dir", o.kv_disk_dir, "folder of the disk KV cache (enables it)");
   app.add_option("--kv-disk-space-mb", o.kv_disk_space_mb, "disk KV cache budget in MiB")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
@@ -87,6 +94,7 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
   }
   o.model_given = m->count() > 0;
   o.engine.exact_tool_replay = !no_replay;
+  o.engine.cache_ram_bytes = static_cast<size_t>(cache_ram_mb) << 20;
   o.engine.n_ctx = o.ctx;
   o.http.n_ctx = o.ctx;
   o.http.max_tokens = o.engine.max_tokens;

@@ -128,17 +128,21 @@ void KvCacheConfig::validate() const {
     throw Error("--kv-cache-boundary-align-tokens must be >= 0, got " + std::to_string(boundary_align_tokens));
 }
 
+int64_t shared_head_length(std::span<const int32_t> prompt, int32_t user_token, int32_t assistant_token) {
+  int64_t last_user = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] == assistant_token) break;
+    if (prompt[i] == user_token) last_user = static_cast<int64_t>(i);
+  }
+  return last_user;
+}
+
 int64_t cold_save_length(std::span<const int32_t> prompt, int32_t user_token, int32_t assistant_token,
                          const KvCacheConfig& cfg) {
   const auto n = static_cast<int64_t>(prompt.size());
   if (cfg.cold_max_tokens <= 0 || n < cfg.min_tokens || n > cfg.cold_max_tokens) return 0;
-  int64_t last_user = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t t = prompt[static_cast<size_t>(i)];
-    if (t == assistant_token) break;
-    if (t == user_token) last_user = i;
-  }
-  if (last_user >= cfg.min_tokens) return last_user;
+  const int64_t head = shared_head_length(prompt, user_token, assistant_token);
+  if (head >= cfg.min_tokens) return head;
   if (n > cfg.min_tokens + cfg.boundary_trim_tokens) {
     int64_t stable = n - cfg.boundary_trim_tokens;
     if (cfg.boundary_align_tokens > 0) stable -= stable % cfg.boundary_align_tokens;

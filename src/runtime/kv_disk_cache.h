@@ -51,6 +51,11 @@ struct KvCacheConfig {
 
 // --- Save policy (PROTOCOL.md 6.6), pure functions ---
 
+// The tokens a prompt shares with other conversations under the same system
+// prompt and tools: up to the last `user_token` before the first
+// `assistant_token` (BOS + system + tools); 0 when there is no such token.
+int64_t shared_head_length(std::span<const int32_t> prompt, int32_t user_token, int32_t assistant_token);
+
 // Where a cold checkpoint of `prompt` goes, 0 for none: nothing when the
 // prompt is shorter than min or longer than cold_max (cold_max 0: cold saves
 // off). Otherwise the position of the last `user_token` before the first

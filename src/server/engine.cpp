@@ -90,7 +90,10 @@ Engine::Engine(const text::Tokenizer& tokenizer, backend::Backend& backend, Engi
       tool_memory_(config_.exact_tool_replay ? config_.tool_memory_max_ids : 0, config_.tool_memory_max_bytes),
       planner_(config_.max_decode_stall >= 1.0 ? config_.max_decode_stall
                                                : throw Error("--max-decode-stall must be at least 1"),
-               backend.prefill_chunk()) {
+               backend.prefill_chunk()),
+      ram_(backend, config_.cache_ram_bytes,
+           config_.cache_ram_min_tokens >= 1 ? config_.cache_ram_min_tokens
+                                             : throw Error("--cache-ram-min-tokens must be at least 1")) {
   if (config_.batched_sessions < 1) throw Error("--batched-session must be at least 1");
   for (int i = 0; i < config_.batched_sessions; ++i) {
     slots_.push_back(std::make_unique<Slot>(backend_.new_session(config_.n_ctx), i));
@@ -304,6 +307,32 @@ void Engine::save_to_disk(Slot& slot, int reason, const std::string& key, uint8_
   if (!path.empty()) metrics_.disk_save(reason_name(r));
 }
 
+void Engine::evict_live(Slot& slot, std::string& trace) {
+  if (slot.session.size() == 0) return;
+  store_in_ram(slot);
+  if (disk_ && slot.session.size() >= disk_->config().min_tokens) {
+    uint8_t flags = 0;
+    const std::string key = live_key(slot, &flags);
+    save_to_disk(slot, static_cast<int>(runtime::KvSaveReason::Evict), key, flags);
+    trace += "saved the live session (evict)\n";
+  }
+  slot.visible_text.clear();
+  slot.visible_pending.clear();
+  slot.session.reset();
+}
+
+void Engine::store_in_ram(const Slot& slot) {
+  if (!ram_.enabled()) return;
+  try {
+    ram_.store(slot.session);
+  } catch (const Error& e) {
+    // Losing a cache entry loses no request: say so and go on.
+    std::fprintf(stderr, "ds4-server: RAM prefix cache: state of slot %d not kept: %s\n", slot.index, e.what());
+  }
+  const engine::PrefixCache::Stats st = ram_.stats();
+  metrics_.set_ram_cache(st.entries, st.bytes, st.stores, st.evictions);
+}
+
 Engine::Prefix Engine::reuse(Slot& slot, Job& job, std::string& trace) {
   Prefix p;
   const std::vector<int32_t> live(slot.session.tokens().begin(), slot.session.tokens().end());
@@ -345,15 +374,24 @@ Engine::Prefix Engine::reuse(Slot& slot, Job& job, std::string& trace) {
     }
   }
 
-  if (p.source.empty()) {
-    if (disk_ && slot.session.size() >= disk_->config().min_tokens) {
-      uint8_t flags = 0;
-      const std::string key = live_key(slot, &flags);
-      save_to_disk(slot, static_cast<int>(runtime::KvSaveReason::Evict), key, flags);
-      trace += "saved the live session (evict)\n";
+  // A RAM state longer than what the live session gives wins over it; the
+  // disk is asked only when neither holds anything for this prompt.
+  const std::optional<int64_t> ram = ram_.find(job.prompt_tokens);
+  if (ram && *ram > p.cached) {
+    evict_live(slot, trace);
+    try {
+      ram_.load(job.prompt_tokens, *ram, slot.session);
+      p.tokens = job.prompt_tokens;
+      p.cached = *ram;
+      p.source = "ram";
+      trace += "ram hit: " + std::to_string(*ram) + " tokens\n";
+    } catch (const Error& e) {
+      slot.session.reset();
+      trace += std::string("ram hit not loaded: ") + e.what() + "\n";
     }
-    slot.visible_text.clear();
-    slot.visible_pending.clear();
+  }
+  if (p.source.empty()) {
+    evict_live(slot, trace);
     std::optional<runtime::KvDiskCache::Hit> hit;
     if (disk_) {
       std::lock_guard lock(disk_mutex_);

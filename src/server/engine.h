@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/prefix_cache.h"
 #include "engine/step_planner.h"
 #include "server/chat_request.h"
 #include "server/reply.h"
@@ -70,6 +71,11 @@ struct EngineConfig {
   // most this many times a decode-only step (estimated from measured steps;
   // at least one prompt token per step whatever the estimate).
   double max_decode_stall = 2.0;
+  // The RAM prefix cache (--cache-ram MiB; 0: off): session states kept at
+  // prompt heads (system + tools), prompt ends and evicted slots' live
+  // states, reused by any later prompt that begins with their tokens.
+  size_t cache_ram_bytes = size_t{4096} << 20;
+  int64_t cache_ram_min_tokens = 32;
   bool exact_tool_replay = true;
   size_t tool_memory_max_ids = 100000;
   size_t tool_memory_max_bytes = size_t{512} << 20;
@@ -133,6 +139,9 @@ class Engine {
   std::string render_prompt(const ChatRequest& request, text::ThinkingMode mode, std::string* replay_stats);
   Slot& choose_slot(const Job& job);
   Prefix reuse(Slot& slot, Job& job, std::string& trace);
+  // The slot's live state is about to be replaced: keep it (RAM, disk).
+  void evict_live(Slot& slot, std::string& trace);
+  void store_in_ram(const Slot& slot);
   void save_to_disk(Slot& slot, int reason, const std::string& key, uint8_t key_flags);
   std::string live_key(Slot& slot, uint8_t* key_flags);
   void update_queue_metrics();
@@ -168,6 +177,7 @@ class Engine {
   uint64_t slot_clock_ = 0;
   // Step times, piece sizes and prompt turns of the batched steps.
   engine::StepPlanner planner_;
+  engine::PrefixCache ram_;
 
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -54,7 +54,7 @@ struct Engine::Slot {
 struct Engine::Prefix {
   std::vector<int32_t> tokens;
   int64_t cached = 0;
-  std::string source;  // memory-token | visible | memory-text | disk | cold
+  std::string source;  // memory-token | visible | memory-text | ram | disk | cold
 };
 
 // A request from admission to its last event: its slot, the prompt still to
@@ -76,6 +76,7 @@ struct Engine::Active {
   std::vector<int64_t> stops;
   size_t next_stop = 0;
   int64_t cold_at = 0;
+  int64_t head_at = 0;  // the shared head's end (a RAM prefix cache entry)
   double prefill_seconds = 0;
 
   // Generation (once the prompt is in).

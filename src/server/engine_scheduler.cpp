@@ -127,6 +127,12 @@ void Engine::plan_prefill(Active& a) {
     a.cold_at = runtime::cold_save_length(a.prefix.tokens, tokenizer_.user(), tokenizer_.assistant(), *kc);
     if (a.cold_at > cached && a.cold_at < n_prompt) stops.push_back(a.cold_at);
   }
+  if (ram_.enabled()) {
+    // The shared head (system + tools) goes to the RAM prefix cache for the
+    // next conversation under the same system prompt.
+    a.head_at = runtime::shared_head_length(a.prefix.tokens, tokenizer_.user(), tokenizer_.assistant());
+    if (a.head_at >= ram_.min_tokens() && a.head_at > cached && a.head_at < n_prompt) stops.push_back(a.head_at);
+  }
   const int64_t step = kc ? runtime::continued_step(*kc) : 0;
   if (step > 0) {
     for (int64_t at = (cached / step + 1) * step; at < n_prompt; at += step) {
@@ -239,10 +245,17 @@ void Engine::prefill_advanced(Active& a) {
   if (pos < a.stops[a.next_stop]) return;  // more pieces before this stop
   const int64_t stop = a.stops[a.next_stop++];
   if (stop == a.prompt_size()) {
+    // The whole prompt too: the same request again starts generating at once.
+    store_in_ram(slot);
     begin_generation(a);
     return;
   }
-  const runtime::KvCacheConfig& kc = disk_->config();  // stops before the end exist only with a disk cache
+  if (stop == a.head_at) {
+    store_in_ram(slot);
+    a.trace += "ram store at " + std::to_string(stop) + " tokens\n";
+  }
+  if (!disk_) return;
+  const runtime::KvCacheConfig& kc = disk_->config();
   const int64_t step = runtime::continued_step(kc);
   if (stop == a.cold_at) {
     save_to_disk(slot, static_cast<int>(runtime::KvSaveReason::Cold), tokenizer_.decode(slot.session.tokens()), 0);

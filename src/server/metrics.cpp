@@ -44,6 +44,14 @@ void Metrics::set_disk_usage(uint64_t files, uint64_t bytes) {
   disk_bytes_ = bytes;
 }
 
+void Metrics::set_ram_cache(uint64_t entries, uint64_t bytes, uint64_t stores, uint64_t evictions) {
+  std::lock_guard lock(mutex_);
+  ram_entries_ = entries;
+  ram_bytes_ = bytes;
+  ram_stores_ = stores;
+  ram_evictions_ = evictions;
+}
+
 void Metrics::queue_wait(double seconds) {
   std::lock_guard lock(mutex_);
   queue_wait_.add(seconds);
@@ -136,7 +144,7 @@ std::string Metrics::render() {
   value(out, "ds4_decode_tokens_per_second", last_decode_tps_);
   metric(out, "ds4_cache_decisions_total", "counter",
          "Where each request's prompt prefix came from (cold = cache miss).");
-  for (const char* s : {"memory-token", "memory-text", "visible", "disk", "cold"}) {
+  for (const char* s : {"memory-token", "memory-text", "visible", "ram", "disk", "cold"}) {
     const auto it = cache_.find(s);
     value(out, std::string("ds4_cache_decisions_total{source=\"") + s + "\"}",
           it == cache_.end() ? 0.0 : static_cast<double>(it->second));
@@ -157,6 +165,14 @@ std::string Metrics::render() {
   value(out, "ds4_kv_disk_files", static_cast<double>(disk_files_));
   metric(out, "ds4_kv_disk_bytes", "gauge", "Bytes of KV cache files in the cache folder.");
   value(out, "ds4_kv_disk_bytes", static_cast<double>(disk_bytes_));
+  metric(out, "ds4_ram_cache_entries", "gauge", "Session states held by the RAM prefix cache.");
+  value(out, "ds4_ram_cache_entries", static_cast<double>(ram_entries_));
+  metric(out, "ds4_ram_cache_bytes", "gauge", "Bytes held by the RAM prefix cache.");
+  value(out, "ds4_ram_cache_bytes", static_cast<double>(ram_bytes_));
+  metric(out, "ds4_ram_cache_stores_total", "counter", "Session states stored in the RAM prefix cache.");
+  value(out, "ds4_ram_cache_stores_total", static_cast<double>(ram_stores_));
+  metric(out, "ds4_ram_cache_evictions_total", "counter", "RAM prefix cache states dropped to make room.");
+  value(out, "ds4_ram_cache_evictions_total", static_cast<double>(ram_evictions_));
   metric(out, "ds4_queue_depth", "gauge", "Requests waiting for a free slot.");
   value(out, "ds4_queue_depth", static_cast<double>(queued_));
   metric(out, "ds4_requests_running", "gauge", "Requests running on slots (prefilling or generating).");

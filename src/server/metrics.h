@@ -18,11 +18,14 @@ class Metrics {
   void request_done(const std::string& api, int status);
   void tokens(int64_t prompt, int64_t cached, int64_t generated, double prefill_seconds, int64_t prefilled,
               double decode_seconds);
-  // source: memory-token, memory-text, visible, disk, cold (miss).
+  // source: memory-token, memory-text, visible, ram, disk, cold (miss).
   void cache_decision(const std::string& source);
   void disk_save(const std::string& reason);
   void set_queue_depth(int64_t queued, int64_t running);
   void set_disk_usage(uint64_t files, uint64_t bytes);
+  // The RAM prefix cache (--cache-ram): entries and bytes held now, states
+  // stored and dropped for room so far.
+  void set_ram_cache(uint64_t entries, uint64_t bytes, uint64_t stores, uint64_t evictions);
   // How long an admitted request waited in the queue.
   void queue_wait(double seconds);
   // One batched evaluation: sessions in it, tokens it evaluated, its time.
@@ -59,6 +62,7 @@ class Metrics {
   std::map<std::string, uint64_t> disk_saves_;
   int64_t queued_ = 0, running_ = 0;
   uint64_t disk_files_ = 0, disk_bytes_ = 0;
+  uint64_t ram_entries_ = 0, ram_bytes_ = 0, ram_stores_ = 0, ram_evictions_ = 0;
   Histogram queue_wait_{{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
   Histogram step_sessions_{{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64}};
   Histogram step_seconds_{{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10}};

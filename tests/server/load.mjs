@@ -3,7 +3,7 @@
 //   DS4_SERVER_BIN=build/bin/ds4-server DS4_MKMODEL_BIN=build/bin/ds4-mkmodel \
 //     node tests/server/load.mjs [--clients 32] [--duration 60] [--threads 1] [--seed 1] [--model FILE]
 //                                [--abort-rate 0.06] [--warmup S] [--server-log FILE] [--batched-session N]
-//                                [--server-args="--max-decode-stall 4 ..."]
+//                                [--cache-ram MIB] [--server-args="--max-decode-stall 4 ..."]
 // Starts a fresh server on the tiny random model and runs N concurrent clients
 // for D seconds, mixing chat, completions, Responses and Messages, streamed
 // (mostly) and not, max_tokens 16–64, some aborted mid-stream by the client.
@@ -30,6 +30,9 @@ const { values: opt } = parseArgs({
     warmup: { type: 'string', default: '' },
     'server-log': { type: 'string' },  // write the server's stderr here at the end
     'batched-session': { type: 'string', default: '1' },  // the server's slots (requests run at once)
+    // The server's RAM prefix cache. Small by default so that it fills up within
+    // the warm-up and the RSS check then sees its bound hold (0: off).
+    'cache-ram': { type: 'string', default: '64' },
     'server-args': { type: 'string', default: '' },  // more ds4-server flags, space-separated
   },
 });
@@ -324,7 +327,7 @@ async function scrape(origin) {
 
 async function main() {
   const server = await startServer({
-    model: opt.model, threads: Number(opt.threads), args: ['--batched-session', opt['batched-session'], ...opt['server-args'].split(' ').filter(Boolean)],
+    model: opt.model, threads: Number(opt.threads), args: ['--batched-session', opt['batched-session'], '--cache-ram', opt['cache-ram'], ...opt['server-args'].split(' ').filter(Boolean)],
   });
   const origin = server.origin;
   const before = await scrape(origin);
@@ -351,6 +354,10 @@ async function main() {
   const generatedTps = delta('ds4_generated_tokens_total') / elapsed;
   const meanBatch = delta('ds4_batch_sessions_sum') / delta('ds4_batch_sessions_count');
   const meanQueueMs = 1000 * delta('ds4_queue_wait_seconds_sum') / delta('ds4_queue_wait_seconds_count');
+  const ramHits = delta('ds4_cache_decisions_total{source="ram"}');
+  const decisions = [...after.keys()].filter((k) => k.startsWith('ds4_cache_decisions_total{'))
+    .reduce((sum, k) => sum + delta(k), 0);
+  const ramMiB = (after.get('ds4_ram_cache_bytes') ?? 0) / 2 ** 20;
   sample(elapsed);
 
   // The server must still answer, deterministically, after the storm.
@@ -384,7 +391,8 @@ async function main() {
 
   const statusText = [...stats.status].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}:${n}`).join(' ');
   console.log(`clients ${CLIENTS}, duration ${elapsed.toFixed(1)} s, server threads ${opt.threads}, ` +
-              `batched sessions ${opt['batched-session']}`);
+              `batched sessions ${opt['batched-session']}, RAM prefix cache ${opt['cache-ram']} MiB`);
+  console.log(`prompts from the RAM prefix cache ${ramHits} of ${decisions}; it holds ${ramMiB.toFixed(1)} MiB at the end`);
   console.log(`aggregate ${generatedTps.toFixed(1)} generated tokens/s; mean sessions per step ${meanBatch.toFixed(2)}; ` +
               `mean queue wait ${meanQueueMs.toFixed(0)} ms`);
   console.log(`HTTP status counts: ${statusText}`);
