@@ -113,6 +113,33 @@ runtime::GenerateResult Engine::run(backend::Session &session, std::span<const i
   return r;
 }
 
+std::shared_ptr<JobHandle> Engine::submit(backend::Session &session, std::vector<int32_t> prompt,
+                                          runtime::Sampler &sampler, const runtime::GenerateLimits &limits,
+                                          JobCallbacks callbacks) {
+  const text::Tokenizer &tok = tokenizer();
+  Scheduler *scheduler = nullptr;
+  {
+    std::lock_guard lock(scheduler_mutex_);
+    if (!scheduler_) {
+      if (options_.max_jobs < 1) throw Error("engine: max_jobs must be at least 1");
+      SchedulerOptions so;
+      so.max_running = static_cast<size_t>(options_.max_jobs);
+      so.queue_max = 1024;
+      scheduler_ = std::make_unique<Scheduler>(*backend_, std::move(so));
+    }
+    scheduler = scheduler_.get();
+  }
+  auto handle = std::make_shared<JobHandle>();
+  auto job = std::make_shared<SubmittedJob>(session, std::move(prompt), tok, sampler, limits, std::move(callbacks),
+                                            handle);
+  switch (scheduler->submit(std::move(job))) {
+    case Scheduler::Submitted::Queued: return handle;
+    case Scheduler::Submitted::Full: throw Error("engine: 1024 jobs wait already; submit later");
+    case Scheduler::Submitted::Stopping: break;
+  }
+  throw Error("engine: shutting down");
+}
+
 void Engine::save_session(const std::string &path, const backend::Session &session) const {
   backend_->save_session_file(path, session);
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "engine/job.h"
+#include "engine/scheduler.h"
 #include "runtime/generate.h"
 #include "text/chat_render.h"
 
@@ -47,6 +50,8 @@ struct EngineOptions {
   backend::Numerics numerics = backend::Numerics::Default;
   int threads = 1;
   int prefill_chunk = kDefaultPrefillChunk;
+  // Jobs Engine::submit runs at once (batched); more wait in its queue.
+  int max_jobs = 8;
 };
 
 // What programs print and check about the loaded model.
@@ -72,19 +77,6 @@ struct ModelFacts {
 struct Prompt {
   std::string text;
   std::vector<int32_t> tokens;
-};
-
-// Callbacks of a job (all optional).
-struct JobCallbacks {
-  // Prefill progress in prompt tokens (done, total); false cancels.
-  std::function<bool(int64_t done, int64_t total)> progress;
-  // Polled before every generated token; true stops with StopReason::Cancelled.
-  std::function<bool()> cancelled;
-  // Each generated token with the text that became final with it; a reason
-  // other than None stops generation after it.
-  std::function<runtime::StopReason(int32_t id, std::string_view text)> on_token;
-  // The result, once, when generation has stopped.
-  std::function<void(const runtime::GenerateResult &result)> done;
 };
 
 class Engine {
@@ -128,6 +120,18 @@ class Engine {
   runtime::GenerateResult run(backend::Session &session, std::span<const int32_t> prompt, runtime::Sampler &sampler,
                               const runtime::GenerateLimits &limits, const JobCallbacks &callbacks);
 
+  // Queues a job like run()'s, run by the engine's scheduler beside the
+  // other submitted jobs: every step evaluates the next token of each
+  // generating job and pieces of the prompts being prefilled in one batched
+  // evaluation (each session ends exactly as running it alone). Callbacks
+  // run on the scheduler's thread. The session, sampler and everything the
+  // callbacks use must stay alive and untouched until the job is done; a
+  // session belongs to one job at a time. While submitted jobs run, the
+  // caller must not evaluate on this engine itself (prefill, run). ds4::Error
+  // when the queue is full or there is no tokenizer.
+  std::shared_ptr<JobHandle> submit(backend::Session &session, std::vector<int32_t> prompt, runtime::Sampler &sampler,
+                                    const runtime::GenerateLimits &limits, JobCallbacks callbacks = {});
+
   // Saving and loading a session (docs/session-files.md).
   void save_session(const std::string &path, const backend::Session &session) const;
   void load_session(const std::string &path, backend::Session &session) const;
@@ -145,6 +149,8 @@ class Engine {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<backend::Backend> backend_;
   ModelFacts facts_;
+  std::mutex scheduler_mutex_;
+  std::unique_ptr<Scheduler> scheduler_;  // made at the first submit
 };
 
 }  // namespace ds4::engine

@@ -88,17 +88,23 @@ Engine::Engine(const text::Tokenizer& tokenizer, backend::Backend& backend, Engi
       metrics_(metrics),
       trace_(trace),
       tool_memory_(config_.exact_tool_replay ? config_.tool_memory_max_ids : 0, config_.tool_memory_max_bytes),
-      planner_(config_.max_decode_stall >= 1.0 ? config_.max_decode_stall
-                                               : throw Error("--max-decode-stall must be at least 1"),
-               backend.prefill_chunk()),
       ram_(backend, config_.cache_ram_bytes,
            config_.cache_ram_min_tokens >= 1 ? config_.cache_ram_min_tokens
                                              : throw Error("--cache-ram-min-tokens must be at least 1")) {
   if (config_.batched_sessions < 1) throw Error("--batched-session must be at least 1");
+  if (!(config_.max_decode_stall >= 1.0)) throw Error("--max-decode-stall must be at least 1");
   for (int i = 0; i < config_.batched_sessions; ++i) {
     slots_.push_back(std::make_unique<Slot>(backend_.new_session(config_.n_ctx), i));
   }
-  worker_ = std::thread([this] { worker_loop(); });
+  engine::SchedulerOptions so;
+  so.max_running = slots_.size();
+  so.queue_max = config_.queue_max;
+  so.max_decode_stall = config_.max_decode_stall;
+  so.on_step = [this](int64_t sessions, int64_t tokens, double seconds) {
+    metrics_.batch_step(sessions, tokens, seconds);
+  };
+  so.on_queue = [this](size_t queued, size_t running) { publish_metrics(queued, running); };
+  scheduler_ = std::make_unique<engine::Scheduler>(backend_, std::move(so));
 }
 
 Engine::~Engine() { shutdown(); }
@@ -175,49 +181,24 @@ std::shared_ptr<Job> Engine::prepare(ChatRequest request, std::string raw_body) 
 }
 
 void Engine::submit(const std::shared_ptr<Job>& job) {
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) throw RequestError("server is shutting down", 503, "server_error");
-    // queue_max counts requests waiting for a slot; the worker admits one
-    // to each free slot at its next step.
-    const size_t free_slots = slots_.size() - std::min(active_count_, slots_.size());
-    if (queue_.size() >= config_.queue_max + free_slots) {
-      RequestError e("server busy: " + std::to_string(queue_.size()) + " requests are waiting; retry later", 503,
-                     "server_error");
+  switch (scheduler_->submit(std::make_shared<Active>(*this, job))) {
+    case engine::Scheduler::Submitted::Queued: break;
+    case engine::Scheduler::Submitted::Stopping: throw RequestError("server is shutting down", 503, "server_error");
+    case engine::Scheduler::Submitted::Full: {
+      RequestError e("server busy: " + std::to_string(scheduler_->queued()) + " requests are waiting; retry later",
+                     503, "server_error");
       e.code = "queue_full";
       throw e;
     }
-    job->queued_at = std::chrono::steady_clock::now();
-    queue_.push_back(job);
   }
-  update_queue_metrics();
-  cv_.notify_all();
-}
-
-void Engine::update_queue_metrics() {
-  std::lock_guard lock(mutex_);
-  metrics_.set_queue_depth(static_cast<int64_t>(queue_.size()), static_cast<int64_t>(active_count_));
+  metrics_.set_queue_depth(static_cast<int64_t>(scheduler_->queued()), static_cast<int64_t>(scheduler_->running()));
 }
 
 void Engine::shutdown() { std::call_once(shutdown_once_, [this] { shutdown_now(); }); }
 
 void Engine::shutdown_now() {
-  std::deque<std::shared_ptr<Job>> dropped;
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-    dropped.swap(queue_);
-  }
-  cv_.notify_all();
-  for (auto& job : dropped) {
-    job->channel->set_error(RequestError("server is shutting down", 503, "server_error"));
-    if (job->request.stream) {
-      // The stream's headers may already be out: end it with an error event.
-      job->channel->write(make_reply_stream(job->request, job->ids)->error("server is shutting down"));
-    }
-    job->channel->close();
-  }
-  if (worker_.joinable()) worker_.join();
+  // Queued requests get 503, running ones finish; then the worker is gone.
+  scheduler_->stop();
   if (disk_) {
     for (auto& slot : slots_) {
       if (slot->session.size() >= disk_->config().min_tokens && slot->session.consistent()) {

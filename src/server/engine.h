@@ -10,12 +10,12 @@
 // the longest reusable prefix, decides what the prompt can reuse (live
 // tokens, the live text, the client-visible transcript of the last turn, a
 // disk KV file; §6.2) and then advances every admitted request by batched
-// steps (continuous batching): one step evaluates the next token of every
-// generating request and bounded pieces of the prompts still prefilling
-// (oldest first), in one backend::Backend::eval, so every matrix is read
-// once for all of them. The prompt tokens of a step are bounded so that a
-// step beside decoding streams stays within max_decode_stall of a
-// decode-only step (engine::StepPlanner). Cold
+// steps (continuous batching, engine::Scheduler): one step evaluates the
+// next token of every generating request and bounded pieces of the prompts
+// still prefilling (oldest first), in one backend::Backend::eval, so every
+// matrix is read once for all of them. The prompt tokens of a step are
+// bounded so that a step beside decoding streams stays within
+// max_decode_stall of a decode-only step (engine::StepPlanner). Cold
 // and continued checkpoints are saved on the way (§6.6); each request samples
 // with its own settings (greedy on DSML syntax when tools are active, §3.6),
 // turns its text into API events through the DSML stream parser and the
@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "engine/prefix_cache.h"
-#include "engine/step_planner.h"
+#include "engine/scheduler.h"
 #include "server/chat_request.h"
 #include "server/reply.h"
 #include "server/reply_channel.h"
@@ -96,7 +96,6 @@ struct Job {
   // tool_choice required / named: the DSML grammar generation must follow.
   std::shared_ptr<const runtime::ToolCallConstraint> constraint;
   std::shared_ptr<ReplyChannel> channel = std::make_shared<ReplyChannel>();
-  std::chrono::steady_clock::time_point queued_at;  // set by submit()
 };
 
 class Engine {
@@ -132,7 +131,6 @@ class Engine {
   struct Slot;
   struct Prefix;
   struct Active;
-  using ActiveList = std::vector<std::unique_ptr<Active>>;
   void shutdown_now();
   // The prompt text (exact tool replay where possible, + response prefix);
   // replay_stats (may be null) gets the exact/canonical counts.
@@ -144,22 +142,18 @@ class Engine {
   void store_in_ram(const Slot& slot);
   void save_to_disk(Slot& slot, int reason, const std::string& key, uint8_t key_flags);
   std::string live_key(Slot& slot, uint8_t* key_flags);
-  void update_queue_metrics();
 
-  // The worker (engine_scheduler.cpp).
-  void worker_loop();
-  // Admits a job to a free slot; null when it ended at once (an error).
-  std::unique_ptr<Active> start(std::shared_ptr<Job> job, double queue_seconds);
+  // A request's way through the scheduler (engine_requests.cpp): its
+  // engine::Task hooks.
+  // Admits it to a free slot; false when it ended at once (an error).
+  bool start(Active& a, double queue_seconds);
   void plan_prefill(Active& a);
-  // One batched evaluation: every generating request's next token and
-  // pieces of the prefilling prompts, oldest first.
-  void step(ActiveList& active);
   void prefill_advanced(Active& a);
   void begin_generation(Active& a);
   void finish_generation(Active& a);
   void fail(Active& a, const RequestError& e);
   void release(Active& a);
-  void publish_slot_metrics();
+  void publish_metrics(size_t queued, size_t running);
 
   const text::Tokenizer& tokenizer_;
   backend::Backend& backend_;
@@ -173,20 +167,15 @@ class Engine {
   std::once_flag vocab_once_;
   std::shared_ptr<const runtime::VocabTrie> vocab_trie_;
 
+  // Touched by the scheduler's worker only.
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t slot_clock_ = 0;
-  // Step times, piece sizes and prompt turns of the batched steps.
-  engine::StepPlanner planner_;
   engine::PrefixCache ram_;
 
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<Job>> queue_;
-  bool stopping_ = false;
-  size_t active_count_ = 0;  // requests admitted to slots
   std::atomic<int64_t> counter_{0};
-  std::thread worker_;
   std::once_flag shutdown_once_;
+  // Last: its worker calls into everything above.
+  std::unique_ptr<engine::Scheduler> scheduler_;
 };
 
 }  // namespace ds4::server

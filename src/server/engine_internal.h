@@ -1,5 +1,5 @@
 // What engine.cpp (requests in, slots, prefix reuse, the disk cache) and
-// engine_scheduler.cpp (the worker's batched steps) share: a resident slot,
+// engine_requests.cpp (a request as a scheduler task) share: a resident slot,
 // a reuse decision and a request in flight. Not for use outside the engine.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/scheduler.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "server/engine.h"
@@ -59,9 +60,12 @@ struct Engine::Prefix {
 
 // A request from admission to its last event: its slot, the prompt still to
 // evaluate (with the positions where disk checkpoints are due), then the
-// generation stepped one token per batched step. Holds what the Generation
-// refers to, so it never moves (owned through unique_ptr).
-struct Engine::Active {
+// generation stepped one token per batched step. As an engine::Task it is
+// driven by the scheduler; its hooks are the server engine's. Holds what the
+// Generation refers to, so it never moves (owned through shared_ptr).
+struct Engine::Active final : engine::Task {
+  Active(Engine& server, std::shared_ptr<Job> job) : server(server), job(std::move(job)) {}
+  Engine& server;
   std::shared_ptr<Job> job;
   Slot* slot = nullptr;
   EngineClock::time_point t_start;
@@ -74,7 +78,7 @@ struct Engine::Active {
   // Prefill: evaluate prefix.tokens up to each stop in turn (checkpoint
   // positions, then the prompt's end).
   std::vector<int64_t> stops;
-  size_t next_stop = 0;
+  size_t next_stop_index = 0;
   int64_t cold_at = 0;
   int64_t head_at = 0;  // the shared head's end (a RAM prefix cache entry)
   double prefill_seconds = 0;
@@ -84,13 +88,24 @@ struct Engine::Active {
   runtime::GenerateLimits limits;
   runtime::GenerateHooks hooks;
   std::unique_ptr<ReplyAssembler> assembler;
-  std::optional<runtime::Generation> generation;
-  int32_t next_token = 0;  // the token this step evaluates
+  std::optional<runtime::Generation> generation_;
 
-  bool done = false;  // replied or failed; the slot is free again
-
-  bool prefilling() const { return !generation && !done; }
   int64_t prompt_size() const { return static_cast<int64_t>(prefix.tokens.size()); }
+  void close() { end(); }
+
+  // engine::Task
+  bool start(double waited) override { return server.start(*this, waited); }
+  backend::Session& session() override { return slot->session; }
+  std::span<const int32_t> prompt() const override { return prefix.tokens; }
+  int64_t next_stop() const override {
+    return next_stop_index < stops.size() ? stops[next_stop_index] : prompt_size();
+  }
+  void stop_reached() override { server.prefill_advanced(*this); }
+  runtime::Generation* generation() override { return generation_ ? &*generation_ : nullptr; }
+  void finished() override { server.finish_generation(*this); }
+  void failed(engine::TaskFailure why, const std::string& message) override;
+  bool cancelled() const override { return job->channel->cancelled(); }
+  void token_evaluated() override { ++slot->generated; }
 };
 
 }  // namespace ds4::server

@@ -55,7 +55,10 @@ PY
 stream=$(curl -s -N "$base/v1/chat/completions" -H 'Content-Type: application/json' \
   -d "${body%\}},\"stream\":true}")
 grep -q '^data: \[DONE\]$' <<<"$stream" || fail "stream did not end with [DONE]: $stream"
-curl -s "$base/metrics" | grep -q '^ds4_requests_total{api="chat",status="200"} 2$' || fail "/metrics does not count 2 chats"
+# Read whole before matching: `curl | grep -q` under pipefail fails when grep
+# stops reading at the match and curl is still writing (SIGPIPE).
+metrics=$(curl -s "$base/metrics")
+grep -q '^ds4_requests_total{api="chat",status="200"} 2$' <<<"$metrics" || fail "/metrics does not count 2 chats"
 
 pkill -TERM -f "ds4-server -m $work/" || fail "no ds4-server process to stop"
 status=0

@@ -1,10 +1,9 @@
-// The engine's worker: admits queued requests to free slots and advances
-// all of them by batched steps (continuous batching, issue 23). A step is
-// one backend::Backend::eval over the next token of every generating
-// request and pieces of the prompts still prefilling (oldest first, within
-// the step's budget: engine/step_planner.h); eval
-// leaves each session exactly as evaluating it alone would, so a request's
-// reply does not depend on what ran beside it.
+// A server request's way through engine::Scheduler: admission to a slot
+// (prefix reuse, the prefill plan with its checkpoint stops), the stops
+// (disk and RAM saves), generation (sampler, limits, the reply assembler),
+// the end (usage, tool memory, the visible-transcript binding, metrics,
+// trace) and failures. The scheduler batches the steps
+// (src/engine/scheduler.h).
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -41,80 +40,49 @@ std::string trace_header(const Job& job) {
 
 }  // namespace
 
-void Engine::worker_loop() {
-  ActiveList active;
-  while (true) {
-    std::vector<std::pair<std::shared_ptr<Job>, double>> admitted;
-    {
-      std::unique_lock lock(mutex_);
-      if (active.empty()) cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (active.empty() && queue_.empty()) return;  // stopping, nothing left
-      while (!queue_.empty() && active.size() + admitted.size() < slots_.size()) {
-        admitted.emplace_back(queue_.front(), seconds_since(queue_.front()->queued_at));
-        queue_.pop_front();
-      }
-      active_count_ = active.size() + admitted.size();
-    }
-    for (auto& [job, waited] : admitted) {
-      if (std::unique_ptr<Active> a = start(std::move(job), waited)) active.push_back(std::move(a));
-    }
-    if (!active.empty()) step(active);
-    std::erase_if(active, [](const std::unique_ptr<Active>& a) { return a->done; });
-    {
-      std::lock_guard lock(mutex_);
-      active_count_ = active.size();
-    }
-    update_queue_metrics();
-    publish_slot_metrics();
-  }
-}
-
-std::unique_ptr<Engine::Active> Engine::start(std::shared_ptr<Job> job, double queue_seconds) {
-  auto a = std::make_unique<Active>();
-  a->job = std::move(job);
-  a->t_start = EngineClock::now();
-  a->queue_seconds = queue_seconds;
+bool Engine::start(Active& a, double queue_seconds) {
+  a.t_start = EngineClock::now();
+  a.queue_seconds = queue_seconds;
   metrics_.queue_wait(queue_seconds);
-  Job& job_ref = *a->job;
+  Job& job_ref = *a.job;
   const ChatRequest& req = job_ref.request;
-  if (trace_) a->trace = trace_header(job_ref);
+  if (trace_) a.trace = trace_header(job_ref);
   if (job_ref.channel->cancelled()) {
-    fail(*a, RequestError("client disconnected before the request ran", 499));
-    return nullptr;
+    fail(a, RequestError("client disconnected before the request ran", 499));
+    return false;
   }
 
   Slot& slot = choose_slot(job_ref);
   slot.busy = true;
   ++slot.requests;
-  a->slot = &slot;
+  a.slot = &slot;
   try {
-    a->prefix = reuse(slot, job_ref, a->trace);
+    a.prefix = reuse(slot, job_ref, a.trace);
   } catch (const Error& e) {
     slot.session.reset();
     slot.visible_text.clear();
-    fail(*a, RequestError(std::string("cache lookup failed: ") + e.what(), 500, "server_error"));
-    return nullptr;
+    fail(a, RequestError(std::string("cache lookup failed: ") + e.what(), 500, "server_error"));
+    return false;
   }
-  metrics_.cache_decision(a->prefix.source);
-  const int64_t n_prompt = a->prompt_size();
+  metrics_.cache_decision(a.prefix.source);
+  const int64_t n_prompt = a.prompt_size();
   if (req.stream) {
     job_ref.ids.prompt_usage.prompt_tokens = n_prompt;
-    job_ref.ids.prompt_usage.cached_tokens = a->prefix.cached;
-    a->stream = make_reply_stream(req, job_ref.ids);
-    job_ref.channel->write(a->stream->begin());
+    job_ref.ids.prompt_usage.cached_tokens = a.prefix.cached;
+    a.stream = make_reply_stream(req, job_ref.ids);
+    job_ref.channel->write(a.stream->begin());
   }
   if (n_prompt >= config_.n_ctx) {
-    fail(*a, context_overflow(req.api, n_prompt, config_.n_ctx));
-    return nullptr;
+    fail(a, context_overflow(req.api, n_prompt, config_.n_ctx));
+    return false;
   }
   // The live state is about to change: the old bindings go.
   slot.visible_text.clear();
   slot.visible_pending.clear();
-  a->t_prefill = EngineClock::now();
-  plan_prefill(*a);
-  if (a->next_stop == a->stops.size()) begin_generation(*a);  // all of it cached
-  if (a->done) return nullptr;
-  return a;
+  a.t_prefill = EngineClock::now();
+  plan_prefill(a);
+  if (a.next_stop_index == a.stops.size()) begin_generation(a);  // all of it cached
+  return !a.ended();
 }
 
 void Engine::plan_prefill(Active& a) {
@@ -143,107 +111,14 @@ void Engine::plan_prefill(Active& a) {
   std::sort(stops.begin(), stops.end());
   stops.erase(std::unique(stops.begin(), stops.end()), stops.end());
   const int64_t pos = a.slot->session.size();
-  while (a.next_stop < stops.size() && stops[a.next_stop] <= pos) ++a.next_stop;
-}
-
-void Engine::step(ActiveList& active) {
-  // Prompts whose client left stop before anything is spent on them.
-  for (auto& a : active) {
-    if (a->prefilling() && a->job->channel->cancelled()) {
-      // The evaluated part of the prompt stays for reuse when it ends where
-      // logits were computed (a checkpoint); a session without them is no
-      // use to a later request.
-      if (a->slot->session.logits().empty()) a->slot->session.reset();
-      fail(*a, RequestError("client disconnected during prefill", 499));
-    }
-  }
-  std::vector<backend::Part> parts;
-  std::vector<Active*> decoding;
-  for (auto& a : active) {
-    if (!a->generation || a->done) continue;
-    std::optional<int32_t> id;
-    try {
-      id = a->generation->step();
-    } catch (const Error& e) {
-      a->slot->session.reset();
-      fail(*a, RequestError(std::string("generation failed: ") + e.what(), 500, "server_error"));
-      continue;
-    }
-    if (!id) {
-      finish_generation(*a);
-      continue;
-    }
-    a->next_token = *id;
-    parts.push_back({&a->slot->session, std::span<const int32_t>(&a->next_token, 1), nullptr});
-    decoding.push_back(a.get());
-  }
-  // Beside decoding sessions whose step time is not known (lately), this
-  // step measures it: no prompt pieces. Otherwise the prompt tokens it may
-  // carry go to the prefilling prompts oldest first.
-  std::vector<Active*> prefilling;
-  std::vector<int64_t> remaining;
-  for (auto& a : active) {
-    if (!a->prefilling()) continue;
-    prefilling.push_back(a.get());
-    remaining.push_back(a->stops[a->next_stop] - a->slot->session.size());
-  }
-  const std::vector<int64_t> pieces = planner_.share_prefill(decoding.size(), remaining);
-  std::vector<Active*> pres;
-  int64_t prefilled = 0;
-  for (size_t i = 0; i < prefilling.size(); ++i) {
-    if (pieces[i] == 0) continue;
-    Active* pre = prefilling[i];
-    const int64_t pos = pre->slot->session.size();
-    // Logits only where they are used: the prompt's end (sampling) and
-    // checkpoints (a KV file holds them).
-    parts.push_back({&pre->slot->session,
-                     std::span<const int32_t>(pre->prefix.tokens).subspan(static_cast<size_t>(pos),
-                                                                          static_cast<size_t>(pieces[i])),
-                     nullptr, pieces[i] < remaining[i]});
-    pres.push_back(pre);
-    prefilled += pieces[i];
-  }
-  if (parts.empty()) return;
-
-  const auto t0 = EngineClock::now();
-  try {
-    // A prompt evaluated alone can stop inside its piece when the client
-    // leaves (beside other sessions a cancel would spoil theirs too).
-    if (pres.size() == 1 && decoding.empty()) {
-      backend_.set_progress([ch = pres[0]->job->channel.get()](int64_t, int64_t) { return !ch->cancelled(); });
-    }
-    backend_.eval(parts);
-    backend_.set_progress(nullptr);
-  } catch (const Cancelled&) {
-    backend_.set_progress(nullptr);
-    pres[0]->slot->session.reset();
-    fail(*pres[0], RequestError("client disconnected during prefill", 499));
-    return;
-  } catch (const Error& e) {
-    backend_.set_progress(nullptr);
-    for (Active* a : decoding) {
-      a->slot->session.reset();
-      fail(*a, RequestError(std::string("generation failed: ") + e.what(), 500, "server_error"));
-    }
-    for (Active* pre : pres) {
-      pre->slot->session.reset();
-      fail(*pre, RequestError(std::string("prefill failed: ") + e.what(), 500, "server_error"));
-    }
-    return;
-  }
-  const double seconds = seconds_since(t0);
-  planner_.learn(seconds, decoding.size(), prefilled);
-  metrics_.batch_step(static_cast<int64_t>(parts.size()), static_cast<int64_t>(decoding.size()) + prefilled,
-                      seconds);
-  for (Active* a : decoding) ++a->slot->generated;
-  for (Active* pre : pres) prefill_advanced(*pre);
+  while (a.next_stop_index < stops.size() && stops[a.next_stop_index] <= pos) ++a.next_stop_index;
 }
 
 void Engine::prefill_advanced(Active& a) {
   Slot& slot = *a.slot;
   const int64_t pos = slot.session.size();
-  if (pos < a.stops[a.next_stop]) return;  // more pieces before this stop
-  const int64_t stop = a.stops[a.next_stop++];
+  if (pos < a.stops[a.next_stop_index]) return;  // more pieces before this stop
+  const int64_t stop = a.stops[a.next_stop_index++];
   if (stop == a.prompt_size()) {
     // The whole prompt too: the same request again starts generating at once.
     store_in_ram(slot);
@@ -330,7 +205,7 @@ void Engine::begin_generation(Active& a) {
     return runtime::StopReason::None;
   };
   try {
-    a.generation.emplace(session, tokenizer_, *a.sampler, a.limits, a.hooks);
+    a.generation_.emplace(session, tokenizer_, *a.sampler, a.limits, a.hooks);
   } catch (const Error& e) {
     fail(a, RequestError(std::string("generation failed: ") + e.what(), 500, "server_error"));
   }
@@ -341,7 +216,7 @@ void Engine::finish_generation(Active& a) {
   const ChatRequest& req = job.request;
   Slot& slot = *a.slot;
   ReplyChannel& channel = *job.channel;
-  runtime::GenerateResult gen = a.generation->finish();
+  runtime::GenerateResult gen = a.generation_->finish();
   if (gen.reason == runtime::StopReason::Cancelled) {
     // The client is gone: nothing to send. The session holds what was
     // evaluated and stays usable for the next request.
@@ -446,12 +321,30 @@ void Engine::fail(Active& a, const RequestError& e) {
 }
 
 void Engine::release(Active& a) {
-  a.done = true;
-  a.generation.reset();
+  a.generation_.reset();
+  a.close();
   if (a.slot) a.slot->busy = false;
 }
 
-void Engine::publish_slot_metrics() {
+void Engine::Active::failed(engine::TaskFailure why, const std::string& message) {
+  switch (why) {
+    case engine::TaskFailure::Cancelled:
+      server.fail(*this, RequestError("client disconnected " + message, 499));
+      break;
+    case engine::TaskFailure::Prefill:
+      server.fail(*this, RequestError("prefill failed: " + message, 500, "server_error"));
+      break;
+    case engine::TaskFailure::Generation:
+      server.fail(*this, RequestError("generation failed: " + message, 500, "server_error"));
+      break;
+    case engine::TaskFailure::Shutdown:
+      server.fail(*this, RequestError("server is shutting down", 503, "server_error"));
+      break;
+  }
+}
+
+void Engine::publish_metrics(size_t queued, size_t running) {
+  metrics_.set_queue_depth(static_cast<int64_t>(queued), static_cast<int64_t>(running));
   for (const auto& s : slots_) {
     metrics_.set_slot(s->index, s->busy, s->session.size(), s->requests, s->generated);
   }
