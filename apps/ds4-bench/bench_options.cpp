@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "common/engine_flags.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 
@@ -40,8 +41,7 @@ void validate(const Options& o) {
   check_at_least_1(o.sessions, "--sessions");
   if (o.sessions > kMaxSessions)
     throw Error("--sessions " + std::to_string(o.sessions) + " is above " + std::to_string(kMaxSessions));
-  check_at_least_1(o.threads, "-t/--threads");
-  check_at_least_1(o.prefill_chunk, "--prefill-chunk");
+  app::check_engine_flags(o.engine);
   if (o.ctx_alloc) check_at_least_1(*o.ctx_alloc, "--ctx-alloc");
   if (o.ctx_start > o.ctx_max)
     throw Error("--ctx-start " + std::to_string(o.ctx_start) + " is above --ctx-max " + std::to_string(o.ctx_max));
@@ -56,12 +56,12 @@ void validate(const Options& o) {
   if (!o.read_bandwidth.empty()) {
     const std::optional<uint64_t> bytes = parse_size(o.read_bandwidth);
     if (!bytes) throw Error("--read-bandwidth '" + o.read_bandwidth + "' is not a byte count (digits, then k, m or g)");
-    const uint64_t least = uint64_t{1024} * static_cast<uint64_t>(o.threads);
+    const uint64_t least = uint64_t{1024} * static_cast<uint64_t>(o.engine.threads);
     if (*bytes < least)
       throw Error("--read-bandwidth " + o.read_bandwidth + " is below 1 KiB per thread (" + std::to_string(least) +
-                  " bytes for -t " + std::to_string(o.threads) + ")");
+                  " bytes for -t " + std::to_string(o.engine.threads) + ")");
   }
-  check_input_file(o.model, "-m/--model");
+  check_input_file(o.engine.model_path, "-m/--model");
 }
 
 uint64_t read_bandwidth_bytes(const Options& o) {

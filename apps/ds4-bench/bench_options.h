@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
+
 namespace ds4::bench {
 
 inline constexpr int64_t kDefaultCtxStart = 2048;
@@ -17,7 +19,9 @@ inline constexpr int kDefaultGenTokens = 128;
 inline constexpr int kMaxSessions = 256;
 
 struct Options {
-  std::string model;
+  // -m, -t, --quality, --prefill-chunk, --mlock, --warm-weights, --huge-pages
+  // (apps/common/engine_flags.h).
+  engine::EngineOptions engine;
 
   // Exactly one input.
   std::string prompt_file;       // plain text: BOS + its tokens
@@ -37,12 +41,6 @@ struct Options {
   int sessions = 1;
 
   std::string csv;  // "" = stdout only
-  int threads = 1;
-  bool quality = false;
-  int prefill_chunk = 4096;
-  bool warm_weights = false;
-  bool mlock = false;
-  bool huge_pages = false;
   bool warmup = false;  // one untimed prefill of the first frontier before the walk
   bool print_gen_tokens = false;  // diagnostics: each frontier's ids on stderr
   // --read-bandwidth: a buffer of this many bytes (k/m/g suffix allowed) read

@@ -35,6 +35,7 @@
 #include "version/version.h"
 
 #include "bench_options.h"
+#include "common/engine_flags.h"
 #include "bench_prompt.h"
 
 namespace {
@@ -155,15 +156,7 @@ int run(const Options& o) {
 
   // Loading (and --warm-weights / --mlock paging the file in) is not timed.
   const auto t_load = Clock::now();
-  ds4::engine::EngineOptions eo;
-  eo.model_path = o.model;
-  eo.mlock = o.mlock;
-  eo.warm_weights = o.warm_weights;
-  eo.huge_pages = o.huge_pages;
-  eo.numerics = o.quality ? ds4::backend::Numerics::Quality : ds4::backend::Numerics::Default;
-  eo.threads = o.threads;
-  eo.prefill_chunk = o.prefill_chunk;
-  ds4::engine::Engine engine(eo);
+  ds4::engine::Engine engine(o.engine);
   const double load_secs = seconds_since(t_load);
   const ds4::engine::ModelFacts& facts = engine.facts();
   const PromptTokens prompt = load_prompt(o, engine);
@@ -188,9 +181,9 @@ int run(const Options& o) {
   const std::vector<int64_t> walk = frontiers(o.ctx_start, ctx_max, o.step_incr, o.step_mul);
 
   const uint64_t file_bytes = facts.file_bytes;
-  std::fprintf(stderr, "model: %s, %s\n", o.model.c_str(), ds4::format_bytes(file_bytes).c_str());
-  std::fprintf(stderr, "threads %d, isa %s, numerics %s, prefill chunk %d\n", o.threads, facts.kernel_isa.c_str(),
-               o.quality ? "quality" : "default", o.prefill_chunk);
+  std::fprintf(stderr, "model: %s, %s\n", o.engine.model_path.c_str(), ds4::format_bytes(file_bytes).c_str());
+  std::fprintf(stderr, "threads %d, isa %s, numerics %s, prefill chunk %d\n", o.engine.threads,
+               facts.kernel_isa.c_str(), ds4::app::quality(o.engine) ? "quality" : "default", o.engine.prefill_chunk);
   const uint64_t decode_bytes = facts.decode_weight_bytes_per_token;
   std::fprintf(stderr, "decode weight bytes/token: %llu (%s)\n", static_cast<unsigned long long>(decode_bytes),
                ds4::format_size(decode_bytes).c_str());
@@ -206,9 +199,9 @@ int run(const Options& o) {
   std::unique_ptr<ds4::ReadBandwidth> read_probe;
   const int read_every = std::max(1, o.gen_tokens / kReadPassesPerProbe);
   if (const uint64_t bytes = read_bandwidth_bytes(o)) {
-    read_probe = std::make_unique<ds4::ReadBandwidth>(static_cast<size_t>(bytes), o.threads);
+    read_probe = std::make_unique<ds4::ReadBandwidth>(static_cast<size_t>(bytes), o.engine.threads);
     std::fprintf(stderr, "read bandwidth: %s buffer, %d threads, %s loads, %d passes around each probe's decode steps\n",
-                 ds4::format_size(read_probe->bytes()).c_str(), o.threads, read_probe->isa(),
+                 ds4::format_size(read_probe->bytes()).c_str(), o.engine.threads, read_probe->isa(),
                  (o.gen_tokens + read_every - 1) / read_every + 1);
   }
 
@@ -216,8 +209,8 @@ int run(const Options& o) {
   const std::unique_ptr<ds4::backend::Session> session_ptr = engine.new_session(ctx_alloc);
   ds4::backend::Session& session = *session_ptr;
 
-  if (o.warm_weights || o.mlock || o.huge_pages)
-    std::fprintf(stderr, "weights %s: %.3f s\n", o.mlock ? "loaded and locked in RAM" : "paged in", load_secs);
+  if (o.engine.warm_weights || o.engine.mlock || o.engine.huge_pages)
+    std::fprintf(stderr, "weights %s: %.3f s\n", o.engine.mlock ? "loaded and locked in RAM" : "paged in", load_secs);
   // What the kernels stream from: 4 KiB pages cost them a TLB miss every 4 KiB.
   const uint64_t huge = facts.huge_page_bytes;
   std::fprintf(stderr, "weights in 2 MiB pages: %s of %s (%.0f %%)\n", ds4::format_size(huge).c_str(),
@@ -323,10 +316,9 @@ int main(int argc, char** argv) {
   app.set_help_flag("-h,--help", "Print this help and exit");
   app.set_version_flag("--version", ds4::version_line("ds4-bench"), "Print the version and git commit and exit");
   Options o;
-  o.threads = ds4::default_thread_count();
-  o.prefill_chunk = ds4::engine::kDefaultPrefillChunk;
+  o.engine.threads = ds4::default_thread_count();
 
-  app.add_option("-m,--model", o.model, "Model GGUF file")->required();
+  ds4::app::add_engine_flags(app, o.engine, "Model GGUF file")->required();
   app.add_option("--prompt-file", o.prompt_file, "Text to walk through: BOS + its tokens (no chat template)");
   app.add_option("--chat-prompt-file", o.chat_prompt_file,
                  "Text rendered as one user message (thinking off), with -sys as system prompt");
@@ -345,15 +337,8 @@ int main(int argc, char** argv) {
                  "from the (i+1)-th likeliest token, then greedy); adds the CSV columns sessions, aggregate_gen_tps")
       ->capture_default_str();
   app.add_option("--csv", o.csv, "Also write the CSV to this file");
-  app.add_option("-t,--threads", o.threads, "Threads (default: physical cores available)")->capture_default_str();
-  app.add_flag("--quality", o.quality, "Quality numerics (llama.cpp's op order) instead of the default numerics");
-  app.add_option("--prefill-chunk", o.prefill_chunk, "Tokens per layer-major prefill chunk")->capture_default_str();
-  app.add_flag("--warm-weights", o.warm_weights, "Page the whole model in before timing (untimed)");
   app.add_flag("--warmup", o.warmup,
                "Before the walk, prefill the first frontier once untimed and reset the session (as llama-bench's warm-up)");
-  app.add_flag("--mlock", o.mlock, "Lock the model's pages in RAM (fails when ulimit -l is too low)");
-  app.add_flag("--huge-pages", o.huge_pages,
-               "Have the weights in 2 MiB pages: read again (once) the file pages the page cache holds in 4 KiB pages; implies --warm-weights");
   app.add_flag_callback("--cpu", [&o] { o.backend = "cpu"; }, "CPU backend (the only one of this build)");
   app.add_option("--backend", o.backend, "Backend: cpu")->capture_default_str();
   app.add_option("--read-bandwidth", o.read_bandwidth,

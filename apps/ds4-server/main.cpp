@@ -83,9 +83,9 @@ int run(int argc, char** argv) {
   if (!o.kv_disk_dir.empty()) o.kv.validate();
   {
     std::error_code ec;
-    if (!std::filesystem::exists(o.model, ec)) {
-      if (o.model_given) throw Error(o.model + ": no such file");
-      throw Error("no model: ./" + o.model +
+    if (!std::filesystem::exists(o.load.model_path, ec)) {
+      if (o.model_given) throw Error(o.load.model_path + ": no such file");
+      throw Error("no model: ./" + o.load.model_path +
                   " does not exist. Give one with -m/--model FILE, or download DeepSeek V4 Flash with "
                   "./download_model.sh q2-imatrix (96-128 GB RAM) or ./download_model.sh q4-imatrix (256 GB RAM "
                   "or more)");
@@ -103,15 +103,7 @@ int run(int argc, char** argv) {
   const int lock_fd = take_instance_lock();
   (void)lock_fd;
 
-  ds4::engine::EngineOptions eo;
-  eo.model_path = o.model;
-  eo.mlock = o.load.mlock;
-  eo.warm_weights = o.load.warm;
-  eo.huge_pages = o.load.huge_pages;
-  eo.numerics = o.quality ? ds4::backend::Numerics::Quality : ds4::backend::Numerics::Default;
-  eo.threads = o.threads;
-  eo.prefill_chunk = o.prefill_chunk;
-  ds4::engine::Engine model(eo);
+  ds4::engine::Engine model(o.load);
   const ds4::text::Tokenizer& tokenizer = model.tokenizer();
 
   std::unique_ptr<ds4::server::TraceLog> trace;
@@ -145,7 +137,8 @@ int run(int argc, char** argv) {
                "ds4-server: %s, context %lld, %d thread%s; listening on http://%s:%d\n"
                "ds4-server: try: curl http://%s:%d/v1/chat/completions -H 'Content-Type: application/json' "
                "-d '{\"model\":\"deepseek-v4-flash\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
-               o.model.c_str(), static_cast<long long>(o.ctx), o.threads, o.threads == 1 ? "" : "s", host.c_str(),
+               o.load.model_path.c_str(), static_cast<long long>(o.ctx), o.load.threads, o.load.threads == 1 ? "" : "s",
+               host.c_str(),
                http.port(), host.c_str(), http.port());
   std::fflush(stderr);
 

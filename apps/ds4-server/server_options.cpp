@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "common/engine_flags.h"
 #include "core/error.h"
 #include "version/version.h"
 
@@ -18,24 +19,12 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
       "ds4-server"};
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", ds4::version_line("ds4-server"), "print the version and git commit and exit");
-  auto* m = app.add_option("-m,--model", o.model, "GGUF model file");
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  o.load.threads = static_cast<int>(hw);
+  auto* m = add_engine_flags(app, o.load, "GGUF model file");
   app.add_option("-c,--ctx", o.ctx, "context size in tokens (per resident session)")->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
   app.add_option("-n,--tokens", o.engine.max_tokens, "default and largest reply length in tokens")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  o.threads = static_cast<int>(hw);
-  app.add_option("-t,--threads", o.threads, "compute threads")->check(CLI::Range(1, 4096));
-  app.add_flag("--quality", o.quality, "reference numerics (llama.cpp's float function; slower)");
-  app.add_option("--prefill-chunk", o.prefill_chunk, "tokens per prefill chunk (part of the KV file format)")
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_flag("--mlock", o.load.mlock,
-               "lock the weights in RAM (mlock) so the kernel never pages them out; fails at start with the limit "
-               "to raise when ulimit -l is too low");
-  app.add_flag("--warm-weights", o.load.warm, "read the whole model file in at start, so the first request does not "
-               "wait on page faults");
-  app.add_flag("--huge-pages", o.load.huge_pages,
-               "have the weights in 2 MiB pages: read again (once) the file pages the page cache holds in 4 KiB "
-               "pages; implies --warm-weights");
   app.add_option("--chdir", o.chdir, "change to this folder first (relative paths start there)");
   app.add_option("--host", o.http.host, "address to listen on (127.0.0.1 = this machine only)");
   app.add_option("--port", o.http.port, "TCP port (0 = any free port, printed at start)")->check(CLI::Range(0, 65535));
@@ -93,6 +82,7 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
     return o;
   }
   o.model_given = m->count() > 0;
+  check_engine_flags(o.load);
   o.engine.exact_tool_replay = !no_replay;
   o.engine.cache_ram_bytes = static_cast<size_t>(cache_ram_mb) << 20;
   o.engine.n_ctx = o.ctx;

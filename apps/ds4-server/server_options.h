@@ -13,15 +13,11 @@
 namespace ds4::app {
 
 struct ServerOptions {
-  std::string model = "ds4flash.gguf";
+  // -m, -t, --quality, --prefill-chunk, --mlock, --warm-weights, --huge-pages:
+  // how the model is loaded (apps/common/engine_flags.h).
+  engine::EngineOptions load = default_load();
   bool model_given = false;
   int64_t ctx = 32768;
-  int threads = 1;
-  bool quality = false;
-  int prefill_chunk = engine::kDefaultPrefillChunk;
-  struct {
-    bool mlock = false, warm = false, huge_pages = false;
-  } load;  // --mlock, --warm-weights, --huge-pages
   std::string chdir;
   std::string trace;
   std::string kv_disk_dir;  // "" = no disk cache
@@ -29,6 +25,12 @@ struct ServerOptions {
   runtime::KvCacheConfig kv;
   server::EngineConfig engine;
   server::HttpConfig http;
+
+  static engine::EngineOptions default_load() {
+    engine::EngineOptions e;
+    e.model_path = "ds4flash.gguf";
+    return e;
+  }
 };
 
 // Parses argv; prints help/version and exits through CLI11 for --help. A

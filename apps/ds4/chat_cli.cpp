@@ -86,7 +86,7 @@ struct ChatRuntime {
   std::string warning;
 
   explicit ChatRuntime(const Options& o)
-      : engine(engine_options(o)),
+      : engine(o.engine),
         tokenizer(engine.tokenizer()),
         n_ctx(choose_ctx(o, engine.facts().n_ctx_train, 0)) {
     mode = text::effective_thinking_mode(thinking_mode(o.think), n_ctx, &warning);
@@ -106,7 +106,7 @@ struct ChatRuntime {
 int run_dump_tokens(const Options& o) {
   const std::string text = prompt_text(o);
   check_model_present(o);
-  const gguf::File file = gguf::File::open(o.model);
+  const gguf::File file = gguf::File::open(o.engine.model_path);
   const text::Tokenizer tokenizer = text::Tokenizer::from_gguf(file);
   print_ids(tokenizer.encode(text, true));
   return 0;

@@ -32,6 +32,7 @@
 #include "version/version.h"
 
 #include "chat_cli.h"
+#include "common/engine_flags.h"
 #include "logits_file.h"
 #include "memory_report.h"
 #include "options.h"
@@ -78,7 +79,7 @@ int run_tokens(const Options& o) {
     throw Error(o.tokens_file + ": the token list is empty and no --load-session gives a context");
   check_model_present(o);
 
-  ds4::engine::Engine engine(engine_options(o));
+  ds4::engine::Engine engine(o.engine);
   const ds4::engine::ModelFacts& facts = engine.facts();
   ds4::runtime::check_token_range(tokens, facts.n_vocab, o.tokens_file);
 
@@ -115,7 +116,7 @@ int run_tokens(const Options& o) {
     if (!o.dump_logits.empty()) {
       const uint64_t row_bytes = uint64_t{facts.n_vocab} * sizeof(float);
       const size_t piece = static_cast<size_t>(
-          std::max<uint64_t>(1, std::min<uint64_t>(static_cast<uint64_t>(o.prefill_chunk), kMaxLogitsBufferBytes / row_bytes)));
+          std::max<uint64_t>(1, std::min<uint64_t>(static_cast<uint64_t>(o.engine.prefill_chunk), kMaxLogitsBufferBytes / row_bytes)));
       std::vector<float> rows(std::min(piece, tokens.size()) * facts.n_vocab);
       AtomicFloatFile& out = *logits_out;
       for (size_t start = 0; start < tokens.size(); start += piece) {
@@ -161,9 +162,9 @@ int run_mode(const Options& o) {
 // --mlock either locked the whole file or failed the run.
 void print_peak_memory(const Options& o) {
   std::error_code ec;
-  const uint64_t file_bytes = std::filesystem::file_size(o.model, ec);
+  const uint64_t file_bytes = std::filesystem::file_size(o.engine.model_path, ec);
   if (ec) return;
-  const uint64_t locked = o.mlock ? (file_bytes + ds4::page_bytes() - 1) / ds4::page_bytes() * ds4::page_bytes() : 0;
+  const uint64_t locked = o.engine.mlock ? (file_bytes + ds4::page_bytes() - 1) / ds4::page_bytes() * ds4::page_bytes() : 0;
   std::fputs(peak_memory_line(peak_rss_bytes(), file_bytes, locked).c_str(), stderr);
   std::fflush(stderr);
 }
@@ -196,10 +197,9 @@ int main(int argc, char** argv) {
   app.set_help_flag("-h,--help", "Print this help and exit");
   app.set_version_flag("--version", ds4::version_line("ds4"), "Print the version and git commit and exit");
   Options o;
-  o.threads = ds4::default_thread_count();
-  o.prefill_chunk = ds4::engine::kDefaultPrefillChunk;
+  o.engine.threads = ds4::default_thread_count();
 
-  app.add_option("-m,--model", o.model, "Model GGUF file (download one with ./download_model.sh)")
+  ds4::app::add_engine_flags(app, o.engine, "Model GGUF file (download one with ./download_model.sh)")
       ->capture_default_str();
   app.add_option("-p,--prompt", o.prompt, "Run one chat turn with this user message and exit");
   app.add_option("--prompt-file", o.prompt_file, "Like -p, with the message read from a file");
@@ -239,19 +239,9 @@ int main(int argc, char** argv) {
   app.add_option("--save-session", o.save_session, "After evaluating the tokens, save the session to this file");
   app.add_option("--load-session", o.load_session,
                  "Before evaluating, load this session; the tokens of --tokens-file follow its tokens");
-  app.add_flag("--quality", o.quality, "Quality numerics (llama.cpp's op order) instead of the default numerics");
-  app.add_option("-t,--threads", o.threads, "Threads (default: physical cores available)")->capture_default_str();
   app.add_option("-c,--ctx", o.ctx,
                  "Context size in tokens (default: min(model n_ctx_train, 32768), raised to the tokens the run "
                  "needs)");
-  app.add_option("--prefill-chunk", o.prefill_chunk, "Tokens per layer-major prefill chunk")->capture_default_str();
-  app.add_flag("--mlock", o.mlock,
-               "Lock the weights in RAM (mlock) so the kernel never pages them out; fails with the limit to raise "
-               "when ulimit -l is too low");
-  app.add_flag("--warm-weights", o.warm_weights,
-               "Read the whole model file in at load, so the first request does not wait on page faults");
-  app.add_flag("--huge-pages", o.huge_pages,
-               "Have the weights in 2 MiB pages: read again (once) the file pages the page cache holds in 4 KiB pages; implies --warm-weights");
 
   try {
     app.parse(argc, argv);

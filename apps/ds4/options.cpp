@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/engine_flags.h"
 #include "core/error.h"
 
 namespace ds4::app {
@@ -54,23 +55,9 @@ void validate_text_options(const Options& o, Mode mode) {
 
 }  // namespace
 
-engine::EngineOptions engine_options(const Options& o) {
-  engine::EngineOptions e;
-  e.model_path = o.model;
-  e.mlock = o.mlock;
-  e.warm_weights = o.warm_weights;
-  e.huge_pages = o.huge_pages;
-  e.numerics = o.quality ? backend::Numerics::Quality : backend::Numerics::Default;
-  e.threads = o.threads;
-  e.prefill_chunk = o.prefill_chunk;
-  return e;
-}
-
 void validate(const Options& o) {
   const Mode mode = mode_of(o);
-  if (o.threads < 1) throw Error("--threads must be at least 1 (got " + std::to_string(o.threads) + ")");
-  if (o.prefill_chunk < 1)
-    throw Error("--prefill-chunk must be at least 1 (got " + std::to_string(o.prefill_chunk) + ")");
+  check_engine_flags(o.engine);
   if (o.ctx && *o.ctx < 1) throw Error("--ctx must be at least 1 (got " + std::to_string(*o.ctx) + ")");
   if (o.greedy && *o.greedy < 1) throw Error("--greedy must be at least 1 (got " + std::to_string(*o.greedy) + ")");
   if (mode != Mode::Tokens) {
@@ -87,7 +74,7 @@ void validate(const Options& o) {
     throw Error("--tokens-file is required (it may be left out only with --load-session and --greedy)");
 
   const std::vector<std::pair<std::string, std::string>> inputs = {
-      {"-m", o.model}, {"--tokens-file", o.tokens_file}, {"--load-session", o.load_session}};
+      {"-m", o.engine.model_path}, {"--tokens-file", o.tokens_file}, {"--load-session", o.load_session}};
   const std::vector<std::pair<std::string, std::string>> outputs = {{"--dump-logits", o.dump_logits},
                                                                     {"--save-session", o.save_session}};
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -116,12 +103,13 @@ int64_t choose_ctx(const Options& o, int64_t n_ctx_train, int64_t needed) {
 
 void check_model_present(const Options& o) {
   std::error_code ec;
-  if (std::filesystem::exists(o.model, ec)) return;
-  if (o.model_given) throw Error(o.model + ": no such file");
-  throw Error("no model: ./" + o.model +
+  const std::string& model = o.engine.model_path;
+  if (std::filesystem::exists(model, ec)) return;
+  if (o.model_given) throw Error(model + ": no such file");
+  throw Error("no model: ./" + model +
               " does not exist. Give one with -m/--model FILE, or download DeepSeek V4 Flash (about 81 GB) with "
               "./download_model.sh q2-imatrix (96-128 GB RAM) or ./download_model.sh q4-imatrix (256 GB RAM or more), "
-              "which links ./" + o.model + " to it");
+              "which links ./" + model + " to it");
 }
 
 void check_fits(int64_t needed, int64_t n_ctx, const std::string& detail) {

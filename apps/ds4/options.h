@@ -20,7 +20,9 @@ inline constexpr int kDefaultLogprobsTopK = 20;
 enum class Think { None, High, Max };
 
 struct Options {
-  std::string model = kDefaultModel;
+  // -m, -t, --quality, --prefill-chunk, --mlock, --warm-weights, --huge-pages:
+  // how every mode opens the model (apps/common/engine_flags.h).
+  engine::EngineOptions engine = default_engine_options();
   bool model_given = false;  // -m on the command line (else the default file)
 
   // Token-id mode.
@@ -48,13 +50,13 @@ struct Options {
   Think think = Think::High;
   bool color = true;  // grey reasoning and the progress bar, only on a terminal
 
-  bool quality = false;
-  int threads = 1;
   std::optional<int64_t> ctx;
-  int prefill_chunk = 4096;
-  bool mlock = false;         // --mlock: lock the weights in RAM
-  bool warm_weights = false;  // --warm-weights: read and map every weight page at load
-  bool huge_pages = false;    // --huge-pages: weights in 2 MiB pages, re-read if need be
+
+  static engine::EngineOptions default_engine_options() {
+    engine::EngineOptions e;
+    e.model_path = kDefaultModel;
+    return e;
+  }
 };
 
 enum class Mode {
@@ -64,10 +66,6 @@ enum class Mode {
   Interactive,  // no prompt: multi-turn chat
 };
 Mode mode_of(const Options& o);
-
-// How every mode opens the model: file, --mlock, --warm-weights,
-// --huge-pages, numerics, threads, prefill chunk.
-engine::EngineOptions engine_options(const Options& o);
 
 // ds4::Error for combinations and values no model can make valid.
 void validate(const Options& o);

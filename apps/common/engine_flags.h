@@ -1,0 +1,22 @@
+// The flags every program that opens a model shares, bound straight to the
+// engine::EngineOptions the program opens it with: -m, -t, --quality,
+// --prefill-chunk, --mlock, --warm-weights, --huge-pages.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "engine/engine.h"
+
+namespace ds4::app {
+
+// Adds the flags to `app`, bound to `eo`; their shown defaults are eo's values
+// now (set the program's defaults first). Returns -m, for the program's own
+// settings (required, its help) and to tell whether it was given.
+CLI::Option* add_engine_flags(CLI::App& app, engine::EngineOptions& eo, const std::string& model_help);
+
+// ds4::Error naming the flag for values no model can make valid.
+void check_engine_flags(const engine::EngineOptions& eo);
+
+inline bool quality(const engine::EngineOptions& eo) { return eo.numerics == backend::Numerics::Quality; }
+
+}  // namespace ds4::app
