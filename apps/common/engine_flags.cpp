@@ -1,7 +1,9 @@
 #include "engine_flags.h"
 
+#include <optional>
 #include <string>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 
 namespace ds4::app {
@@ -23,11 +25,36 @@ CLI::Option* add_engine_flags(CLI::App& app, engine::EngineOptions& eo, const st
   app.add_flag("--huge-pages", eo.huge_pages,
                "have the weights in 2 MiB pages: read again (once) the file pages the page cache holds in 4 KiB "
                "pages; implies --warm-weights");
+  app.add_flag("--ssd-streaming", eo.ssd_streaming,
+               "keep the routed experts on disk: a RAM cache of experts filled from the model file on demand "
+               "(io_uring, O_DIRECT), everything else resident; for models larger than RAM");
+  app.add_option_function<std::string>(
+      "--ssd-streaming-cache-experts",
+      [&eo](const std::string& v) {
+        if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos) {
+          eo.ssd_cache_slots = std::stoll(v);
+          if (eo.ssd_cache_slots < 1) throw CLI::ValidationError("--ssd-streaming-cache-experts", "N must be >= 1");
+          return;
+        }
+        std::string size = v;
+        if (!size.empty() && (size.back() == 'B' || size.back() == 'b')) size.pop_back();
+        const std::optional<uint64_t> bytes = parse_size(size);
+        if (!bytes || *bytes == 0 || size.empty() || size.find_first_not_of("0123456789") == std::string::npos) {
+          throw CLI::ValidationError("--ssd-streaming-cache-experts",
+                                     "'" + v + "' is neither a count of experts (N) nor a size (NGB, NMB)");
+        }
+        eo.ssd_cache_bytes = *bytes;
+      },
+      "with --ssd-streaming: the expert cache's size, NGB / NMB (bytes) or N (exactly N experts); default: "
+      "what the memory available to the process leaves");
   return model;
 }
 
 void check_engine_flags(const engine::EngineOptions& eo) {
   if (eo.threads < 1) throw Error("--threads must be at least 1 (got " + std::to_string(eo.threads) + ")");
+  if (!eo.ssd_streaming && (eo.ssd_cache_slots > 0 || eo.ssd_cache_bytes > 0)) {
+    throw Error("--ssd-streaming-cache-experts needs --ssd-streaming");
+  }
   if (eo.prefill_chunk < 1) {
     throw Error("--prefill-chunk must be at least 1 (got " + std::to_string(eo.prefill_chunk) + ")");
   }

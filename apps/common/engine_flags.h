@@ -1,6 +1,7 @@
 // The flags every program that opens a model shares, bound straight to the
 // engine::EngineOptions the program opens it with: -m, -t, --quality,
-// --prefill-chunk, --mlock, --warm-weights, --huge-pages.
+// --prefill-chunk, --mlock, --warm-weights, --huge-pages, --ssd-streaming,
+// --ssd-streaming-cache-experts.
 #pragma once
 
 #include <CLI/CLI.hpp>

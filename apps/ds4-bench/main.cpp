@@ -46,6 +46,22 @@ using Clock = std::chrono::steady_clock;
 
 // ds4's columns; with --sessions N > 1 two more: N and the decode tokens/s of
 // all sessions together (gen_tps is then each session's).
+// With --ssd-streaming: the expert cache during the decode probe (hits over
+// experts served, file bytes read per decoded token, their rate).
+constexpr const char* kCsvStreamingColumns = ",expert_hit_rate,expert_read_bytes_per_token,expert_read_gbps";
+
+// What the expert cache did between two readings.
+struct StreamingDelta {
+  uint64_t hits = 0, misses = 0, bytes = 0;
+  double seconds = 0;
+  double hit_rate() const { return hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0; }
+  double gbps() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
+};
+
+StreamingDelta streaming_delta(const ds4::engine::StreamingStats& a, const ds4::engine::StreamingStats& b) {
+  return {b.hits - a.hits, b.misses - a.misses, b.bytes_read - a.bytes_read, b.read_seconds - a.read_seconds};
+}
+
 constexpr const char* kCsvHeaderStem = "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes";
 constexpr const char* kCsvSessionColumns = ",sessions,aggregate_gen_tps";
 
@@ -227,16 +243,23 @@ int run(const Options& o) {
                  static_cast<long long>(walk.front()), seconds_since(t_warm));
   }
 
-  csv.line(o.sessions > 1 ? std::string(kCsvHeaderStem) + kCsvSessionColumns + "\n" : std::string(kCsvHeaderStem) + "\n");
+  const bool streaming = o.engine.ssd_streaming;
+  csv.line(std::string(kCsvHeaderStem) + (o.sessions > 1 ? kCsvSessionColumns : "") +
+           (streaming ? kCsvStreamingColumns : "") + "\n");
   int64_t done = 0;
   for (const int64_t frontier : walk) {
     const std::span<const int32_t> interval(prompt.ids.data() + done, static_cast<size_t>(frontier - done));
+    const ds4::engine::StreamingStats before_prefill = engine.streaming_stats();
     const auto t_prefill = Clock::now();
     backend.eval(session, interval);
     const double prefill_secs = seconds_since(t_prefill);
     done = frontier;
 
+    const ds4::engine::StreamingStats before_decode = engine.streaming_stats();
     DecodeProbe probe = decode_probe(backend, session, o, prompt.eos, read_probe.get(), read_every);
+    const StreamingDelta pre = streaming_delta(before_prefill, before_decode);
+    const StreamingDelta dec = streaming_delta(before_decode, engine.streaming_stats());
+    const double decoded = static_cast<double>(o.gen_tokens) * o.sessions;
     const double gen_secs = probe.secs;
     std::vector<double>& read_gbps = probe.read_gbps;
 
@@ -265,6 +288,15 @@ int run(const Options& o) {
                    static_cast<long long>(frontier), median, n, read_gbps.front(), read_gbps.back(),
                    median > 0 ? 100.0 * gen_gbps / median : 0.0);
     }
+    if (streaming) {
+      std::fprintf(stderr,
+                   "frontier %lld: experts: prefill %llu hits %llu misses (%.1f %%), %s read at %.2f GB/s; decode "
+                   "%.1f %% hits, %s read per token at %.2f GB/s\n",
+                   static_cast<long long>(frontier), static_cast<unsigned long long>(pre.hits),
+                   static_cast<unsigned long long>(pre.misses), 100 * pre.hit_rate(), ds4::format_size(pre.bytes).c_str(),
+                   pre.gbps(), 100 * dec.hit_rate(),
+                   ds4::format_size(static_cast<uint64_t>(static_cast<double>(dec.bytes) / decoded)).c_str(), dec.gbps());
+    }
     if (o.print_gen_tokens) {
       std::fprintf(stderr, "gen_ids %lld %s\n", static_cast<long long>(frontier), json_ids(probe.ids[0]).c_str());
       for (size_t i = 1; i < probe.ids.size(); ++i)
@@ -279,6 +311,9 @@ int run(const Options& o) {
     if (o.sessions > 1)
       len += std::snprintf(row + len, sizeof row - static_cast<size_t>(len), ",%d,%.2f", o.sessions,
                            per_second(static_cast<int64_t>(o.gen_tokens) * o.sessions, gen_secs));
+    if (streaming)
+      len += std::snprintf(row + len, sizeof row - static_cast<size_t>(len), ",%.4f,%.0f,%.3f", dec.hit_rate(),
+                           static_cast<double>(dec.bytes) / decoded, dec.gbps());
     csv.line(std::string(row) + "\n");
   }
   csv.close();

@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <string>
 
+#include "backend/cpu/expert_cache.h"
 #include "backend/cpu/forward.h"
 #include "backend/cpu/kv_rows.h"
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "core/memory_available.h"
 #include "core/thread_pool.h"
 #include "model/deepseek4_memory.h"
 #include "model/deepseek4_model.h"
@@ -18,11 +20,45 @@
 
 namespace ds4::engine {
 
+namespace {
+
+// The cache's size: the slots or bytes asked for, else what the memory
+// available to this process leaves after the resident weights, with a quarter
+// of it kept for KV, scratch and the page cache of the resident weights'
+// first reads. ds4::Error when that leaves no expert.
+cpu::ExpertCacheOptions expert_cache_options(const EngineOptions &o, const model::Deepseek4Model &model) {
+  cpu::ExpertCacheOptions c;
+  if (o.ssd_cache_slots > 0) {
+    c.slots = o.ssd_cache_slots;
+    return c;
+  }
+  if (o.ssd_cache_bytes > 0) {
+    c.budget_bytes = o.ssd_cache_bytes;
+    return c;
+  }
+  const MemoryAvailable mem = memory_available();
+  const uint64_t resident = model.file().file_size() - model.routed_expert_bytes();
+  const uint64_t available = mem.bytes();
+  const uint64_t left = available > resident ? (available - resident) / 4 * 3 : 0;
+  const uint64_t slot = cpu::ExpertCache::slot_bytes(model);
+  if (left < slot) {
+    throw Error("--ssd-streaming: no memory left for the expert cache: " + format_size(available) + " available" +
+                (mem.cgroup.empty() ? std::string() : " (cgroup " + mem.cgroup + ")") + ", the resident weights take " +
+                format_size(resident) + ", one expert " + format_size(slot) +
+                "; free memory or give --ssd-streaming-cache-experts N");
+  }
+  c.budget_bytes = left;
+  return c;
+}
+
+}  // namespace
+
 Engine::Engine(const EngineOptions &options) : options_(options) {
   model::LoadOptions load;
   load.mlock = options.mlock;
   load.warm = options.warm_weights;
   load.huge_pages = options.huge_pages;
+  load.stream_routed_experts = options.ssd_streaming;
   model_ = std::make_unique<model::Deepseek4Model>(model::Deepseek4Model::open(options.model_path, load));
   const model::Deepseek4HParams &hp = model_->hparams();
   if (!model_->file().find("tokenizer.ggml.tokens")) {
@@ -38,6 +74,11 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
   pool_ = std::make_unique<ThreadPool>(options.threads);
   auto cpu = std::make_unique<cpu::Forward>(*model_, options.numerics, pool_.get());
   cpu->set_prefill_chunk(options.prefill_chunk);
+  if (options.ssd_streaming) {
+    auto cache = std::make_unique<cpu::ExpertCache>(*model_, expert_cache_options(options, *model_));
+    expert_cache_ = cache.get();
+    cpu->set_expert_source(std::move(cache));
+  }
   backend_ = std::move(cpu);
 
   facts_.name = hp.name;
@@ -51,6 +92,23 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
   if (const auto eos = model_->file().find_u32("tokenizer.ggml.eos_token_id"); eos && *eos < hp.n_vocab)
     facts_.eos = static_cast<int32_t>(*eos);
   facts_.kernel_isa = quant::dot_kernels().isa;
+  facts_.streamed_bytes = options.ssd_streaming ? model_->routed_expert_bytes() : 0;
+  facts_.resident_bytes = facts_.file_bytes - facts_.streamed_bytes;
+}
+
+StreamingStats Engine::streaming_stats() const {
+  StreamingStats out;
+  if (expert_cache_ == nullptr) return out;
+  const cpu::ExpertCacheStats st = expert_cache_->stats();
+  out.slots = st.slots;
+  out.slot_bytes = st.slot_bytes;
+  out.hits = st.hits;
+  out.misses = st.misses;
+  out.bytes_read = st.bytes_read;
+  out.read_seconds = st.read_seconds;
+  out.direct_io = st.direct_io;
+  out.io_uring = st.io_uring;
+  return out;
 }
 
 const text::Tokenizer &Engine::tokenizer() const {
@@ -163,6 +221,12 @@ std::string Engine::memory_report(int64_t n_ctx) const {
     out += "  in 2 MiB pages       " + format_bytes(huge) + "\n";
   out += "  weights              " + format_bytes(w.total()) + " (routed experts " + format_bytes(w.routed()) +
          ", other " + format_bytes(w.non_routed()) + ")\n";
+  if (expert_cache_ != nullptr) {
+    const StreamingStats st = streaming_stats();
+    out += "  expert cache         " + std::to_string(st.slots) + " experts of " + format_size(st.slot_bytes) + " = " +
+           format_bytes(static_cast<uint64_t>(st.slots) * st.slot_bytes) +
+           " (--ssd-streaming: routed experts read from the file on demand)\n";
+  }
   char buf[128];
   std::snprintf(buf, sizeof buf, "  kv state per token   %.1f bytes (%s, compressed + indexer rows)\n", per_token,
                 elem == 2 ? "f16" : "f32");

@@ -37,6 +37,10 @@ namespace ds4::runtime {
 class Sampler;
 }
 
+namespace ds4::cpu {
+class ExpertCache;
+}
+
 namespace ds4::engine {
 
 inline constexpr int kDefaultPrefillChunk = 4096;
@@ -52,6 +56,25 @@ struct EngineOptions {
   int prefill_chunk = kDefaultPrefillChunk;
   // Jobs Engine::submit runs at once (batched); more wait in its queue.
   int max_jobs = 8;
+  // SSD expert streaming (--ssd-streaming): the routed experts in a RAM cache
+  // filled from the file on demand, everything else resident. The cache holds
+  // exactly ssd_cache_slots experts when > 0, else ssd_cache_bytes when > 0,
+  // else what the memory available to the process leaves (MemAvailable and the
+  // cgroup's limit, less the non-routed weights, with a quarter kept for KV
+  // and scratch).
+  bool ssd_streaming = false;
+  int64_t ssd_cache_slots = 0;
+  uint64_t ssd_cache_bytes = 0;
+};
+
+// The SSD streaming cache's figures (all zero without --ssd-streaming).
+struct StreamingStats {
+  int64_t slots = 0;
+  uint64_t slot_bytes = 0;
+  uint64_t hits = 0, misses = 0;
+  uint64_t bytes_read = 0;
+  double read_seconds = 0;
+  bool direct_io = false, io_uring = false;
 };
 
 // What programs print and check about the loaded model.
@@ -70,6 +93,10 @@ struct ModelFacts {
   std::optional<int32_t> eos;
   // The instruction set the dot kernels run at on this machine.
   std::string kernel_isa;
+  // --ssd-streaming: bytes of routed experts (read from the file on demand)
+  // and of the rest (resident); 0 / file size without it.
+  uint64_t streamed_bytes = 0;
+  uint64_t resident_bytes = 0;
 };
 
 // A rendered chat prompt: the text (as the official encoder writes it) and
@@ -132,6 +159,9 @@ class Engine {
   std::shared_ptr<JobHandle> submit(backend::Session &session, std::vector<int32_t> prompt, runtime::Sampler &sampler,
                                     const runtime::GenerateLimits &limits, JobCallbacks callbacks = {});
 
+  // The expert cache's counters so far (--ssd-streaming; zeros without).
+  StreamingStats streaming_stats() const;
+
   // Saving and loading a session (docs/session-files.md).
   void save_session(const std::string &path, const backend::Session &session) const;
   void load_session(const std::string &path, backend::Session &session) const;
@@ -148,6 +178,7 @@ class Engine {
   std::string tokenizer_problem_;  // why tokenizer_ is null
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<backend::Backend> backend_;
+  const cpu::ExpertCache *expert_cache_ = nullptr;  // owned by the backend (--ssd-streaming)
   ModelFacts facts_;
   std::mutex scheduler_mutex_;
   std::unique_ptr<Scheduler> scheduler_;  // made at the first submit

@@ -1,5 +1,7 @@
 #include "model/deepseek4_model.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/file_map.h"
 
@@ -19,28 +21,75 @@ Deepseek4Model Deepseek4Model::open(const std::string& path, const LoadOptions& 
     }
   }();
   Deepseek4Model model = bind(std::move(file));
-  const std::span<const uint8_t> bytes = model.file_.bytes();
+  const std::vector<std::span<const uint8_t>> ranges =
+      load.stream_routed_experts ? model.non_routed_ranges()
+                                 : std::vector<std::span<const uint8_t>>{model.file_.bytes()};
+  auto each = [&](auto&& f) {
+    for (const auto& r : ranges) f(r);
+  };
   // The kernels stream the weights: 2 MiB pages wherever the kernel can.
-  advise_pages(bytes, MapAccess::HugePages);
+  each([](auto r) { advise_pages(r, MapAccess::HugePages); });
   if (load.huge_pages) {
-    advise_pages(bytes, MapAccess::WillNeed);
-    prefault_pages(bytes);
-    if (ds4::huge_page_bytes(bytes) < bytes.size() / 10 * 9) {
+    each([](auto r) {
+      advise_pages(r, MapAccess::WillNeed);
+      prefault_pages(r);
+    });
+    uint64_t total = 0, huge = 0;
+    each([&](auto r) {
+      total += r.size();
+      huge += ds4::huge_page_bytes(r);
+    });
+    if (huge < total / 10 * 9) {
       // Read again what the page cache held in small pages.
-      drop_cached_pages(bytes, path);
-      advise_pages(bytes, MapAccess::WillNeed);
-      prefault_pages(bytes);
+      each([&](auto r) {
+        drop_cached_pages(r, path);
+        advise_pages(r, MapAccess::WillNeed);
+        prefault_pages(r);
+      });
     }
   }
   if (load.mlock) {
     // mlock reads every page in itself, so it also warms.
-    lock_pages(bytes, path);
-    model.locked_bytes_ = (bytes.size() + page_bytes() - 1) / page_bytes() * page_bytes();
+    each([&](auto r) {
+      lock_pages(r, path);
+      model.locked_bytes_ += (r.size() + page_bytes() - 1) / page_bytes() * page_bytes();
+    });
   } else if (load.warm) {
-    advise_pages(bytes, MapAccess::WillNeed);  // the whole file's reads are queued at once
-    prefault_pages(bytes);
+    each([](auto r) {
+      advise_pages(r, MapAccess::WillNeed);  // the whole file's reads are queued at once
+      prefault_pages(r);
+    });
   }
   return model;
+}
+
+std::vector<std::span<const uint8_t>> Deepseek4Model::non_routed_ranges() const {
+  const std::span<const uint8_t> all = file_.bytes();
+  const uint64_t page = page_bytes();
+  std::vector<std::pair<uint64_t, uint64_t>> experts;  // [begin, end) offsets, inner pages only
+  for (const auto& l : weights_.layers) {
+    for (const TensorView* t : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps}) {
+      if (!t->present()) continue;
+      const auto b = static_cast<uint64_t>(t->data - all.data());
+      const uint64_t first = (b + page - 1) / page * page, end = (b + t->nbytes) / page * page;
+      if (end > first) experts.emplace_back(first, end);  // no whole page: stays with its neighbours
+    }
+  }
+  std::sort(experts.begin(), experts.end());
+  std::vector<std::span<const uint8_t>> out;
+  uint64_t at = 0;
+  for (const auto& [b, e] : experts) {
+    if (b > at) out.push_back(all.subspan(at, b - at));
+    at = std::max(at, e);
+  }
+  if (at < all.size()) out.push_back(all.subspan(at));
+  return out;
+}
+
+uint64_t Deepseek4Model::routed_expert_bytes() const {
+  uint64_t n = 0;
+  for (const auto& l : weights_.layers) n += l.ffn_gate_exps.nbytes + l.ffn_up_exps.nbytes + l.ffn_down_exps.nbytes;
+  return n;
 }
 
 uint64_t Deepseek4Model::huge_page_bytes() const { return ds4::huge_page_bytes(file_.bytes()); }

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "core/gguf.h"
 #include "model/deepseek4_config.h"
@@ -31,6 +33,10 @@ struct LoadOptions {
   // the file. Prefill runs ~1.5x faster on the weights in 2 MiB pages
   // (docs/benchmarks.md).
   bool huge_pages = false;
+  // The routed experts are read from the file by the SSD streaming cache
+  // (--ssd-streaming): warming, locking and huge pages cover every other
+  // tensor only, and the experts' pages of the mapping are never touched.
+  bool stream_routed_experts = false;
 };
 
 class Deepseek4Model {
@@ -50,6 +56,10 @@ class Deepseek4Model {
   uint64_t locked_bytes() const { return locked_bytes_; }
   // Bytes of the file's mapping in 2 MiB pages now (huge_page_bytes of file_map.h).
   uint64_t huge_page_bytes() const;
+  // The file's bytes without the routed experts' tensors, as page-aligned
+  // ranges (what --ssd-streaming keeps resident), and their total.
+  std::vector<std::span<const uint8_t>> non_routed_ranges() const;
+  uint64_t routed_expert_bytes() const;
 
  private:
   Deepseek4Model(gguf::File file, Deepseek4Config config, Deepseek4Weights weights)

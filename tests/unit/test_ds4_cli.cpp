@@ -463,6 +463,40 @@ TEST(Ds4CliErrors, MlockPastTheLockedMemoryLimit) {
   EXPECT_EQ(listing(dir), std::set<std::string>{"T.json"});
 }
 
+// --ssd-streaming (issue 24): the routed experts read from the file into a
+// cache; the logits of every row are the resident run's, at 1 expert, a few
+// and the automatic size, and the flags' mistakes are one error line.
+TEST(Ds4Cli, SsdStreamingKeepsTheLogits) {
+  TempDir dir;
+  const std::vector<int32_t> t = make_tokens(14, 21);
+  const std::vector<float> base = dump(dir, t, {"--threads", "2"});
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--ssd-streaming", "--ssd-streaming-cache-experts", "1"},
+        std::vector<std::string>{"--ssd-streaming", "--ssd-streaming-cache-experts", "5"},
+        std::vector<std::string>{"--ssd-streaming", "--ssd-streaming-cache-experts", "1MB"},
+        std::vector<std::string>{"--ssd-streaming"}}) {
+    std::vector<std::string> args = extra;
+    args.insert(args.end(), {"--threads", "2"});
+    const std::vector<float> rows = dump(dir, t, args);
+    ASSERT_EQ(rows.size(), base.size()) << extra.back();
+    EXPECT_TRUE(same_bits(rows.data(), base.data(), base.size())) << extra.back();
+  }
+  const std::string tok = write_tokens(dir, "s.json", t);
+  const test::ProcessResult r =
+      ds4({"--tokens-file", tok, "--greedy", "2", "--ssd-streaming", "--ssd-streaming-cache-experts", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("expert cache         3 experts"), std::string::npos) << r.err;
+
+  expect_one_error_line(ds4({"--tokens-file", tok, "--greedy", "1", "--ssd-streaming-cache-experts", "3"}),
+                        {"--ssd-streaming-cache-experts needs --ssd-streaming"});
+  expect_one_error_line(
+      ds4({"--tokens-file", tok, "--greedy", "1", "--ssd-streaming", "--ssd-streaming-cache-experts", "lots"}),
+      {"--ssd-streaming-cache-experts", "lots"});
+  expect_one_error_line(
+      ds4({"--tokens-file", tok, "--greedy", "1", "--ssd-streaming", "--ssd-streaming-cache-experts", "1k"}),
+      {"holds no expert"});
+}
+
 TEST(Ds4Cli, HelpDocumentsTheDefaults) {
   const test::ProcessResult r = test::run_app(DS4_BIN_DIR, "ds4", {"--help"});
   EXPECT_EQ(r.exit_code, 0);

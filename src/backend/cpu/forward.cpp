@@ -42,6 +42,11 @@ Forward::Forward(const model::Deepseek4Model &model, Numerics numerics, ThreadPo
 
 }
 
+void Forward::set_expert_source(std::unique_ptr<ExpertSource> source) {
+  expert_source_ = std::move(source);
+  for (MoeLayer &m : moe_) m.set_expert_source(expert_source_.get());
+}
+
 void Forward::set_prefill_chunk(int n) {
   if (n < 1) throw Error("prefill chunk " + std::to_string(n) + " must be at least 1");
   chunk_ = n;
@@ -236,6 +241,7 @@ void Forward::eval_chunk(std::span<const SessionTokens> parts, std::span<const i
   batch_x_.resize(n * static_cast<size_t>(n_embd_));
   batch_f_.resize(batch_x_.size());
 
+  if (expert_source_) expert_source_->begin_tokens(static_cast<int64_t>(n));
   chunk_input(parts, tokens, places);
   layers_chunk(parts, tokens, places);
   finish_chunk(parts, tokens, places);

@@ -82,6 +82,11 @@ class Forward final : public backend::Backend {
   using Trace = std::function<void(std::string_view name, int layer, int64_t pos, std::span<const float> v)>;
   void set_trace(Trace trace) { trace_ = std::move(trace); }
   const MoeLayer &moe(size_t il) const { return moe_.at(il); }
+  // Where every MoE sublayer gets its routed experts: the model's mapping
+  // (null, the default) or the SSD streaming cache (backend/cpu/expert_cache.h).
+  // Results are bit-identical either way.
+  void set_expert_source(std::unique_ptr<ExpertSource> source);
+  ExpertSource *expert_source() const { return expert_source_.get(); }
 
  private:
   struct HcWeights {
@@ -142,6 +147,7 @@ class Forward final : public backend::Backend {
 
   std::vector<AttentionLayer> attn_;
   std::vector<MoeLayer> moe_;
+  std::unique_ptr<ExpertSource> expert_source_;
   std::vector<HcWeights> hc_attn_, hc_ffn_;
   HcWeights hc_head_;  // fn: hc_dim -> 4; scale 1; base 4
   std::vector<float> output_norm_;

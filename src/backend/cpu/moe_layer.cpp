@@ -1,6 +1,7 @@
 #include "backend/cpu/moe_layer.h"
 
 #include <algorithm>
+#include <functional>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -239,8 +240,8 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
     if (expert_start_[static_cast<size_t>(e) + 1] > expert_start_[static_cast<size_t>(e)]) active_.push_back(e);
   auto count = [&](int e) { return expert_start_[static_cast<size_t>(e) + 1] - expert_start_[static_cast<size_t>(e)]; };
   std::stable_sort(active_.begin(), active_.end(), [&](int a, int b) { return count(a) > count(b); });
-  auto run_expert = [&](int task, int /*n_tasks*/) {
-    const int e = active_[static_cast<size_t>(task)];
+  // Expert active[i] with its matrices m (matrix m.index of each view).
+  auto run_expert = [&](int e, const ExpertMatrices& m) {
     const int32_t begin = expert_start_[static_cast<size_t>(e)];
     const int64_t c = count(e);
     MoePassScratch& mine = pass_scratch();  // this thread's
@@ -253,14 +254,39 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
       mine.up_acts[static_cast<size_t>(i)] = up_rows[p / nu];
       mine.pair_weight[static_cast<size_t>(i)] = weights_[p];
     }
-    expert_ffn(w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e, mine.gate_acts.data(), mine.up_acts.data(), c,
-               clamp_exp_, before ? mine.pair_weight.data() : nullptr, s.down.data() + static_cast<size_t>(begin) * d,
-               n_embd_, nullptr);
+    expert_ffn(m.gate, m.up, m.down, m.index, mine.gate_acts.data(), mine.up_acts.data(), c, clamp_exp_,
+               before ? mine.pair_weight.data() : nullptr, s.down.data() + static_cast<size_t>(begin) * d, n_embd_,
+               nullptr);
   };
-  if (pool != nullptr) {
-    pool->run(static_cast<int>(active_.size()), run_expert);
+  auto run_all = [&](int n_tasks, const std::function<void(int)>& task) {
+    if (pool != nullptr) {
+      pool->run(n_tasks, [&](int t, int) { task(t); });
+    } else {
+      for (int t = 0; t < n_tasks; ++t) task(t);
+    }
+  };
+  if (source_ == nullptr) {
+    run_all(static_cast<int>(active_.size()), [&](int i) {
+      const int e = active_[static_cast<size_t>(i)];
+      run_expert(e, ExpertMatrices{w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e});
+    });
   } else {
-    for (size_t i = 0; i < active_.size(); ++i) run_expert(static_cast<int>(i), static_cast<int>(active_.size()));
+    // As many experts at a time as the source makes readable (all of them
+    // when the cache is large enough).
+    acquired_.resize(active_.size());
+    for (size_t at = 0; at < active_.size();) {
+      const std::span<int> rest = std::span<int>(active_).subspan(at);
+      const size_t got = source_->acquire(w, rest, acquired_);
+      try {
+        run_all(static_cast<int>(got),
+                [&](int i) { run_expert(rest[static_cast<size_t>(i)], acquired_[static_cast<size_t>(i)]); });
+      } catch (...) {
+        source_->release();
+        throw;
+      }
+      source_->release();
+      at += got;
+    }
   }
 
   // Shared expert over every token, unweighted.

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/cpu/expert_source.h"
 #include "backend/cpu/matvec.h"
 #include "backend/cpu/numerics.h"
 #include "model/deepseek4_hparams.h"
@@ -54,6 +55,11 @@ class MoeLayer {
                                                    static_cast<size_t>(n_expert_));
   }
 
+  // Where the routed experts' matrices come from: the model's mapping when
+  // null (the default), else `source` (the SSD streaming cache), which must
+  // outlive this object. Results are the same either way.
+  void set_expert_source(ExpertSource* source) { source_ = source; }
+
   bool hash_routed() const { return hash_routed_; }
   uint32_t layer_index() const { return index_; }
 
@@ -78,6 +84,7 @@ class MoeLayer {
                   const float* weights_before_down, float* DOWN, int64_t ldd, ThreadPool* pool);
 
   const model::LayerWeights* w_;  // views into the model's mapping
+  ExpertSource* source_ = nullptr;
   Numerics numerics_;
   uint32_t index_ = 0;
   bool hash_routed_ = false;
@@ -91,6 +98,7 @@ class MoeLayer {
   std::vector<float> scores_, weights_;  // per token of the pass
   std::vector<int32_t> ids_;
   std::vector<int> active_;  // the pass's experts with tokens, in run order
+  std::vector<ExpertMatrices> acquired_;  // from source_, for a part of active_
   std::vector<int32_t> expert_count_, expert_start_;  // tokens grouped by expert
   int64_t last_ = 0;  // the last token's row in ids_ / weights_ / scores_
 };

@@ -1,0 +1,78 @@
+// SSD expert streaming (issue 24): the routed experts live in a RAM cache of
+// whole experts (one layer's gate, up and down matrices in one slot) and are
+// read from the GGUF file when a token selects one that is not there. Slots
+// sit in slabs of anonymous memory; a miss is read with io_uring (liburing),
+// O_DIRECT straight into its slot, every miss of a layer in flight at once;
+// where O_DIRECT is refused (tmpfs, some overlay filesystems) reads go
+// through the page cache and the pages are dropped after (said once on
+// stderr); where io_uring is unavailable, pread. Eviction takes the slot of
+// the least often selected expert (selection counts halve every 16 tokens;
+// ties: least recently used), never one the current acquire still needs.
+// The cache changes where the bytes come from, never what they are: logits
+// are bit-identical to the resident run at every size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/expert_source.h"
+
+namespace ds4::model {
+class Deepseek4Model;
+}
+
+namespace ds4::cpu {
+
+struct ExpertCacheOptions {
+  // Exactly this many slots when > 0; otherwise budget_bytes / slot size
+  // (ds4::Error when that is below one slot).
+  int64_t slots = 0;
+  uint64_t budget_bytes = 0;
+  // The file the experts are read from: the model's own when empty (another
+  // path is for tests: a copy, a truncated one).
+  std::string path;
+  // Reads in flight at most (io_uring queue depth).
+  unsigned queue_depth = 64;
+};
+
+struct ExpertCacheStats {
+  int64_t slots = 0;
+  uint64_t slot_bytes = 0;
+  uint64_t hits = 0;        // experts served from a slot
+  uint64_t misses = 0;      // experts read from the file
+  uint64_t bytes_read = 0;  // including the alignment slack of direct reads
+  double read_seconds = 0;  // waiting for reads
+  bool direct_io = false;   // O_DIRECT reads
+  bool io_uring = false;    // io_uring (else pread)
+};
+
+class ExpertCache final : public ExpertSource {
+ public:
+  // The model (its mapping and tensor views) must outlive the cache. Opens the
+  // file, checks its size against the model's, allocates the slots.
+  // ds4::Error naming the problem.
+  ExpertCache(const model::Deepseek4Model& model, const ExpertCacheOptions& options);
+  ~ExpertCache() override;
+  ExpertCache(const ExpertCache&) = delete;
+  ExpertCache& operator=(const ExpertCache&) = delete;
+
+  // Bytes one slot takes for this model (the largest expert of any layer,
+  // with room for aligned direct reads).
+  static uint64_t slot_bytes(const model::Deepseek4Model& model);
+
+  size_t acquire(const model::LayerWeights& layer, std::span<int> experts, std::span<ExpertMatrices> out) override;
+  void release() override;
+  void begin_tokens(int64_t n) override;
+
+  ExpertCacheStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ds4::cpu

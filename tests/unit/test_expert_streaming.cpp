@@ -1,0 +1,165 @@
+// SSD expert streaming (backend/cpu/expert_cache.h, issue 24). Truth: the
+// resident run over the same file. With the routed experts read from the file
+// into a cache of any size (1 slot: every expert read for each use; a few
+// slots: evictions in every layer; all of them: every expert read once) the
+// logits of every prompt row and every decode step must be bit-identical, in
+// both numerics. A file that is not the model's or that loses its end gives
+// one error naming it (and the tensor, for a read that comes up short).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/expert_cache.h"
+#include "backend/cpu/forward.h"
+#include "core/error.h"
+#include "model/deepseek4_hparams.h"
+#include "support/random_tokens.h"
+#include "support/synthetic_model.h"
+#include "support/temp_dir.h"
+
+namespace ds4::cpu {
+namespace {
+
+using test::random_tokens;
+
+const test::SyntheticModel& synthetic() {
+  static const test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 71);
+  return m;
+}
+
+int32_t argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Every prompt row's logits, then the logits after each of `steps` greedy
+// tokens, for two conversations evaluated together (batched, so a layer's
+// experts serve tokens of both).
+std::vector<float> run(Forward& f, int steps) {
+  const int64_t nv = synthetic().hparams().n_vocab;
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(nv, 29, 1), random_tokens(nv, 11, 2)};
+  std::vector<std::unique_ptr<backend::Session>> sessions;
+  std::vector<std::vector<float>> rows;
+  std::vector<backend::Part> parts;
+  for (const auto& p : prompts) {
+    sessions.push_back(f.new_session(128));
+    rows.emplace_back(p.size() * static_cast<size_t>(nv));
+  }
+  for (size_t c = 0; c < prompts.size(); ++c) parts.push_back({sessions[c].get(), prompts[c], rows[c].data()});
+  f.eval(parts);
+  std::vector<float> out;
+  for (const auto& r : rows) out.insert(out.end(), r.begin(), r.end());
+  for (int i = 0; i < steps; ++i) {
+    std::vector<int32_t> next;
+    for (const auto& s : sessions) next.push_back(argmax(s->logits()));
+    std::vector<backend::Part> step;
+    for (size_t c = 0; c < sessions.size(); ++c) step.push_back({sessions[c].get(), std::span<const int32_t>(&next[c], 1)});
+    f.eval(step);
+    for (const auto& s : sessions) out.insert(out.end(), s->logits().begin(), s->logits().end());
+  }
+  return out;
+}
+
+class ExpertStreaming : public testing::TestWithParam<Numerics> {};
+
+TEST_P(ExpertStreaming, LogitsEqualTheResidentRunAtEveryCacheSize) {
+  const test::SyntheticModel& m = synthetic();
+  constexpr int kSteps = 6;
+  Forward resident(m.model(), GetParam(), nullptr);
+  resident.set_prefill_chunk(8);
+  const std::vector<float> want = run(resident, kSteps);
+
+  const int64_t all = static_cast<int64_t>(m.hparams().n_layer) * m.hparams().n_expert;
+  for (const int64_t slots : {int64_t{1}, int64_t{3}, int64_t{9}, all}) {
+    Forward streamed(m.model(), GetParam(), nullptr);
+    streamed.set_prefill_chunk(8);
+    ExpertCacheOptions o;
+    o.slots = slots;
+    auto cache = std::make_unique<ExpertCache>(m.model(), o);
+    ExpertCache* c = cache.get();
+    streamed.set_expert_source(std::move(cache));
+    const std::vector<float> got = run(streamed, kSteps);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_TRUE(got == want) << slots << " slots: logits differ from the resident run";
+    const ExpertCacheStats st = c->stats();
+    EXPECT_EQ(st.slots, slots);
+    EXPECT_GT(st.misses, 0u);
+    EXPECT_GE(st.bytes_read, st.misses * (st.slot_bytes / 2)) << "every miss reads its three matrices";
+    if (slots == all) {
+      EXPECT_LE(st.misses, static_cast<uint64_t>(all)) << "a cache of every expert reads each at most once";
+      EXPECT_GT(st.hits, 0u);
+    }
+    if (slots == 1) {
+      // Consecutive acquires never ask for the same (layer, expert) again.
+      EXPECT_EQ(st.hits, 0u);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BothNumerics, ExpertStreaming,
+                         testing::Values(Numerics::Default, Numerics::Quality),
+                         [](const auto& info) { return info.param == Numerics::Default ? "Default" : "Quality"; });
+
+TEST(ExpertStreamingFiles, AFileThatIsNotTheModelsIsRefused) {
+  const test::SyntheticModel& m = synthetic();
+  test::TempDir dir;
+  const std::string copy = (dir.path() / "short.gguf").string();
+  std::filesystem::copy_file(m.path(), copy);
+  std::filesystem::resize_file(copy, std::filesystem::file_size(copy) - 4096);
+  ExpertCacheOptions o;
+  o.slots = 4;
+  o.path = copy;
+  try {
+    ExpertCache c(m.model(), o);
+    FAIL() << "a shorter file was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(copy), std::string::npos) << e.what();
+  }
+  o.path = (dir.path() / "absent.gguf").string();
+  EXPECT_THROW(ExpertCache(m.model(), o), Error);
+
+  ExpertCacheOptions tiny_budget;
+  tiny_budget.budget_bytes = 1024;
+  try {
+    ExpertCache c(m.model(), tiny_budget);
+    FAIL() << "a budget below one expert was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds no expert"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ExpertStreamingFiles, AReadThatComesUpShortNamesTheTensor) {
+  const test::SyntheticModel& m = synthetic();
+  test::TempDir dir;
+  const std::string copy = (dir.path() / "copy.gguf").string();
+  std::filesystem::copy_file(m.path(), copy);
+  ExpertCacheOptions o;
+  o.slots = 2;
+  o.path = copy;
+  Forward f(m.model(), Numerics::Default, nullptr);
+  f.set_expert_source(std::make_unique<ExpertCache>(m.model(), o));
+  // The file loses everything after the first layer's experts once the cache has it open.
+  const auto& l0 = m.model().weights().layers[0];
+  const auto cut = static_cast<uintmax_t>(l0.ffn_gate_exps.data - m.model().file().bytes().data()) + 100;
+  std::filesystem::resize_file(copy, cut);
+  auto s = f.new_session(64);
+  const std::vector<int32_t> prompt = random_tokens(m.hparams().n_vocab, 5, 3);
+  try {
+    f.eval(*s, prompt);
+    FAIL() << "a truncated file was read";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("blk.0.ffn_"), std::string::npos) << what;
+    EXPECT_NE(what.find("_exps"), std::string::npos) << what;
+    EXPECT_NE(what.find("truncated"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace ds4::cpu
