@@ -63,6 +63,7 @@ int run(int argc, char** argv) {
   std::optional<uint32_t> layers;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   bool no_data = false;
+  float routing_skew = 0.0f;
   Overrides o;
 
   app.add_option("--preset", preset, "Base hyperparameters: tiny, small, bench (Flash widths), flash, pro")
@@ -75,6 +76,11 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", seed, "Random seed; the same arguments give the same file")->capture_default_str();
   app.add_option("--out", out, "Output GGUF path")->required();
+  app.add_option("--routing-skew", routing_skew,
+                 "Uneven expert popularity (0 = even): in each layer a random popularity order, router bias of rank "
+                 "r lowered by S*ln(1+r), hash-table experts drawn with weight 1/(1+r)^S (docs/streaming.md)")
+      ->check(CLI::Range(0.0f, 8.0f))
+      ->capture_default_str();
   app.add_option("--layers", layers, "Number of layers (bench default 2; ratios continue 4,128,...)");
   app.add_option("--tokenizer", tokenizer_path, "Import this Hugging Face tokenizer.json instead of the synthetic one")
       ->check(CLI::ExistingFile);
@@ -178,7 +184,7 @@ int run(int argc, char** argv) {
   ds4::gguf::Writer w;
   write_metadata(hp, w);
   tok.write(w);
-  const size_t n_tensors = add_synthetic_tensors(w, hp, mix, seed, threads);
+  const size_t n_tensors = add_synthetic_tensors(w, hp, mix, seed, threads, routing_skew);
   if (no_data) {
     w.write_without_data(out);
   } else {

@@ -366,10 +366,35 @@ void fill_tensor(const TensorSpec& spec, GgmlType type, const WeightInit& init, 
       throw Error("synthetic weights: " + spec.name + " needs " + std::to_string(row_len) +
                   " distinct experts per token, only " + std::to_string(n_expert) + " exist");
     const uint64_t rows_per_chunk = std::max<uint64_t>(1, kChunkElems / row_len);
+    // Skewed: expert popularity[r] has weight 1 / (1 + r)^skew.
+    std::vector<int32_t> popularity(n_expert);
+    std::vector<double> cumulative(n_expert);
+    if (init.skew > 0.0f) {
+      for (uint32_t e = 0; e < n_expert; ++e) popularity[e] = static_cast<int32_t>(e);
+      Rng order(stream_seed(seed, spec.name, ~uint64_t{0}));
+      for (uint32_t i = n_expert; i > 1; --i) std::swap(popularity[i - 1], popularity[order.below(i)]);
+      double sum = 0;
+      for (uint32_t r = 0; r < n_expert; ++r) cumulative[r] = sum += std::pow(1.0 + r, -static_cast<double>(init.skew));
+    }
     for_each_chunk((n_rows + rows_per_chunk - 1) / rows_per_chunk, n_threads, [&](uint64_t c) {
       Rng rng(stream_seed(seed, spec.name, c));
       std::vector<int32_t> pool(n_expert);
       const uint64_t r1 = std::min(n_rows, (c + 1) * rows_per_chunk);
+      if (init.skew > 0.0f) {
+        // Weighted draws without replacement: redraw a repeat.
+        for (uint64_t r = c * rows_per_chunk; r < r1; ++r) {
+          int32_t* row = pool.data();
+          for (int64_t i = 0; i < row_len;) {
+            const double u = rng.uniform() * cumulative.back();
+            const auto rank = static_cast<size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), u) -
+                                                  cumulative.begin());
+            const int32_t e = popularity[std::min<size_t>(rank, n_expert - 1)];
+            if (std::find(row, row + i, e) == row + i) row[i++] = e;
+          }
+          std::memcpy(dst.data() + r * row_len * sizeof(int32_t), row, row_len * sizeof(int32_t));
+        }
+        return;
+      }
       for (uint64_t r = c * rows_per_chunk; r < r1; ++r) {
         for (uint32_t e = 0; e < n_expert; ++e) pool[e] = static_cast<int32_t>(e);
         // Partial Fisher-Yates: the first row_len slots are a uniform draw
@@ -393,6 +418,14 @@ void fill_tensor(const TensorSpec& spec, GgmlType type, const WeightInit& init, 
                     : init.lo + (init.hi - init.lo) * static_cast<float>(i) / static_cast<float>(n - 1);
     Rng rng(stream_seed(seed, spec.name, 0));
     for (uint64_t i = n; i > 1; --i) std::swap(v[i - 1], v[rng.below(static_cast<uint32_t>(i))]);
+    if (init.skew > 0.0f) {
+      // v is now a random order; the expert at position r of a second random
+      // order (its popularity rank) loses skew * ln(1 + r).
+      std::vector<uint32_t> rank(n);
+      for (uint64_t i = 0; i < n; ++i) rank[i] = static_cast<uint32_t>(i);
+      for (uint64_t i = n; i > 1; --i) std::swap(rank[i - 1], rank[rng.below(static_cast<uint32_t>(i))]);
+      for (uint64_t i = 0; i < n; ++i) v[i] -= init.skew * std::log(1.0f + static_cast<float>(rank[i]));
+    }
     for (uint64_t r = 0; r < n_rows; ++r) store_row(type, v.data() + r * row_len, dst.data() + r * *row_bytes, row_len);
     return;
   }
@@ -422,12 +455,14 @@ void fill_tensor(const TensorSpec& spec, GgmlType type, const WeightInit& init, 
 }
 
 size_t add_synthetic_tensors(gguf::Writer& w, const Deepseek4HParams& hp, QuantMix mix, uint64_t seed,
-                             unsigned n_threads) {
+                             unsigned n_threads, float routing_skew) {
   check_mix(mix, hp);
+  if (!(routing_skew >= 0.0f)) throw Error("routing skew must be >= 0, got " + std::to_string(routing_skew));
   const std::vector<TensorSpec> specs = deepseek4_tensors(hp);
   for (const TensorSpec& spec : specs) {
     const GgmlType type = tensor_type(mix, spec);
-    const WeightInit init = weight_init(spec, hp);
+    WeightInit init = weight_init(spec, hp);
+    if (init.kind == WeightInit::Kind::SpreadBias || init.kind == WeightInit::Kind::Tid2Eid) init.skew = routing_skew;
     w.add_tensor(spec.name, type, spec.ne, [spec, type, init, seed, n_threads](std::span<uint8_t> dst) {
       fill_tensor(spec, type, init, seed, dst, n_threads);
     });

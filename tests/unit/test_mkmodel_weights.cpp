@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -210,6 +211,46 @@ TEST(MkmodelWeights, RouterBiasIsADistinctSpread) {
   EXPECT_NE(sorted, v) << "the spread is permuted over the experts";
   for (int i = 0; i < 64; ++i) EXPECT_NEAR(sorted[i], init.lo + (init.hi - init.lo) * i / 63.0f, 1e-6f);
   EXPECT_GT(init.hi - init.lo, 0.5f);
+}
+
+// --routing-skew S: hash rows draw expert of popularity rank r with weight
+// 1 / (1 + r)^S (Zipf), still distinct within a row; the router bias of rank
+// r is lowered by S ln(1 + r) on top of the distinct spread.
+TEST(MkmodelWeights, RoutingSkewFollowsAZipfLaw) {
+  const uint32_t used = 6, experts = 64, vocab = 20000;
+  const TensorSpec tid{"blk.0.ffn_gate_tid2eid.weight", TensorKind::FfnGateTid2Eid, 0, {used, vocab}};
+  WeightInit init{WeightInit::Kind::Tid2Eid, 0.0f, 0.0f, 0.0f, static_cast<float>(experts)};
+  init.skew = 1.0f;
+  const std::vector<uint8_t> bytes = fill(tid, GgmlType::I32, init, 1, 2);
+  EXPECT_EQ(bytes, fill(tid, GgmlType::I32, init, 1, 1)) << "the same bytes whatever the threads";
+  std::vector<int32_t> ids(used * vocab);
+  std::memcpy(ids.data(), bytes.data(), bytes.size());
+  std::vector<double> count(experts);
+  for (uint32_t r = 0; r < vocab; ++r) {
+    const std::set<int32_t> row(ids.begin() + r * used, ids.begin() + (r + 1) * used);
+    ASSERT_EQ(row.size(), used) << "row " << r << " repeats an expert";
+    for (int32_t e : row) ++count[static_cast<size_t>(e)];
+  }
+  std::sort(count.begin(), count.end(), std::greater<>());
+  // Without replacement flattens the head (an expert is drawn at most once a
+  // row), so compare with even use (1875 = vocab * used / experts): the most
+  // used expert far above it, the least far below, and counts falling with rank.
+  EXPECT_GT(count.front(), 2.5 * 1875);
+  EXPECT_LT(count.back(), 0.5 * 1875);
+  EXPECT_GT(count[1] / count[15], 2.0);
+
+  const TensorSpec bias{"blk.3.exp_probs_b.bias", TensorKind::ExpProbsB, 3, {64}};
+  WeightInit b = weight_init(bias, preset_tiny());
+  const std::vector<uint8_t> even = fill(bias, GgmlType::F32, b, 1, 1);
+  b.skew = 0.5f;
+  const std::vector<uint8_t> skewed = fill(bias, GgmlType::F32, b, 1, 1);
+  std::vector<float> v0(64), v1(64);
+  std::memcpy(v0.data(), even.data(), even.size());
+  std::memcpy(v1.data(), skewed.data(), skewed.size());
+  std::vector<float> drop(64);
+  for (int i = 0; i < 64; ++i) drop[i] = v0[i] - v1[i];  // skew * ln(1 + rank) of expert i
+  std::sort(drop.begin(), drop.end());
+  for (int r = 0; r < 64; ++r) EXPECT_NEAR(drop[r], 0.5f * std::log(1.0f + r), 1e-5f) << "rank " << r;
 }
 
 TEST(MkmodelWeights, InitScalesFollowTheRowLength) {
