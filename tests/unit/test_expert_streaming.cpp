@@ -102,6 +102,37 @@ TEST_P(ExpertStreaming, LogitsEqualTheResidentRunAtEveryCacheSize) {
   }
 }
 
+// The fallback read paths give the same bytes: buffered reads (a file
+// system refusing O_DIRECT), pread (no io_uring), both; a small queue depth
+// (reads wait for room in the ring).
+TEST(ExpertStreamingFiles, EveryReadPathGivesTheSameLogits) {
+  const test::SyntheticModel& m = synthetic();
+  Forward resident(m.model(), Numerics::Default, nullptr);
+  resident.set_prefill_chunk(8);
+  const std::vector<float> want = run(resident, 3);
+  struct Path {
+    bool direct, ring;
+    unsigned depth;
+  };
+  for (const Path p : {Path{false, true, 64}, Path{true, false, 64}, Path{false, false, 64}, Path{true, true, 2}}) {
+    Forward streamed(m.model(), Numerics::Default, nullptr);
+    streamed.set_prefill_chunk(8);
+    ExpertCacheOptions o;
+    o.slots = 7;
+    o.direct_io = p.direct;
+    o.io_uring = p.ring;
+    o.queue_depth = p.depth;
+    auto cache = std::make_unique<ExpertCache>(m.model(), o);
+    ExpertCache* c = cache.get();
+    streamed.set_expert_source(std::move(cache));
+    EXPECT_TRUE(run(streamed, 3) == want) << "direct " << p.direct << ", io_uring " << p.ring << ", depth " << p.depth;
+    EXPECT_EQ(c->stats().io_uring, p.ring);
+    if (!p.direct) {
+      EXPECT_FALSE(c->stats().direct_io);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(BothNumerics, ExpertStreaming,
                          testing::Values(Numerics::Default, Numerics::Quality),
                          [](const auto& info) { return info.param == Numerics::Default ? "Default" : "Quality"; });

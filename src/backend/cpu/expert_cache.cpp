@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "core/byte_size.h"
 #include "core/error.h"
@@ -81,9 +82,18 @@ struct ExpertCache::Impl {
   void open_file(const ExpertCacheOptions& o);
   void allocate(int64_t n_slots);
   int32_t victim();
-  void read_all(std::vector<Read>& reads);
-  void read_with_ring(std::vector<Read>& reads);
-  void read_with_pread(std::vector<Read>& reads);
+  // The misses of the last acquire: submitted by start_reads (io_uring), all
+  // in by finish_reads.
+  std::vector<Read> pending;
+  std::vector<size_t> unsubmitted;  // indices into pending
+  size_t inflight = 0;
+  std::chrono::steady_clock::time_point reads_began;
+  int32_t pending_layer = -1;
+  void start_reads();
+  void finish_reads();
+  void submit_some();
+  void read_with_pread();
+  void forget_pending_slots();
   void finish_read(Read& r, ssize_t got);
   void use_buffered(const char* why);
   [[noreturn]] void fail_read(const Read& r, const std::string& what) const;
@@ -121,16 +131,18 @@ void ExpertCache::Impl::open_file(const ExpertCacheOptions& o) {
     throw Error(path + " is " + std::to_string(st.st_size) + " bytes but the model file was " +
                 std::to_string(model.file().file_size()) + ": not the file the model was loaded from (changed or truncated?)");
   }
-  fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  fd = o.direct_io ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
   direct = fd >= 0;
   if (!direct) {
     fd = fd_buffered;
-    use_buffered(std::strerror(errno));
+    if (o.direct_io) use_buffered(std::strerror(errno));
   }
+  stats.direct_io = direct;
   depth = std::max(1u, o.queue_depth);
-  const int rc = io_uring_queue_init(depth, &ring, 0);
+  const int rc = o.io_uring ? io_uring_queue_init(depth, &ring, 0) : -ENOSYS;
   have_ring = rc == 0;
-  if (!have_ring) {
+  stats.io_uring = have_ring;
+  if (!have_ring && o.io_uring) {
     std::fprintf(stderr, "ds4: expert streaming: io_uring unavailable (%s); reading with pread\n", std::strerror(-rc));
   }
 }
@@ -243,9 +255,12 @@ ExpertMatrices ExpertCache::Impl::view(const model::LayerWeights& layer, int exp
   return out;
 }
 
-size_t ExpertCache::acquire(const model::LayerWeights& layer, std::span<int> experts, std::span<ExpertMatrices> out) {
+size_t ExpertCache::acquire(const model::LayerWeights& layer, std::span<int> experts, std::span<ExpertMatrices> out,
+                            size_t* ready) {
   Impl& m = *impl_;
+  if (ready != nullptr) *ready = 0;
   if (experts.empty()) return 0;
+  if (!m.pending.empty()) throw Error("expert streaming: acquire before the last acquire's wait (internal)");
   const auto key_of = [&](int e) { return static_cast<size_t>(layer.index) * static_cast<size_t>(m.n_expert) + static_cast<size_t>(e); };
   // Cached experts first: they need no read, and with fewer slots than
   // experts they are the ones served now.
@@ -288,25 +303,30 @@ size_t ExpertCache::acquire(const model::LayerWeights& layer, std::span<int> exp
     m.slot_of[key] = slot;
     out[i] = m.view(layer, e, slot);
   }
+  if (ready != nullptr) *ready = n;
   if (!reads.empty()) {
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      m.read_all(reads);
-    } catch (...) {
-      // The slots being read hold nothing usable.
-      for (const Read& r : reads) {
-        const int32_t slot = m.slot_of[key_of(r.expert)];
-        if (slot >= 0) {
-          m.slot_key[static_cast<size_t>(slot)] = -1;
-          m.slot_of[key_of(r.expert)] = -1;
-        }
-      }
-      release();
-      throw;
-    }
-    m.stats.read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Hits come first in `experts`, so the first (n - misses) are ready now.
+    if (ready != nullptr) *ready = n - reads.size() / 3;
+    m.pending = std::move(reads);
+    m.pending_layer = static_cast<int32_t>(layer.index);
+    m.start_reads();
+    if (ready == nullptr) wait();
   }
   return n;
+}
+
+void ExpertCache::wait() {
+  Impl& m = *impl_;
+  if (m.pending.empty()) return;
+  try {
+    m.finish_reads();
+  } catch (...) {
+    m.forget_pending_slots();
+    release();
+    throw;
+  }
+  m.stats.read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - m.reads_began).count();
+  m.pending.clear();
 }
 
 void ExpertCache::release() {
@@ -338,18 +358,97 @@ void ExpertCache::Impl::finish_read(Read& r, ssize_t got) {
   if (r.done >= r.need) r.done = r.len;
 }
 
-void ExpertCache::Impl::read_all(std::vector<Read>& reads) {
-  if (have_ring) {
-    read_with_ring(reads);
-  } else {
-    read_with_pread(reads);
+void ExpertCache::Impl::forget_pending_slots() {
+  // The slots being read hold nothing usable.
+  for (const Read& r : pending) {
+    const size_t key = static_cast<size_t>(pending_layer) * static_cast<size_t>(n_expert) + static_cast<size_t>(r.expert);
+    const int32_t slot = slot_of[key];
+    if (slot >= 0) {
+      slot_key[static_cast<size_t>(slot)] = -1;
+      slot_of[key] = -1;
+    }
   }
-  stats.direct_io = direct;
-  stats.io_uring = have_ring;
+  pending.clear();
+  unsubmitted.clear();
+  inflight = 0;
 }
 
-void ExpertCache::Impl::read_with_pread(std::vector<Read>& reads) {
-  for (Read& r : reads) {
+void ExpertCache::Impl::start_reads() {
+  reads_began = std::chrono::steady_clock::now();
+  stats.io_uring = have_ring;
+  if (!have_ring) return;  // pread in finish_reads
+  unsubmitted.clear();
+  for (size_t i = pending.size(); i > 0; --i) unsubmitted.push_back(i - 1);  // popped from the back: in order
+  submit_some();
+}
+
+void ExpertCache::Impl::submit_some() {
+  size_t added = 0;
+  while (!unsubmitted.empty() && inflight < depth) {
+    const size_t i = unsubmitted.back();
+    Read& r = pending[i];
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    if (sqe == nullptr) break;  // the ring's submission queue is full: later
+    io_uring_prep_read(sqe, fd, r.dst + r.done, static_cast<unsigned>(r.len - r.done), r.off + r.done);
+    io_uring_sqe_set_data64(sqe, i);
+    unsubmitted.pop_back();
+    ++inflight;
+    ++added;
+  }
+  if (added > 0) {
+    const int rc = io_uring_submit(&ring);
+    if (rc < 0) throw Error(std::string("expert streaming: io_uring submit: ") + std::strerror(-rc));
+  }
+}
+
+void ExpertCache::Impl::finish_reads() {
+  if (!have_ring) {
+    read_with_pread();
+  } else {
+    // Every completion is taken, even after a failure, so that none is left
+    // in the ring for the next acquire; the first failure is thrown after.
+    std::optional<Error> failure;
+    std::vector<size_t> refused;  // direct reads refused: again through the page cache
+    while (inflight > 0 || (!unsubmitted.empty() && !failure)) {
+      if (!failure) submit_some();
+      io_uring_cqe* cqe = nullptr;
+      int rc = 0;
+      do rc = io_uring_wait_cqe(&ring, &cqe);
+      while (rc == -EINTR);
+      if (rc < 0) throw Error(std::string("expert streaming: io_uring wait: ") + std::strerror(-rc));
+      const auto i = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
+      const int res = cqe->res;
+      io_uring_cqe_seen(&ring, cqe);
+      --inflight;
+      if (failure) continue;
+      Read& r = pending[i];
+      if (res == -EINVAL && direct) {
+        refused.push_back(i);
+      } else if (res == -EINTR || res == -EAGAIN) {
+        unsubmitted.push_back(i);
+      } else {
+        try {
+          finish_read(r, res);
+        } catch (const Error& e) {
+          failure = e;
+          continue;
+        }
+        if (r.done < r.len) unsubmitted.push_back(i);  // the rest of a short read
+      }
+      if (!refused.empty() && inflight == 0) {
+        // No direct read in flight any more: switch, and read the refused ones.
+        use_buffered("EINVAL on an aligned read");
+        unsubmitted.insert(unsubmitted.end(), refused.begin(), refused.end());
+        refused.clear();
+      }
+    }
+    if (failure) throw *failure;
+  }
+  stats.direct_io = direct;
+}
+
+void ExpertCache::Impl::read_with_pread() {
+  for (Read& r : pending) {
     while (r.done < r.len) {
       const ssize_t got = ::pread(fd, r.dst + r.done, r.len - r.done, static_cast<off_t>(r.off + r.done));
       if (got < 0 && errno == EINTR) continue;
@@ -359,46 +458,6 @@ void ExpertCache::Impl::read_with_pread(std::vector<Read>& reads) {
       }
       finish_read(r, got < 0 ? -errno : got);
     }
-  }
-}
-
-void ExpertCache::Impl::read_with_ring(std::vector<Read>& reads) {
-  // Waves of at most `depth` reads; a short read goes again with the rest.
-  std::vector<size_t> todo(reads.size());
-  for (size_t i = 0; i < reads.size(); ++i) todo[i] = i;
-  while (!todo.empty()) {
-    const size_t wave = std::min<size_t>(todo.size(), depth);
-    for (size_t w = 0; w < wave; ++w) {
-      Read& r = reads[todo[w]];
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      if (sqe == nullptr) throw Error("expert streaming: io_uring queue full (internal)");
-      io_uring_prep_read(sqe, fd, r.dst + r.done, static_cast<unsigned>(r.len - r.done), r.off + r.done);
-      io_uring_sqe_set_data64(sqe, todo[w]);
-    }
-    int rc = io_uring_submit(&ring);
-    if (rc < 0) throw Error(std::string("expert streaming: io_uring submit: ") + std::strerror(-rc));
-    bool refused = false;
-    for (size_t w = 0; w < wave; ++w) {
-      io_uring_cqe* cqe = nullptr;
-      do rc = io_uring_wait_cqe(&ring, &cqe);
-      while (rc == -EINTR);
-      if (rc < 0) throw Error(std::string("expert streaming: io_uring wait: ") + std::strerror(-rc));
-      Read& r = reads[static_cast<size_t>(io_uring_cqe_get_data64(cqe))];
-      const int res = cqe->res;
-      io_uring_cqe_seen(&ring, cqe);
-      if (res == -EINVAL && direct) {
-        refused = true;  // redone below through the page cache
-        continue;
-      }
-      if (res == -EINTR || res == -EAGAIN) continue;  // goes again
-      finish_read(r, res);
-    }
-    if (refused && direct) use_buffered("EINVAL on an aligned read");
-    std::vector<size_t> rest;
-    for (size_t i : todo) {
-      if (reads[i].done < reads[i].len) rest.push_back(i);
-    }
-    todo.swap(rest);
   }
 }
 

@@ -2,7 +2,8 @@
 // whole experts (one layer's gate, up and down matrices in one slot) and are
 // read from the GGUF file when a token selects one that is not there. Slots
 // sit in slabs of anonymous memory; a miss is read with io_uring (liburing),
-// O_DIRECT straight into its slot, every miss of a layer in flight at once;
+// O_DIRECT straight into its slot, every miss of a layer in flight at once
+// while the cached experts compute;
 // where O_DIRECT is refused (tmpfs, some overlay filesystems) reads go
 // through the page cache and the pages are dropped after (said once on
 // stderr); where io_uring is unavailable, pread. Eviction takes the slot of
@@ -37,6 +38,11 @@ struct ExpertCacheOptions {
   std::string path;
   // Reads in flight at most (io_uring queue depth).
   unsigned queue_depth = 64;
+  // The read paths tried first; off forces the fallbacks (buffered reads with
+  // the pages dropped after, pread) as a file system or a seccomp profile
+  // that refuses them would.
+  bool direct_io = true;
+  bool io_uring = true;
 };
 
 struct ExpertCacheStats {
@@ -64,7 +70,9 @@ class ExpertCache final : public ExpertSource {
   // with room for aligned direct reads).
   static uint64_t slot_bytes(const model::Deepseek4Model& model);
 
-  size_t acquire(const model::LayerWeights& layer, std::span<int> experts, std::span<ExpertMatrices> out) override;
+  size_t acquire(const model::LayerWeights& layer, std::span<int> experts, std::span<ExpertMatrices> out,
+                 size_t* ready) override;
+  void wait() override;
   void release() override;
   void begin_tokens(int64_t n) override;
 

@@ -24,12 +24,16 @@ struct ExpertMatrices {
 class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
-  // Makes experts of `layer` readable: at least one of `experts` (distinct
-  // ids) when it is not empty, at most all. The source may reorder
-  // `experts`; the first n (the return value) are then readable through
-  // out[0..n) until release(). ds4::Error naming the tensor when an expert
-  // cannot be read.
-  virtual size_t acquire(const model::LayerWeights& layer, std::span<int> experts, std::span<ExpertMatrices> out) = 0;
+  // Starts making experts of `layer` readable: at least one of `experts`
+  // (distinct ids) when it is not empty, at most all. The source may reorder
+  // `experts`; the first n (the return value) get their views in out[0..n):
+  // the first *ready of them are readable at once (cached), the rest after
+  // wait() (being read meanwhile, so the caller can compute the ready ones).
+  // ds4::Error naming the tensor when an expert cannot be read.
+  virtual size_t acquire(const model::LayerWeights& layer, std::span<int> experts, std::span<ExpertMatrices> out,
+                         size_t* ready) = 0;
+  // Blocks until every expert of the last acquire is readable.
+  virtual void wait() = 0;
   // The acquired experts are no longer needed.
   virtual void release() = 0;
   // n tokens are about to be evaluated (the pass's size; for the

@@ -271,15 +271,23 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
       run_expert(e, ExpertMatrices{w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e});
     });
   } else {
-    // As many experts at a time as the source makes readable (all of them
-    // when the cache is large enough).
+    // As many experts at a time as the source holds (all of them when the
+    // cache is large enough); the cached ones compute while the others are read.
     acquired_.resize(active_.size());
     for (size_t at = 0; at < active_.size();) {
       const std::span<int> rest = std::span<int>(active_).subspan(at);
-      const size_t got = source_->acquire(w, rest, acquired_);
+      size_t ready = 0;
+      const size_t got = source_->acquire(w, rest, acquired_, &ready);
+      auto run_range = [&](size_t from, size_t to) {
+        run_all(static_cast<int>(to - from), [&](int i) {
+          const size_t k = from + static_cast<size_t>(i);
+          run_expert(rest[k], acquired_[k]);
+        });
+      };
       try {
-        run_all(static_cast<int>(got),
-                [&](int i) { run_expert(rest[static_cast<size_t>(i)], acquired_[static_cast<size_t>(i)]); });
+        run_range(0, ready);
+        source_->wait();
+        run_range(ready, got);
       } catch (...) {
         source_->release();
         throw;
