@@ -47,6 +47,10 @@ CLI::Option* add_engine_flags(CLI::App& app, engine::EngineOptions& eo, const st
       },
       "with --ssd-streaming: the expert cache's size, NGB / NMB (bytes) or N (exactly N experts); default: "
       "what the memory available to the process leaves");
+  app.add_option("--ssd-streaming-hotlist", eo.ssd_hotlist,
+                 "with --ssd-streaming: read these experts into the cache at start, most selected first (a file "
+                 "`ds4-bench --record-expert-usage` writes)");
+  app.add_flag("--ssd-streaming-cold", eo.ssd_cold, "with --ssd-streaming: start with an empty cache (no hot list)");
   return model;
 }
 
@@ -54,6 +58,9 @@ void check_engine_flags(const engine::EngineOptions& eo) {
   if (eo.threads < 1) throw Error("--threads must be at least 1 (got " + std::to_string(eo.threads) + ")");
   if (!eo.ssd_streaming && (eo.ssd_cache_slots > 0 || eo.ssd_cache_bytes > 0)) {
     throw Error("--ssd-streaming-cache-experts needs --ssd-streaming");
+  }
+  if (!eo.ssd_streaming && (!eo.ssd_hotlist.empty() || eo.ssd_cold)) {
+    throw Error(std::string(eo.ssd_cold ? "--ssd-streaming-cold" : "--ssd-streaming-hotlist") + " needs --ssd-streaming");
   }
   if (eo.prefill_chunk < 1) {
     throw Error("--prefill-chunk must be at least 1 (got " + std::to_string(eo.prefill_chunk) + ")");

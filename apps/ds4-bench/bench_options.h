@@ -43,6 +43,9 @@ struct Options {
   std::string csv;  // "" = stdout only
   bool warmup = false;  // one untimed prefill of the first frontier before the walk
   bool print_gen_tokens = false;  // diagnostics: each frontier's ids on stderr
+  // --record-expert-usage: every routed expert's selections over the run,
+  // written at the end as a hot list for --ssd-streaming-hotlist; "" = none.
+  std::string record_expert_usage;
   // --read-bandwidth: a buffer of this many bytes (k/m/g suffix allowed) read
   // by -t threads between decode steps (core/read_bandwidth.h); "" = none.
   std::string read_bandwidth;

@@ -317,6 +317,12 @@ int run(const Options& o) {
     csv.line(std::string(row) + "\n");
   }
   csv.close();
+  if (!o.record_expert_usage.empty()) {
+    const std::vector<ds4::backend::ExpertUse> usage = engine.expert_usage();
+    ds4::backend::write_hot_list(o.record_expert_usage, usage);
+    std::fprintf(stderr, "expert usage: %zu experts selected, written to %s\n", usage.size(),
+                 o.record_expert_usage.c_str());
+  }
 
   std::fprintf(stderr, "peak RSS: %s, model file %s\n", ds4::format_bytes(peak_rss_bytes()).c_str(),
                ds4::format_bytes(file_bytes).c_str());
@@ -379,6 +385,9 @@ int main(int argc, char** argv) {
   app.add_option("--read-bandwidth", o.read_bandwidth,
                  "Memory-read bandwidth, measured between decode steps over a buffer of this size (k/m/g; e.g. "
                  "2g, beyond the last-level cache) with -t threads; printed beside decode's weight bandwidth");
+  app.add_option("--record-expert-usage", o.record_expert_usage,
+                 "Write every routed expert's selections over the run to this file, most selected first: a hot "
+                 "list for --ssd-streaming-hotlist");
   app.add_flag("--print-gen-tokens", o.print_gen_tokens, "Print each frontier's generated ids on stderr")->group("");
 
   try {

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -76,9 +77,18 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
   cpu->set_prefill_chunk(options.prefill_chunk);
   if (options.ssd_streaming) {
     auto cache = std::make_unique<cpu::ExpertCache>(*model_, expert_cache_options(options, *model_));
+    if (!options.ssd_hotlist.empty() && !options.ssd_cold) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::vector<backend::ExpertUse> hot = backend::read_hot_list(options.ssd_hotlist);
+      const size_t n = cache->preload(hot);
+      std::fprintf(stderr, "expert streaming: %zu experts of %zu in %s read into the cache in %.2f s\n", n, hot.size(),
+                   options.ssd_hotlist.c_str(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
     expert_cache_ = cache.get();
     cpu->set_expert_source(std::move(cache));
   }
+  cpu_ = cpu.get();
   backend_ = std::move(cpu);
 
   facts_.name = hp.name;
@@ -94,6 +104,10 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
   facts_.kernel_isa = quant::dot_kernels().isa;
   facts_.streamed_bytes = options.ssd_streaming ? model_->routed_expert_bytes() : 0;
   facts_.resident_bytes = facts_.file_bytes - facts_.streamed_bytes;
+}
+
+std::vector<backend::ExpertUse> Engine::expert_usage() const {
+  return backend::rank_expert_usage(cpu_->expert_usage());
 }
 
 StreamingStats Engine::streaming_stats() const {

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "backend/hot_list.h"
 #include "engine/job.h"
 #include "engine/scheduler.h"
 #include "runtime/generate.h"
@@ -39,6 +40,7 @@ class Sampler;
 
 namespace ds4::cpu {
 class ExpertCache;
+class Forward;
 }
 
 namespace ds4::engine {
@@ -65,6 +67,10 @@ struct EngineOptions {
   bool ssd_streaming = false;
   int64_t ssd_cache_slots = 0;
   uint64_t ssd_cache_bytes = 0;
+  // A hot list (backend/hot_list.h) read into the cache at start, most
+  // selected first, until it is full; ssd_cold: start empty regardless.
+  std::string ssd_hotlist;
+  bool ssd_cold = false;
 };
 
 // The SSD streaming cache's figures (all zero without --ssd-streaming).
@@ -161,6 +167,9 @@ class Engine {
 
   // The expert cache's counters so far (--ssd-streaming; zeros without).
   StreamingStats streaming_stats() const;
+  // Every routed expert's selections so far, most selected first (what
+  // `ds4-bench --record-expert-usage` writes as a hot list).
+  std::vector<backend::ExpertUse> expert_usage() const;
 
   // Saving and loading a session (docs/session-files.md).
   void save_session(const std::string &path, const backend::Session &session) const;
@@ -178,6 +187,7 @@ class Engine {
   std::string tokenizer_problem_;  // why tokenizer_ is null
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<backend::Backend> backend_;
+  const cpu::Forward *cpu_ = nullptr;               // backend_ as the CPU backend
   const cpu::ExpertCache *expert_cache_ = nullptr;  // owned by the backend (--ssd-streaming)
   ModelFacts facts_;
   std::mutex scheduler_mutex_;

@@ -19,6 +19,7 @@
 #include "backend/cpu/kv_rows.h"
 #include "backend/cpu/session.h"
 #include "core/gguf.h"
+#include "backend/hot_list.h"
 #include "model/deepseek4_hparams.h"
 #include "model/deepseek4_memory.h"
 #include "model/quant_mix.h"
@@ -269,6 +270,59 @@ TEST(Ds4Bench, WarmupLeavesTheWalkUnchanged) {
     EXPECT_EQ(rows[i].kv_bytes, truth[i].state_bytes);
     EXPECT_EQ(ids.at(ctx[i]), truth[i].ids) << "frontier " << ctx[i];
   }
+}
+
+// --record-expert-usage: every token selects n_expert_used experts in every
+// layer, so each layer's selections sum to the same multiple of it; the file
+// is ranked and reads back as a hot list. With --ssd-streaming and that list
+// the walk (KV bytes, probe ids) is the resident one, and the CSV gains the
+// cache's columns.
+TEST(Ds4Bench, ExpertUsageIsRecordedAndFeedsTheStreamingCache) {
+  TempDir dir;
+  const std::vector<int32_t> t = test::random_tokens(n_vocab(), 24, 13);
+  const std::string tok = write_tokens(dir, "t.json", t);
+  const std::string usage = dir.file("usage.txt");
+  const std::vector<std::string> walk = {"--tokens-file", tok, "--ctx-start", "8", "--ctx-max", "24", "--step-incr",
+                                         "16", "-n", "3", "-t", "2", "--print-gen-tokens"};
+  std::vector<std::string> args = walk;
+  args.insert(args.end(), {"--record-expert-usage", usage});
+  const test::ProcessResult r = bench(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<backend::ExpertUse> hot = backend::read_hot_list(usage);
+  ASSERT_FALSE(hot.empty());
+  const auto& hp = tiny().hparams();
+  std::vector<uint64_t> per_layer(hp.n_layer, 0);
+  for (size_t i = 0; i < hot.size(); ++i) {
+    ASSERT_LT(hot[i].layer, hp.n_layer);
+    ASSERT_LT(hot[i].expert, hp.n_expert);
+    if (i > 0) {
+      EXPECT_LE(hot[i].count, hot[i - 1].count) << "most selected first";
+    }
+    per_layer[hot[i].layer] += hot[i].count;
+  }
+  for (uint64_t sum : per_layer) {
+    EXPECT_EQ(sum, per_layer[0]) << "every layer routes every token";
+    EXPECT_EQ(sum % hp.n_expert_used, 0u);
+  }
+
+  args = walk;
+  args.insert(args.end(), {"--ssd-streaming", "--ssd-streaming-cache-experts", "12", "--ssd-streaming-hotlist", usage});
+  const test::ProcessResult s = bench(args);
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.err.find("expert streaming: 12 experts of " + std::to_string(hot.size())), std::string::npos) << s.err;
+  EXPECT_NE(s.out.find("expert_hit_rate,expert_read_bytes_per_token,expert_read_gbps"), std::string::npos) << s.out;
+  // The first six columns are the usual row.
+  std::string first_six;
+  std::istringstream lines(s.out);
+  for (std::string line; std::getline(lines, line);) {
+    size_t at = 0;
+    for (int c = 0; c < 6 && at != std::string::npos; ++c) at = line.find(',', at == 0 ? 0 : at + 1);
+    first_six += line.substr(0, at) + "\n";
+  }
+  const std::vector<Row> plain = parse_csv(r.out), streamed = parse_csv(first_six);
+  ASSERT_EQ(plain.size(), streamed.size());
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(plain[i].kv_bytes, streamed[i].kv_bytes);
+  EXPECT_EQ(gen_ids(r.err), gen_ids(s.err)) << "the same greedy probes";
 }
 
 // --read-bandwidth: read passes between the decode steps (-n 20: every 2nd

@@ -133,6 +133,38 @@ TEST(ExpertStreamingFiles, EveryReadPathGivesTheSameLogits) {
   }
 }
 
+// A hot list fills the cache before the first token: that pass finds its
+// experts there, and the logits stay the resident run's.
+TEST(ExpertStreamingFiles, AHotListPreloadsTheCache) {
+  const test::SyntheticModel& m = synthetic();
+  Forward resident(m.model(), Numerics::Default, nullptr);
+  resident.set_prefill_chunk(8);
+  const std::vector<float> want = run(resident, 2);
+  const std::vector<backend::ExpertUse> hot = backend::rank_expert_usage(resident.expert_usage());
+  ASSERT_FALSE(hot.empty());
+
+  Forward streamed(m.model(), Numerics::Default, nullptr);
+  streamed.set_prefill_chunk(8);
+  ExpertCacheOptions o;
+  o.slots = static_cast<int64_t>(hot.size());
+  auto cache = std::make_unique<ExpertCache>(m.model(), o);
+  EXPECT_EQ(cache->preload(hot), hot.size());
+  const uint64_t preread = cache->stats().bytes_read;
+  EXPECT_GT(preread, 0u);
+  ExpertCache* c = cache.get();
+  streamed.set_expert_source(std::move(cache));
+  EXPECT_TRUE(run(streamed, 2) == want);
+  EXPECT_EQ(c->stats().misses, 0u) << "every expert the run selects was preloaded";
+  EXPECT_EQ(c->stats().bytes_read, preread);
+
+  ExpertCacheOptions small;
+  small.slots = 3;
+  ExpertCache three(m.model(), small);
+  EXPECT_EQ(three.preload(hot), 3u) << "a list longer than the cache fills it and stops";
+  const std::vector<backend::ExpertUse> outside = {{static_cast<uint32_t>(m.hparams().n_layer), 0, 1}};
+  EXPECT_THROW(ExpertCache(m.model(), small).preload(outside), Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(BothNumerics, ExpertStreaming,
                          testing::Values(Numerics::Default, Numerics::Quality),
                          [](const auto& info) { return info.param == Numerics::Default ? "Default" : "Quality"; });

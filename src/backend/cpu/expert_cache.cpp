@@ -44,6 +44,7 @@ struct Read {
   uint64_t off = 0, len = 0, need = 0, done = 0;
   const model::TensorView* tensor = nullptr;
   int expert = 0;
+  size_t key = 0;  // layer * n_expert + expert
 };
 
 }  // namespace
@@ -88,12 +89,13 @@ struct ExpertCache::Impl {
   std::vector<size_t> unsubmitted;  // indices into pending
   size_t inflight = 0;
   std::chrono::steady_clock::time_point reads_began;
-  int32_t pending_layer = -1;
   void start_reads();
   void finish_reads();
   void submit_some();
   void read_with_pread();
   void forget_pending_slots();
+  // The three reads that fill `slot` with expert e of `layer`.
+  void add_reads(const model::LayerWeights& layer, int e, int32_t slot, size_t key, std::vector<Read>& reads) const;
   void finish_read(Read& r, ssize_t got);
   void use_buffered(const char* why);
   [[noreturn]] void fail_read(const Read& r, const std::string& what) const;
@@ -236,6 +238,25 @@ int32_t ExpertCache::Impl::victim() {
   return best;
 }
 
+void ExpertCache::Impl::add_reads(const model::LayerWeights& layer, int e, int32_t slot, size_t key,
+                                  std::vector<Read>& reads) const {
+  uint64_t at = 0;
+  for (int k = 0; k < 3; ++k) {
+    const model::TensorView& t = matrix_of(layer, k);
+    const uint64_t off = matrix_offset(t, e);
+    Read r;
+    r.off = off / kAlign * kAlign;
+    r.need = off + t.matrix_bytes() - r.off;
+    r.len = round_up(r.need, kAlign);
+    r.dst = slot_ptr[static_cast<size_t>(slot)] + at;
+    r.tensor = &t;
+    r.expert = e;
+    r.key = key;
+    reads.push_back(r);
+    at += region[k];
+  }
+}
+
 ExpertMatrices ExpertCache::Impl::view(const model::LayerWeights& layer, int expert, int32_t slot) const {
   ExpertMatrices out;
   uint8_t* base = slot_ptr[static_cast<size_t>(slot)];
@@ -280,20 +301,7 @@ size_t ExpertCache::acquire(const model::LayerWeights& layer, std::span<int> exp
       slot = m.victim();
       if (slot < 0) throw Error("expert streaming: no free slot (internal: more experts acquired than slots)");
       if (m.slot_key[static_cast<size_t>(slot)] >= 0) m.slot_of[static_cast<size_t>(m.slot_key[static_cast<size_t>(slot)])] = -1;
-      uint64_t at = 0;
-      for (int k = 0; k < 3; ++k) {
-        const model::TensorView& t = matrix_of(layer, k);
-        const uint64_t off = m.matrix_offset(t, e);
-        Read r;
-        r.off = off / kAlign * kAlign;
-        r.need = off + t.matrix_bytes() - r.off;
-        r.len = round_up(r.need, kAlign);
-        r.dst = m.slot_ptr[static_cast<size_t>(slot)] + at;
-        r.tensor = &t;
-        r.expert = e;
-        reads.push_back(r);
-        at += m.region[k];
-      }
+      m.add_reads(layer, e, slot, key, reads);
     }
     m.slot_pinned[static_cast<size_t>(slot)] = 1;
     m.slot_used[static_cast<size_t>(slot)] = m.clock;
@@ -308,9 +316,37 @@ size_t ExpertCache::acquire(const model::LayerWeights& layer, std::span<int> exp
     // Hits come first in `experts`, so the first (n - misses) are ready now.
     if (ready != nullptr) *ready = n - reads.size() / 3;
     m.pending = std::move(reads);
-    m.pending_layer = static_cast<int32_t>(layer.index);
     m.start_reads();
     if (ready == nullptr) wait();
+  }
+  return n;
+}
+
+size_t ExpertCache::preload(std::span<const backend::ExpertUse> hot) {
+  Impl& m = *impl_;
+  std::vector<Read> reads;
+  size_t n = 0;
+  for (const backend::ExpertUse& h : hot) {
+    if (h.layer >= m.model.weights().layers.size() || h.expert >= static_cast<uint32_t>(m.n_expert)) {
+      throw Error("expert streaming: hot list entry layer " + std::to_string(h.layer) + " expert " +
+                  std::to_string(h.expert) + " is outside the model (" + std::to_string(m.n_layer) + " layers of " +
+                  std::to_string(m.n_expert) + " experts)");
+    }
+    const size_t key = static_cast<size_t>(h.layer) * static_cast<size_t>(m.n_expert) + h.expert;
+    if (m.slot_of[key] >= 0) continue;
+    const int32_t slot = m.victim();
+    if (slot < 0 || m.slot_key[static_cast<size_t>(slot)] >= 0) break;  // full: the list is in priority order
+    m.slot_key[static_cast<size_t>(slot)] = static_cast<int32_t>(key);
+    m.slot_of[key] = slot;
+    // Counted as recent selections, so the first tokens do not evict them at once.
+    m.hot[key] = static_cast<uint32_t>(std::min<uint64_t>(h.count, 1u << 16));
+    m.add_reads(m.model.weights().layers[h.layer], static_cast<int>(h.expert), slot, key, reads);
+    ++n;
+  }
+  if (!reads.empty()) {
+    m.pending = std::move(reads);
+    m.start_reads();
+    wait();
   }
   return n;
 }
@@ -361,11 +397,10 @@ void ExpertCache::Impl::finish_read(Read& r, ssize_t got) {
 void ExpertCache::Impl::forget_pending_slots() {
   // The slots being read hold nothing usable.
   for (const Read& r : pending) {
-    const size_t key = static_cast<size_t>(pending_layer) * static_cast<size_t>(n_expert) + static_cast<size_t>(r.expert);
-    const int32_t slot = slot_of[key];
+    const int32_t slot = slot_of[r.key];
     if (slot >= 0) {
       slot_key[static_cast<size_t>(slot)] = -1;
-      slot_of[key] = -1;
+      slot_of[r.key] = -1;
     }
   }
   pending.clear();

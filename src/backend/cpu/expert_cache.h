@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/cpu/expert_source.h"
+#include "backend/hot_list.h"
 
 namespace ds4::model {
 class Deepseek4Model;
@@ -75,6 +76,11 @@ class ExpertCache final : public ExpertSource {
   void wait() override;
   void release() override;
   void begin_tokens(int64_t n) override;
+
+  // Reads the experts of `hot` (most wanted first) into free slots until the
+  // cache is full; returns how many were loaded. ds4::Error for an entry
+  // outside the model or a failed read.
+  size_t preload(std::span<const backend::ExpertUse> hot);
 
   ExpertCacheStats stats() const;
 

@@ -47,6 +47,12 @@ void Forward::set_expert_source(std::unique_ptr<ExpertSource> source) {
   for (MoeLayer &m : moe_) m.set_expert_source(expert_source_.get());
 }
 
+std::vector<std::vector<uint64_t>> Forward::expert_usage() const {
+  std::vector<std::vector<uint64_t>> out;
+  for (const MoeLayer &m : moe_) out.emplace_back(m.expert_usage().begin(), m.expert_usage().end());
+  return out;
+}
+
 void Forward::set_prefill_chunk(int n) {
   if (n < 1) throw Error("prefill chunk " + std::to_string(n) + " must be at least 1");
   chunk_ = n;

@@ -87,6 +87,8 @@ class Forward final : public backend::Backend {
   // Results are bit-identical either way.
   void set_expert_source(std::unique_ptr<ExpertSource> source);
   ExpertSource *expert_source() const { return expert_source_.get(); }
+  // Selections of every routed expert so far, [layer][expert].
+  std::vector<std::vector<uint64_t>> expert_usage() const;
 
  private:
   struct HcWeights {

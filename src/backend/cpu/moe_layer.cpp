@@ -91,6 +91,7 @@ MoeLayer::MoeLayer(const model::LayerWeights& layer, const model::Deepseek4HPara
   quant::dequantize_row(layer.ffn_norm.type, layer.ffn_norm.data, norm_.data(), n_embd_);
 
   expert_count_.resize(static_cast<size_t>(ne));
+  usage_.assign(static_cast<size_t>(ne), 0);
   expert_start_.resize(static_cast<size_t>(ne) + 1);
 }
 
@@ -203,6 +204,7 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
       route(t, token_ids[t], s.logits.data() + static_cast<size_t>(t) * static_cast<size_t>(n_expert_), tid_row);
   });
   last_ = n - 1;
+  for (int32_t e : ids_) ++usage_[static_cast<size_t>(e)];
 
   // (token, slot) pairs grouped by expert (counting sort, tokens in order).
   std::fill(expert_count_.begin(), expert_count_.end(), 0);

@@ -60,6 +60,11 @@ class MoeLayer {
   // outlive this object. Results are the same either way.
   void set_expert_source(ExpertSource* source) { source_ = source; }
 
+  // How often each routed expert was selected since this object was made
+  // (n_expert counts; every token counts n_expert_used): what a hot list for
+  // --ssd-streaming is made from.
+  std::span<const uint64_t> expert_usage() const { return usage_; }
+
   bool hash_routed() const { return hash_routed_; }
   uint32_t layer_index() const { return index_; }
 
@@ -101,6 +106,7 @@ class MoeLayer {
   std::vector<ExpertMatrices> acquired_;  // from source_, for a part of active_
   std::vector<int32_t> expert_count_, expert_start_;  // tokens grouped by expert
   int64_t last_ = 0;  // the last token's row in ids_ / weights_ / scores_
+  std::vector<uint64_t> usage_;  // selections per expert
 };
 
 }  // namespace ds4::cpu
