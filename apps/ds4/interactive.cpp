@@ -160,7 +160,8 @@ class Chat {
   }
 
   void send(const std::string& message) {
-    clear_interrupt();
+    // The flag was cleared before the line was read: a Ctrl+C pressed since
+    // (right after Enter) stops this turn instead of being forgotten.
     TurnDisplay display(s_.color, tokenizer_.end_think());
     const runtime::TurnHooks hooks = display.hooks();
     try {

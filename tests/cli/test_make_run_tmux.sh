@@ -50,15 +50,17 @@ count() { screen | grep -cF -- "$1" || true; }
 tmux -L "$sock" new-session -d -s chat -x 132 -y 50 "env -i PATH='$PATH' HOME='$work' HISTFILE=/dev/null TERM=xterm bash --norc --noprofile -i"
 sleep 0.5
 tmux -L "$sock" send-keys -t chat \
-  "cd '$src' && make run BUILD='$build' MODEL='$work/none.gguf' DEMO_DIR='$work/demo' ARGS='--seed 7 --ignore-eos'; echo MAKE-EXIT=\$?" Enter
+  "cd '$src' && make run BUILD='$build' MODEL='$work/none.gguf' DEMO_DIR='$work/demo' ARGS='--seed 7 --ignore-eos -c 32768'; echo MAKE-EXIT=\$?" Enter
 
 wait_for "RANDOM" 300
 wait_for "ds4>" 120
 tmux -L "$sock" send-keys -t chat "/nothink" Enter
 wait_for "mode: no thinking" 10
 
-# A reply that runs until interrupted (--ignore-eos): Ctrl+C stops it and
-# the chat goes on.
+# A reply that runs until interrupted (--ignore-eos; -c 32768 so that it
+# does not fill the context first: the demo model decodes ~1000 t/s on a fast
+# machine, and the 4096-token default fills in ~4 s): Ctrl+C stops it and the
+# chat goes on.
 tmux -L "$sock" send-keys -t chat "Hello there" Enter
 sleep 2
 tmux -L "$sock" send-keys -t chat C-c
