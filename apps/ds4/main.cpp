@@ -159,12 +159,13 @@ int run_mode(const Options& o) {
 
 // The peak RSS against the model file after a run that evaluated the model
 // (the weights are used in place, so RSS holds the pages read, not a copy).
-// --mlock either locked the whole file or failed the run.
+// --mlock either locked the whole file or failed the run (with
+// --ssd-streaming only the resident part, which the memory report states).
 void print_peak_memory(const Options& o) {
   std::error_code ec;
   const uint64_t file_bytes = std::filesystem::file_size(o.engine.model_path, ec);
   if (ec) return;
-  const uint64_t locked = o.engine.mlock ? (file_bytes + ds4::page_bytes() - 1) / ds4::page_bytes() * ds4::page_bytes() : 0;
+  const uint64_t locked = o.engine.mlock && !o.engine.ssd_streaming ? (file_bytes + ds4::page_bytes() - 1) / ds4::page_bytes() * ds4::page_bytes() : 0;
   std::fputs(peak_memory_line(peak_rss_bytes(), file_bytes, locked).c_str(), stderr);
   std::fflush(stderr);
 }

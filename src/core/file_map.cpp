@@ -99,15 +99,17 @@ uint64_t page_bytes() {
   return page;
 }
 
-void lock_pages(std::span<const uint8_t> range, const std::string& what) {
+void lock_pages(std::span<const uint8_t> range, const std::string& what, const std::string& instead) {
   if (range.empty()) return;
+  const std::string alt = instead.empty() ? "" : " or " + instead;
+  const std::string then = instead.empty() ? "" : "; " + instead;
   const PageRange pages = page_range(range);
   // More than the machine's RAM can never be locked; trying would first push
   // everything else out of memory.
   const uint64_t ram = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * page_bytes();
   if (pages.length > ram)
     throw Error(what + ": cannot lock " + format_size(pages.length) + " of weights in RAM: this machine has " +
-                format_size(ram) + " of RAM; run without --mlock");
+                format_size(ram) + " of RAM" + then);
   const uint64_t already = locked_now();
   // The raw system calls: sanitizer runtimes replace mlock/munlock with no-ops.
   if (::syscall(SYS_mlock, pages.start, pages.length) == 0) return;
@@ -124,12 +126,12 @@ void lock_pages(std::span<const uint8_t> range, const std::string& what) {
   if ((err == EPERM || err == ENOMEM) && over_limit) {
     msg += ": the locked-memory limit is " + limit_text + " (ulimit -l)";
     if (already > 0) msg += " and " + format_size(already) + " is locked already";
-    msg += "; raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf) or run without --mlock";
+    msg += "; raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf)" + alt;
   } else if (err == ENOMEM || err == EAGAIN) {
     msg += " (mlock: " + std::string(std::strerror(err)) + "): this machine has " + format_size(ram) +
-           " of RAM and the locked-memory limit is " + limit_text + " (ulimit -l); free memory or run without --mlock";
+           " of RAM and the locked-memory limit is " + limit_text + " (ulimit -l); free memory" + alt;
   } else {
-    msg += " (mlock: " + std::string(std::strerror(err)) + "); run without --mlock";
+    msg += " (mlock: " + std::string(std::strerror(err)) + ")" + then;
   }
   throw Error(msg);
 }

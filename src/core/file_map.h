@@ -30,7 +30,9 @@ enum class MapAccess {
 // throws ds4::Error naming `what`, the size, the cause and the fix, e.g.
 // "<what>: cannot lock 75.32 GiB of weights in RAM: the locked-memory limit is
 // 8.00 MiB (ulimit -l); raise it or run without --mlock".
-void lock_pages(std::span<const uint8_t> range, const std::string& what);
+// `instead` is the way out the message ends with ("" for none).
+void lock_pages(std::span<const uint8_t> range, const std::string& what,
+                const std::string& instead = "run without --mlock");
 
 // madvise(2)s `range`. Advice only: a kernel that refuses it changes nothing
 // that is correct, so failures are ignored.

@@ -229,7 +229,10 @@ std::string Engine::memory_report(int64_t n_ctx) const {
 
   std::string out = "memory:\n";
   out += "  model file           " + format_bytes(facts_.file_bytes) + "\n";
-  if (facts_.locked_bytes > 0) out += "  locked in RAM        " + format_bytes(facts_.locked_bytes) + " (--mlock)\n";
+  if (facts_.locked_bytes > 0) {
+    out += "  locked in RAM        " + format_bytes(facts_.locked_bytes) +
+           (options_.ssd_streaming ? " (the resident weights, --ssd-streaming)\n" : " (--mlock)\n");
+  }
   // The kernels stream weights faster from 2 MiB pages (--huge-pages).
   if (const uint64_t huge = model_->huge_page_bytes(); huge > 0)
     out += "  in 2 MiB pages       " + format_bytes(huge) + "\n";

@@ -1,6 +1,7 @@
 #include "model/deepseek4_model.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/error.h"
 #include "core/file_map.h"
@@ -54,6 +55,21 @@ Deepseek4Model Deepseek4Model::open(const std::string& path, const LoadOptions& 
       lock_pages(r, path);
       model.locked_bytes_ += (r.size() + page_bytes() - 1) / page_bytes() * page_bytes();
     });
+  } else if (load.stream_routed_experts) {
+    // Streaming: every token needs the resident part, and the expert cache
+    // must not push it out. Locked where the limit allows; else pageable.
+    try {
+      each([&](auto r) {
+        lock_pages(r, path, "");
+        model.locked_bytes_ += (r.size() + page_bytes() - 1) / page_bytes() * page_bytes();
+      });
+    } catch (const Error& e) {
+      std::fprintf(stderr, "ds4: warning: --ssd-streaming: the resident weights stay pageable: %s\n", e.what());
+      if (load.warm) each([](auto r) {
+        advise_pages(r, MapAccess::WillNeed);
+        prefault_pages(r);
+      });
+    }
   } else if (load.warm) {
     each([](auto r) {
       advise_pages(r, MapAccess::WillNeed);  // the whole file's reads are queued at once

@@ -487,6 +487,25 @@ TEST(Ds4Cli, SsdStreamingKeepsTheLogits) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("expert cache         3 experts"), std::string::npos) << r.err;
 
+  rlimit memlock{};
+  ::getrlimit(RLIMIT_MEMLOCK, &memlock);
+  if (::geteuid() == 0 || memlock.rlim_cur == RLIM_INFINITY) {
+    EXPECT_NE(r.err.find("(the resident weights, --ssd-streaming)"), std::string::npos)
+        << "locked where the limit allows: " << r.err;
+  }
+
+  // Under a locked-memory limit too small for them they stay pageable: a warning, the same logits.
+  const std::string out = dir.file("limited.bin");
+  const test::ProcessResult limited =
+      ds4_under_memlock_limit({"--tokens-file", tok, "--dump-logits", out, "--ssd-streaming", "--threads", "2"}, 64 * 1024);
+  ASSERT_EQ(limited.exit_code, 0) << limited.err;
+  EXPECT_NE(limited.err.find("the resident weights stay pageable"), std::string::npos) << limited.err;
+  EXPECT_NE(limited.err.find("(ulimit -l)"), std::string::npos) << limited.err;
+  EXPECT_EQ(limited.err.find("run without --mlock"), std::string::npos) << limited.err;
+  const std::vector<float> rows = read_floats(out);
+  ASSERT_EQ(rows.size(), t.size() * static_cast<size_t>(n_vocab()));
+  EXPECT_TRUE(same_bits(rows.data(), dump(dir, t, {"--threads", "2"}).data(), rows.size()));
+
   expect_one_error_line(ds4({"--tokens-file", tok, "--greedy", "1", "--ssd-streaming-cache-experts", "3"}),
                         {"--ssd-streaming-cache-experts needs --ssd-streaming"});
   expect_one_error_line(
