@@ -24,10 +24,12 @@ namespace ds4::engine {
 namespace {
 
 // The cache's size: the slots or bytes asked for, else what the memory
-// available to this process leaves after the resident weights, with a quarter
+// available to this process (`mem`, read before the model was opened) leaves
+// after the resident weights, with a quarter
 // of it kept for KV, scratch and the page cache of the resident weights'
 // first reads. ds4::Error when that leaves no expert.
-cpu::ExpertCacheOptions expert_cache_options(const EngineOptions &o, const model::Deepseek4Model &model) {
+cpu::ExpertCacheOptions expert_cache_options(const EngineOptions &o, const model::Deepseek4Model &model,
+                                             const MemoryAvailable &mem) {
   cpu::ExpertCacheOptions c;
   if (o.ssd_cache_slots > 0) {
     c.slots = o.ssd_cache_slots;
@@ -37,7 +39,6 @@ cpu::ExpertCacheOptions expert_cache_options(const EngineOptions &o, const model
     c.budget_bytes = o.ssd_cache_bytes;
     return c;
   }
-  const MemoryAvailable mem = memory_available();
   const uint64_t resident = model.file().file_size() - model.routed_expert_bytes();
   const uint64_t available = mem.bytes();
   const uint64_t left = available > resident ? (available - resident) / 4 * 3 : 0;
@@ -55,6 +56,9 @@ cpu::ExpertCacheOptions expert_cache_options(const EngineOptions &o, const model
 }  // namespace
 
 Engine::Engine(const EngineOptions &options) : options_(options) {
+  // Before the model is opened: the resident weights it locks are charged
+  // to the cgroup, and the budget subtracts them itself.
+  const MemoryAvailable memory = options.ssd_streaming ? memory_available() : MemoryAvailable{};
   model::LoadOptions load;
   load.mlock = options.mlock;
   load.warm = options.warm_weights;
@@ -76,7 +80,7 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
   auto cpu = std::make_unique<cpu::Forward>(*model_, options.numerics, pool_.get());
   cpu->set_prefill_chunk(options.prefill_chunk);
   if (options.ssd_streaming) {
-    auto cache = std::make_unique<cpu::ExpertCache>(*model_, expert_cache_options(options, *model_));
+    auto cache = std::make_unique<cpu::ExpertCache>(*model_, expert_cache_options(options, *model_, memory));
     if (!options.ssd_hotlist.empty() && !options.ssd_cold) {
       const auto t0 = std::chrono::steady_clock::now();
       const std::vector<backend::ExpertUse> hot = backend::read_hot_list(options.ssd_hotlist);
