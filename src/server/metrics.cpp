@@ -99,6 +99,14 @@ void value(std::string& out, const std::string& name_and_labels, double v) {
   out += buf;
 }
 
+// A metric with one unlabelled sample: its HELP/TYPE header and the value
+// (a count or a time), the name written once.
+template <class Number>
+void scalar(std::string& out, const char* name, const char* type, const char* help, Number v) {
+  metric(out, name, type, help);
+  value(out, name, static_cast<double>(v));
+}
+
 std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -126,22 +134,17 @@ std::string Metrics::render() {
     value(out, "ds4_requests_total{api=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"}",
           static_cast<double>(n));
   }
-  metric(out, "ds4_prompt_tokens_total", "counter", "Prompt tokens of executed requests.");
-  value(out, "ds4_prompt_tokens_total", static_cast<double>(prompt_tokens_));
-  metric(out, "ds4_cached_prompt_tokens_total", "counter", "Prompt tokens reused from the KV cache.");
-  value(out, "ds4_cached_prompt_tokens_total", static_cast<double>(cached_tokens_));
-  metric(out, "ds4_prefill_tokens_total", "counter", "Prompt tokens evaluated (not reused).");
-  value(out, "ds4_prefill_tokens_total", static_cast<double>(prefilled_tokens_));
-  metric(out, "ds4_generated_tokens_total", "counter", "Tokens generated.");
-  value(out, "ds4_generated_tokens_total", static_cast<double>(generated_tokens_));
-  metric(out, "ds4_prefill_seconds_total", "counter", "Time spent evaluating prompts.");
-  value(out, "ds4_prefill_seconds_total", prefill_seconds_);
-  metric(out, "ds4_decode_seconds_total", "counter", "Time spent generating.");
-  value(out, "ds4_decode_seconds_total", decode_seconds_);
-  metric(out, "ds4_prefill_tokens_per_second", "gauge", "Prefill speed of the last request that evaluated prompt tokens.");
-  value(out, "ds4_prefill_tokens_per_second", last_prefill_tps_);
-  metric(out, "ds4_decode_tokens_per_second", "gauge", "Generation speed of the last request that generated tokens.");
-  value(out, "ds4_decode_tokens_per_second", last_decode_tps_);
+  scalar(out, "ds4_prompt_tokens_total", "counter", "Prompt tokens of executed requests.", prompt_tokens_);
+  scalar(out, "ds4_cached_prompt_tokens_total", "counter", "Prompt tokens reused from the KV cache.", cached_tokens_);
+  scalar(out, "ds4_prefill_tokens_total", "counter", "Prompt tokens evaluated (not reused).", prefilled_tokens_);
+  scalar(out, "ds4_generated_tokens_total", "counter", "Tokens generated.", generated_tokens_);
+  scalar(out, "ds4_prefill_seconds_total", "counter", "Time spent evaluating prompts.", prefill_seconds_);
+  scalar(out, "ds4_decode_seconds_total", "counter", "Time spent generating.", decode_seconds_);
+  scalar(out, "ds4_prefill_tokens_per_second", "gauge",
+         "Prefill speed of the last request that evaluated prompt tokens.",
+         last_prefill_tps_);
+  scalar(out, "ds4_decode_tokens_per_second", "gauge", "Generation speed of the last request that generated tokens.",
+         last_decode_tps_);
   metric(out, "ds4_cache_decisions_total", "counter",
          "Where each request's prompt prefix came from (cold = cache miss).");
   for (const char* s : {"memory-token", "memory-text", "visible", "ram", "disk", "cold"}) {
@@ -161,22 +164,15 @@ std::string Metrics::render() {
   for (const auto& [reason, n] : disk_saves_) {
     value(out, "ds4_kv_disk_saves_total{reason=\"" + reason + "\"}", static_cast<double>(n));
   }
-  metric(out, "ds4_kv_disk_files", "gauge", "KV cache files in the cache folder.");
-  value(out, "ds4_kv_disk_files", static_cast<double>(disk_files_));
-  metric(out, "ds4_kv_disk_bytes", "gauge", "Bytes of KV cache files in the cache folder.");
-  value(out, "ds4_kv_disk_bytes", static_cast<double>(disk_bytes_));
-  metric(out, "ds4_ram_cache_entries", "gauge", "Session states held by the RAM prefix cache.");
-  value(out, "ds4_ram_cache_entries", static_cast<double>(ram_entries_));
-  metric(out, "ds4_ram_cache_bytes", "gauge", "Bytes held by the RAM prefix cache.");
-  value(out, "ds4_ram_cache_bytes", static_cast<double>(ram_bytes_));
-  metric(out, "ds4_ram_cache_stores_total", "counter", "Session states stored in the RAM prefix cache.");
-  value(out, "ds4_ram_cache_stores_total", static_cast<double>(ram_stores_));
-  metric(out, "ds4_ram_cache_evictions_total", "counter", "RAM prefix cache states dropped to make room.");
-  value(out, "ds4_ram_cache_evictions_total", static_cast<double>(ram_evictions_));
-  metric(out, "ds4_queue_depth", "gauge", "Requests waiting for a free slot.");
-  value(out, "ds4_queue_depth", static_cast<double>(queued_));
-  metric(out, "ds4_requests_running", "gauge", "Requests running on slots (prefilling or generating).");
-  value(out, "ds4_requests_running", static_cast<double>(running_));
+  scalar(out, "ds4_kv_disk_files", "gauge", "KV cache files in the cache folder.", disk_files_);
+  scalar(out, "ds4_kv_disk_bytes", "gauge", "Bytes of KV cache files in the cache folder.", disk_bytes_);
+  scalar(out, "ds4_ram_cache_entries", "gauge", "Session states held by the RAM prefix cache.", ram_entries_);
+  scalar(out, "ds4_ram_cache_bytes", "gauge", "Bytes held by the RAM prefix cache.", ram_bytes_);
+  scalar(out, "ds4_ram_cache_stores_total", "counter", "Session states stored in the RAM prefix cache.", ram_stores_);
+  scalar(out, "ds4_ram_cache_evictions_total", "counter", "RAM prefix cache states dropped to make room.",
+         ram_evictions_);
+  scalar(out, "ds4_queue_depth", "gauge", "Requests waiting for a free slot.", queued_);
+  scalar(out, "ds4_requests_running", "gauge", "Requests running on slots (prefilling or generating).", running_);
   metric(out, "ds4_queue_wait_seconds", "histogram", "Time requests waited for a free slot.");
   queue_wait_.render(out, "ds4_queue_wait_seconds");
   metric(out, "ds4_batch_sessions", "histogram",
@@ -184,10 +180,9 @@ std::string Metrics::render() {
   step_sessions_.render(out, "ds4_batch_sessions");
   metric(out, "ds4_batch_step_seconds", "histogram", "Time of one batched step.");
   step_seconds_.render(out, "ds4_batch_step_seconds");
-  metric(out, "ds4_batch_tokens_total", "counter", "Tokens evaluated by batched steps (decode and prefill).");
-  value(out, "ds4_batch_tokens_total", static_cast<double>(step_tokens_));
-  metric(out, "ds4_batch_size", "gauge", "Sessions in the last batched step.");
-  value(out, "ds4_batch_size", static_cast<double>(last_step_sessions_));
+  scalar(out, "ds4_batch_tokens_total", "counter", "Tokens evaluated by batched steps (decode and prefill).",
+         step_tokens_);
+  scalar(out, "ds4_batch_size", "gauge", "Sessions in the last batched step.", last_step_sessions_);
   metric(out, "ds4_slot_busy", "gauge", "1 while a request runs on the slot.");
   for (const auto& [i, st] : slots_) value(out, "ds4_slot_busy{slot=\"" + std::to_string(i) + "\"}", st.busy ? 1 : 0);
   metric(out, "ds4_slot_tokens", "gauge", "Tokens in the slot's live KV.");
