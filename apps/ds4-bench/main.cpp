@@ -46,21 +46,30 @@ using Clock = std::chrono::steady_clock;
 
 // ds4's columns; with --sessions N > 1 two more: N and the decode tokens/s of
 // all sessions together (gen_tps is then each session's).
-// With --ssd-streaming: the expert cache during the decode probe (hits over
-// experts served, file bytes read per decoded token, their rate).
-constexpr const char* kCsvStreamingColumns = ",expert_hit_rate,expert_read_bytes_per_token,expert_read_gbps";
+// With --ssd-streaming: the expert cache during the decode probe (shares of
+// the experts served from the cache, those a prefetch had read, file bytes read
+// per decoded token, milliseconds a token waited for reads).
+constexpr const char* kCsvStreamingColumns =
+    ",expert_hit_rate,expert_prefetch_rate,expert_read_bytes_per_token,expert_wait_ms_per_token";
 
 // What the expert cache did between two readings.
 struct StreamingDelta {
-  uint64_t hits = 0, misses = 0, bytes = 0;
+  uint64_t hits = 0, misses = 0, prefetch_hits = 0, prefetched = 0, bytes = 0;
   double seconds = 0;
-  double hit_rate() const { return hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0; }
-  double gbps() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
+  uint64_t served() const { return hits + prefetch_hits + misses; }
+  double share(uint64_t part) const {
+    return served() > 0 ? static_cast<double>(part) / static_cast<double>(served()) : 0;
+  }
 };
 
 StreamingDelta streaming_delta(const ds4::engine::StreamingStats& a, const ds4::engine::StreamingStats& b) {
-  return {b.hits - a.hits, b.misses - a.misses, b.bytes_read - a.bytes_read, b.read_seconds - a.read_seconds};
+  return {b.hits - a.hits,         b.misses - a.misses,         b.prefetch_hits - a.prefetch_hits,
+          b.prefetched - a.prefetched, b.bytes_read - a.bytes_read, b.read_seconds - a.read_seconds};
 }
+
+// Bytes of experts ds4-bench reads after the walk to measure the file's read
+// rate (the cache's own reads, same queue depth).
+constexpr uint64_t kDiskProbeBytes = uint64_t{512} << 20;
 
 constexpr const char* kCsvHeaderStem = "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes";
 constexpr const char* kCsvSessionColumns = ",sessions,aggregate_gen_tps";
@@ -124,6 +133,23 @@ int32_t kth_likeliest_except(std::span<const float> logits, int k, std::optional
   std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(want), ids.end(),
                     [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
   return ids[want - 1];
+}
+
+// --ssd-streaming: the file's read rate through the cache's own reads,
+// measured after the walk, and what it makes of decode's reads: the rate
+// decode would reach if it did nothing but read its misses.
+void report_io_bound(ds4::engine::Engine& engine, uint64_t read_bytes, double tokens, double secs) {
+  const double rate = engine.measure_expert_read_rate(kDiskProbeBytes);
+  const double per_token = tokens > 0 ? static_cast<double>(read_bytes) / tokens : 0;
+  const double measured = secs > 0 ? tokens / secs : 0;
+  std::fprintf(stderr, "expert reads: the file gave %.2f GB/s through the cache's reads (%s of experts, after the walk)",
+               rate / 1e9, ds4::format_size(kDiskProbeBytes).c_str());
+  if (per_token > 0 && rate > 0) {
+    const double bound = rate / per_token;
+    std::fprintf(stderr, "; decode read %s a token: an I/O bound of %.2f t/s, decode ran at %.2f t/s (%.0f %% of it)",
+                 ds4::format_size(static_cast<uint64_t>(per_token)).c_str(), bound, measured, 100 * measured / bound);
+  }
+  std::fprintf(stderr, "\n");
 }
 
 // One frontier's decode probe: `sessions` copies of the session there
@@ -247,6 +273,8 @@ int run(const Options& o) {
   csv.line(std::string(kCsvHeaderStem) + (o.sessions > 1 ? kCsvSessionColumns : "") +
            (streaming ? kCsvStreamingColumns : "") + "\n");
   int64_t done = 0;
+  uint64_t decode_read_bytes = 0;  // --ssd-streaming: over every decode probe
+  double decode_secs = 0, decode_tokens = 0;
   for (const int64_t frontier : walk) {
     const std::span<const int32_t> interval(prompt.ids.data() + done, static_cast<size_t>(frontier - done));
     const ds4::engine::StreamingStats before_prefill = engine.streaming_stats();
@@ -290,12 +318,17 @@ int run(const Options& o) {
     }
     if (streaming) {
       std::fprintf(stderr,
-                   "frontier %lld: experts: prefill %llu hits %llu misses (%.1f %%), %s read at %.2f GB/s; decode "
-                   "%.1f %% hits, %s read per token at %.2f GB/s\n",
-                   static_cast<long long>(frontier), static_cast<unsigned long long>(pre.hits),
-                   static_cast<unsigned long long>(pre.misses), 100 * pre.hit_rate(), ds4::format_size(pre.bytes).c_str(),
-                   pre.gbps(), 100 * dec.hit_rate(),
-                   ds4::format_size(static_cast<uint64_t>(static_cast<double>(dec.bytes) / decoded)).c_str(), dec.gbps());
+                   "frontier %lld: experts: prefill %.1f %% cached, %.1f %% prefetched, %llu read when needed, %s "
+                   "read, %.3f s waited; decode %.1f %% cached, %.1f %% prefetched, %.1f %% read when needed, %s read "
+                   "per token, %.1f ms a token waited\n",
+                   static_cast<long long>(frontier), 100 * pre.share(pre.hits), 100 * pre.share(pre.prefetch_hits),
+                   static_cast<unsigned long long>(pre.misses), ds4::format_size(pre.bytes).c_str(), pre.seconds,
+                   100 * dec.share(dec.hits), 100 * dec.share(dec.prefetch_hits), 100 * dec.share(dec.misses),
+                   ds4::format_size(static_cast<uint64_t>(static_cast<double>(dec.bytes) / decoded)).c_str(),
+                   1e3 * dec.seconds / decoded);
+      decode_read_bytes += dec.bytes;
+      decode_secs += gen_secs;
+      decode_tokens += decoded;
     }
     if (o.print_gen_tokens) {
       std::fprintf(stderr, "gen_ids %lld %s\n", static_cast<long long>(frontier), json_ids(probe.ids[0]).c_str());
@@ -312,11 +345,13 @@ int run(const Options& o) {
       len += std::snprintf(row + len, sizeof row - static_cast<size_t>(len), ",%d,%.2f", o.sessions,
                            per_second(static_cast<int64_t>(o.gen_tokens) * o.sessions, gen_secs));
     if (streaming)
-      len += std::snprintf(row + len, sizeof row - static_cast<size_t>(len), ",%.4f,%.0f,%.3f", dec.hit_rate(),
-                           static_cast<double>(dec.bytes) / decoded, dec.gbps());
+      len += std::snprintf(row + len, sizeof row - static_cast<size_t>(len), ",%.4f,%.4f,%.0f,%.2f",
+                           dec.share(dec.hits), dec.share(dec.prefetch_hits), static_cast<double>(dec.bytes) / decoded,
+                           1e3 * dec.seconds / decoded);
     csv.line(std::string(row) + "\n");
   }
   csv.close();
+  if (streaming) report_io_bound(engine, decode_read_bytes, decode_tokens, decode_secs);
   if (!o.record_expert_usage.empty()) {
     const std::vector<ds4::backend::ExpertUse> usage = engine.expert_usage();
     ds4::backend::write_hot_list(o.record_expert_usage, usage);

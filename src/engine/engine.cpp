@@ -120,13 +120,24 @@ StreamingStats Engine::streaming_stats() const {
   const cpu::ExpertCacheStats st = expert_cache_->stats();
   out.slots = st.slots;
   out.slot_bytes = st.slot_bytes;
+  out.locked_bytes = st.locked_bytes;
   out.hits = st.hits;
   out.misses = st.misses;
+  out.prefetched = st.prefetched;
+  out.prefetch_hits = st.prefetch_hits;
+  out.prefetch_unused = st.prefetch_unused;
   out.bytes_read = st.bytes_read;
   out.read_seconds = st.read_seconds;
   out.direct_io = st.direct_io;
   out.io_uring = st.io_uring;
   return out;
+}
+
+double Engine::measure_expert_read_rate(uint64_t bytes) {
+  if (expert_cache_ == nullptr) return 0;
+  const uint64_t slot = expert_cache_->stats().slot_bytes;
+  const auto n = static_cast<int64_t>(std::max<uint64_t>(8, bytes / std::max<uint64_t>(1, slot)));
+  return expert_cache_->measure_read_rate(n, 0x5eed);
 }
 
 const text::Tokenizer &Engine::tokenizer() const {
@@ -246,7 +257,9 @@ std::string Engine::memory_report(int64_t n_ctx) const {
     const StreamingStats st = streaming_stats();
     out += "  expert cache         " + std::to_string(st.slots) + " experts of " + format_size(st.slot_bytes) + " = " +
            format_bytes(static_cast<uint64_t>(st.slots) * st.slot_bytes) +
-           " (--ssd-streaming: routed experts read from the file on demand)\n";
+           " (--ssd-streaming: routed experts read from the file on demand; " +
+           (st.locked_bytes > 0 ? format_bytes(st.locked_bytes) + " locked in RAM)\n"
+                                : std::string("in RAM, not locked: the locked-memory limit is too low)\n"));
   }
   char buf[128];
   std::snprintf(buf, sizeof buf, "  kv state per token   %.1f bytes (%s, compressed + indexer rows)\n", per_token,

@@ -77,9 +77,11 @@ struct EngineOptions {
 struct StreamingStats {
   int64_t slots = 0;
   uint64_t slot_bytes = 0;
+  uint64_t locked_bytes = 0;  // of the slots
   uint64_t hits = 0, misses = 0;
+  uint64_t prefetched = 0, prefetch_hits = 0, prefetch_unused = 0;
   uint64_t bytes_read = 0;
-  double read_seconds = 0;
+  double read_seconds = 0;  // evaluations waiting for reads
   bool direct_io = false, io_uring = false;
 };
 
@@ -167,6 +169,11 @@ class Engine {
 
   // The expert cache's counters so far (--ssd-streaming; zeros without).
   StreamingStats streaming_stats() const;
+  // The file's read rate (bytes/s) through the expert cache's own reads (its
+  // queue depth and read path): experts not cached, at random, about
+  // `bytes` of them; they stay cached. 0 without --ssd-streaming. Not while
+  // an evaluation runs.
+  double measure_expert_read_rate(uint64_t bytes);
   // Every routed expert's selections so far, most selected first (what
   // `ds4-bench --record-expert-usage` writes as a hot list).
   std::vector<backend::ExpertUse> expert_usage() const;
@@ -188,7 +195,7 @@ class Engine {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<backend::Backend> backend_;
   const cpu::Forward *cpu_ = nullptr;               // backend_ as the CPU backend
-  const cpu::ExpertCache *expert_cache_ = nullptr;  // owned by the backend (--ssd-streaming)
+  cpu::ExpertCache *expert_cache_ = nullptr;  // owned by the backend (--ssd-streaming)
   ModelFacts facts_;
   std::mutex scheduler_mutex_;
   std::unique_ptr<Scheduler> scheduler_;  // made at the first submit

@@ -310,7 +310,11 @@ TEST(Ds4Bench, ExpertUsageIsRecordedAndFeedsTheStreamingCache) {
   const test::ProcessResult s = bench(args);
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_NE(s.err.find("expert streaming: 12 experts of " + std::to_string(hot.size())), std::string::npos) << s.err;
-  EXPECT_NE(s.out.find("expert_hit_rate,expert_read_bytes_per_token,expert_read_gbps"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("expert_hit_rate,expert_prefetch_rate,expert_read_bytes_per_token,expert_wait_ms_per_token"),
+            std::string::npos)
+      << s.out;
+  EXPECT_NE(s.err.find("expert reads: the file gave "), std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("an I/O bound of "), std::string::npos) << s.err;
   // The first six columns are the usual row.
   std::string first_six;
   std::istringstream lines(s.out);

@@ -29,16 +29,30 @@ class ExpertSource {
   // `experts`; the first n (the return value) get their views in out[0..n):
   // the first *ready of them are readable at once (cached), the rest after
   // wait() (being read meanwhile, so the caller can compute the ready ones).
-  // ds4::Error naming the tensor when an expert cannot be read.
+  // With ready null, returns when all n are readable. ds4::Error naming the
+  // tensor when an expert cannot be read.
   virtual size_t acquire(const model::LayerWeights& layer, std::span<int> experts, std::span<ExpertMatrices> out,
                          size_t* ready) = 0;
-  // Blocks until every expert of the last acquire is readable.
-  virtual void wait() = 0;
+  // Blocks until more than `ready` of the last acquire's experts are readable
+  // (counted from the front of its out) and returns how many are: its n once
+  // all are. ds4::Error naming the tensor when a read fails (the acquire is
+  // released then).
+  virtual size_t wait(size_t ready) = 0;
+  // Experts [from, to) of the last acquire are no longer needed (their room
+  // may be reused before release()).
+  virtual void done_with(size_t from, size_t to) { (void)from, (void)to; }
   // The acquired experts are no longer needed.
   virtual void release() = 0;
   // n tokens are about to be evaluated (the pass's size; for the
-  // source's selection statistics).
+  // source's selection statistics). Earlier prefetches stop being protected.
   virtual void begin_tokens(int64_t n) { (void)n; }
+  // Whether prefetch() would start anything now (room for it, a way to read
+  // in the background): callers skip working out predictions otherwise.
+  virtual bool wants_prefetch() const { return false; }
+  // A hint: experts of `layer` likely acquired soon, most likely first. The
+  // source may start reading some of them without blocking; it never fails
+  // (a read that fails is tried again, and reported, by the acquire).
+  virtual void prefetch(const model::LayerWeights& layer, std::span<const int> experts) { (void)layer, (void)experts; }
 };
 
 }  // namespace ds4::cpu

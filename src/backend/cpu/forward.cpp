@@ -247,10 +247,25 @@ void Forward::eval_chunk(std::span<const SessionTokens> parts, std::span<const i
   batch_x_.resize(n * static_cast<size_t>(n_embd_));
   batch_f_.resize(batch_x_.size());
 
-  if (expert_source_) expert_source_->begin_tokens(static_cast<int64_t>(n));
+  if (expert_source_) {
+    expert_source_->begin_tokens(static_cast<int64_t>(n));
+    prefetch_hash_layers(tokens);
+  }
   chunk_input(parts, tokens, places);
   layers_chunk(parts, tokens, places);
   finish_chunk(parts, tokens, places);
+}
+
+void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
+  // The hash-routed layers' experts follow from the token ids alone: their
+  // reads can start before the first layer runs (the source takes as many as
+  // it has room for, the earliest layers first).
+  for (int il = layer_begin_; il < layer_end_; ++il) {
+    MoeLayer &moe = moe_[static_cast<size_t>(il)];
+    if (!moe.hash_routed() || !expert_source_->wants_prefetch()) continue;
+    moe.likely_experts(nullptr, tokens.data(), static_cast<int64_t>(tokens.size()), hash_experts_, pool_);
+    expert_source_->prefetch(moe.weights(), hash_experts_);
+  }
 }
 
 void Forward::chunk_input(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
@@ -321,7 +336,8 @@ void Forward::layers_chunk(std::span<const SessionTokens> parts, std::span<const
       float *h = h_.data() + at * hd;
       float *x = batch_x_.data() + at * ne, *f = batch_f_.data() + at * ne;
       hc_pre_batch(h, static_cast<int64_t>(m), hc_ffn_[il], x);
-      moe_[il].forward_batch(x, tokens.data() + at, static_cast<int64_t>(m), f, pool_);
+      MoeLayer *next = il + 1 < static_cast<size_t>(layer_end_) ? &moe_[il + 1] : nullptr;
+      moe_[il].forward_batch(x, tokens.data() + at, static_cast<int64_t>(m), f, pool_, next);
       hc_post_batch(f, static_cast<int64_t>(m), h);
       if (trace_) {
         const int64_t pos = chunk_pos_[at];

@@ -117,6 +117,9 @@ class Forward final : public backend::Backend {
                   std::span<const TokenPlace> places);
   // h_ of the chunk: the embedding rows, or the parts' hidden_in rows for a
   // range that starts after layer 0.
+  // Starts reading the hash-routed layers' experts of these tokens (with an
+  // expert source that prefetches).
+  void prefetch_hash_layers(std::span<const int32_t> tokens);
   void chunk_input(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
                    std::span<const TokenPlace> places);
   // The sublayers of every layer over the chunk's states h_.
@@ -150,6 +153,7 @@ class Forward final : public backend::Backend {
   std::vector<AttentionLayer> attn_;
   std::vector<MoeLayer> moe_;
   std::unique_ptr<ExpertSource> expert_source_;
+  std::vector<int> hash_experts_;  // prefetch_hash_layers' scratch
   std::vector<HcWeights> hc_attn_, hc_ffn_;
   HcWeights hc_head_;  // fn: hc_dim -> 4; scale 1; base 4
   std::vector<float> output_norm_;

@@ -50,6 +50,29 @@ MoePassScratch& pass_scratch() {
   return scratch;
 }
 
+// likely_experts' buffers: it runs inside another layer's pass, whose
+// scratch is live.
+struct PredictScratch {
+  ScratchVector<float> xn, logits, scores, weights;
+  std::vector<int32_t> ids;
+  std::vector<int32_t> count;
+  ActivationBatch batch;
+};
+
+PredictScratch& predict_scratch() {
+  thread_local PredictScratch scratch;
+  return scratch;
+}
+
+// task(0..n_tasks) over the pool, or in order without one.
+void run_tasks(ThreadPool* pool, int n_tasks, const std::function<void(int)>& task) {
+  if (pool != nullptr) {
+    pool->run(n_tasks, [&](int t, int) { task(t); });
+  } else {
+    for (int t = 0; t < n_tasks; ++t) task(t);
+  }
+}
+
 }  // namespace
 
 MoeLayer::MoeLayer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp, Numerics numerics)
@@ -142,7 +165,8 @@ void MoeLayer::forward(std::span<const float> x, int32_t token_id, std::span<flo
   forward_batch(x.data(), &token_id, 1, out.data(), pool);
 }
 
-void MoeLayer::forward_batch(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool) {
+void MoeLayer::forward_batch(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool,
+                             MoeLayer* next) {
   if (n <= 0) return;
   // Validate before any work so a bad token leaves the last selection intact.
   if (hash_routed_)
@@ -151,7 +175,7 @@ void MoeLayer::forward_batch(const float* X, const int32_t* token_ids, int64_t n
         fail(index_, "token id " + std::to_string(token_ids[t]) + " outside [0, " + std::to_string(n_vocab_) + ")");
   for (int64_t at = 0; at < n; at += kMaxBatch) {
     const int64_t m = std::min(kMaxBatch, n - at);
-    forward_pass(X + at * n_embd_, token_ids + at, m, OUT + at * n_embd_, pool);
+    forward_pass(X + at * n_embd_, token_ids + at, m, OUT + at * n_embd_, pool, next);
   }
 }
 
@@ -175,7 +199,102 @@ void MoeLayer::route(int64_t t, int32_t token_id, const float* logits_row, std::
   }
 }
 
-void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool) {
+void MoeLayer::likely_experts(const float* X, const int32_t* token_ids, int64_t n, std::vector<int>& out,
+                              ThreadPool* pool) {
+  PredictScratch& p = predict_scratch();
+  const size_t un = static_cast<size_t>(n), nu = static_cast<size_t>(n_used_), ne = static_cast<size_t>(n_expert_);
+  p.count.assign(ne, 0);
+  if (hash_routed_) {
+    std::vector<int32_t> row(nu);
+    for (int64_t t = 0; t < n; ++t) {
+      if (token_ids[t] < 0 || token_ids[t] >= n_vocab_) continue;
+      std::memcpy(row.data(), w_->ffn_gate_tid2eid.row(static_cast<uint64_t>(token_ids[t])), nu * sizeof(int32_t));
+      for (int32_t e : row)
+        if (e >= 0 && e < n_expert_) ++p.count[static_cast<size_t>(e)];
+    }
+  } else {
+    const size_t d = static_cast<size_t>(n_embd_);
+    p.xn.resize(un * d);
+    p.logits.resize(un * ne);
+    p.scores.resize(un * ne);
+    p.weights.resize(un * nu);
+    p.ids.resize(un * nu);
+    parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        rms_norm(std::span<const float>(X + t * n_embd_, d), norm_, std::span<float>(p.xn.data() + t * n_embd_, d),
+                 eps_, numerics_);
+    });
+    p.batch.reset(p.xn.data(), n, n_embd_, n_embd_, numerics_);
+    matmul(w_->ffn_gate_inp, -1, p.batch, p.logits.data(), n_expert_, pool);
+    parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const size_t ut = static_cast<size_t>(t);
+        const std::span<float> scores(p.scores.data() + ut * ne, ne);
+        router_scores(std::span<const float>(p.logits.data() + ut * ne, ne), scores, numerics_);
+        route_top_k(scores, bias_, scale_, std::span<int32_t>(p.ids.data() + ut * nu, nu),
+                    std::span<float>(p.weights.data() + ut * nu, nu), numerics_);
+      }
+    });
+    for (int32_t e : p.ids) ++p.count[static_cast<size_t>(e)];
+  }
+  out.clear();
+  for (int e = 0; e < n_expert_; ++e)
+    if (p.count[static_cast<size_t>(e)] > 0) out.push_back(e);
+  std::stable_sort(out.begin(), out.end(),
+                   [&](int a, int b) { return p.count[static_cast<size_t>(a)] > p.count[static_cast<size_t>(b)]; });
+}
+
+void MoeLayer::run_streamed(const std::function<void(int, const ExpertMatrices&, ThreadPool*)>& run_expert,
+                            const float* X, const int32_t* token_ids, int64_t n, MoeLayer* next, ThreadPool* pool) {
+  bool predicted = false;
+  auto prefetch_next = [&] {
+    if (next == nullptr || !source_->wants_prefetch()) return;
+    if (!predicted) {
+      next->likely_experts(X, token_ids, n, predicted_, pool);
+      predicted = true;
+    }
+    source_->prefetch(next->weights(), predicted_);
+  };
+  // Experts [from, to) of `experts`: one per pool task, or, when there are
+  // too few to give each thread one, each over the whole pool.
+  auto run_range = [&](std::span<const int> experts, size_t from, size_t to) {
+    if (pool != nullptr && to - from < static_cast<size_t>(pool->size())) {
+      for (size_t k = from; k < to; ++k) run_expert(experts[k], acquired_[k], pool);
+      return;
+    }
+    run_tasks(pool, static_cast<int>(to - from), [&](int i) {
+      const size_t k = from + static_cast<size_t>(i);
+      run_expert(experts[k], acquired_[k], nullptr);
+    });
+  };
+  // As many experts at a time as the source holds (all of them when the
+  // cache is large enough); each computes once it is readable, the rest
+  // being read meanwhile, and its room is handed back when it is done.
+  acquired_.resize(active_.size());
+  for (size_t at = 0; at < active_.size();) {
+    const std::span<int> rest = std::span<int>(active_).subspan(at);
+    size_t ready = 0;
+    const size_t got = source_->acquire(*w_, rest, acquired_, &ready);
+    try {
+      prefetch_next();  // queued behind this layer's reads
+      for (size_t done = 0; done < got;) {
+        if (ready == done) ready = source_->wait(done);
+        run_range(rest, done, ready);
+        source_->done_with(done, ready);
+        done = ready;
+        if (done < got) prefetch_next();
+      }
+    } catch (...) {
+      source_->release();
+      throw;
+    }
+    source_->release();
+    at += got;
+  }
+}
+
+void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool,
+                            MoeLayer* next) {
   MoePassScratch& s = pass_scratch();
   const model::LayerWeights& w = *w_;
   const size_t un = static_cast<size_t>(n), d = static_cast<size_t>(n_embd_), nu = static_cast<size_t>(n_used_);
@@ -242,8 +361,9 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
     if (expert_start_[static_cast<size_t>(e) + 1] > expert_start_[static_cast<size_t>(e)]) active_.push_back(e);
   auto count = [&](int e) { return expert_start_[static_cast<size_t>(e) + 1] - expert_start_[static_cast<size_t>(e)]; };
   std::stable_sort(active_.begin(), active_.end(), [&](int a, int b) { return count(a) > count(b); });
-  // Expert active[i] with its matrices m (matrix m.index of each view).
-  auto run_expert = [&](int e, const ExpertMatrices& m) {
+  // Expert e with its matrices m (matrix m.index of each view); `inner`
+  // splits its products (null: this thread alone).
+  auto run_expert = [&](int e, const ExpertMatrices& m, ThreadPool* inner) {
     const int32_t begin = expert_start_[static_cast<size_t>(e)];
     const int64_t c = count(e);
     MoePassScratch& mine = pass_scratch();  // this thread's
@@ -258,45 +378,15 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
     }
     expert_ffn(m.gate, m.up, m.down, m.index, mine.gate_acts.data(), mine.up_acts.data(), c, clamp_exp_,
                before ? mine.pair_weight.data() : nullptr, s.down.data() + static_cast<size_t>(begin) * d, n_embd_,
-               nullptr);
-  };
-  auto run_all = [&](int n_tasks, const std::function<void(int)>& task) {
-    if (pool != nullptr) {
-      pool->run(n_tasks, [&](int t, int) { task(t); });
-    } else {
-      for (int t = 0; t < n_tasks; ++t) task(t);
-    }
+               inner);
   };
   if (source_ == nullptr) {
-    run_all(static_cast<int>(active_.size()), [&](int i) {
+    run_tasks(pool, static_cast<int>(active_.size()), [&](int i) {
       const int e = active_[static_cast<size_t>(i)];
-      run_expert(e, ExpertMatrices{w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e});
+      run_expert(e, ExpertMatrices{w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, e}, nullptr);
     });
   } else {
-    // As many experts at a time as the source holds (all of them when the
-    // cache is large enough); the cached ones compute while the others are read.
-    acquired_.resize(active_.size());
-    for (size_t at = 0; at < active_.size();) {
-      const std::span<int> rest = std::span<int>(active_).subspan(at);
-      size_t ready = 0;
-      const size_t got = source_->acquire(w, rest, acquired_, &ready);
-      auto run_range = [&](size_t from, size_t to) {
-        run_all(static_cast<int>(to - from), [&](int i) {
-          const size_t k = from + static_cast<size_t>(i);
-          run_expert(rest[k], acquired_[k]);
-        });
-      };
-      try {
-        run_range(0, ready);
-        source_->wait();
-        run_range(ready, got);
-      } catch (...) {
-        source_->release();
-        throw;
-      }
-      source_->release();
-      at += got;
-    }
+    run_streamed(run_expert, X, token_ids, n, next, pool);
   }
 
   // Shared expert over every token, unweighted.

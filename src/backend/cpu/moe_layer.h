@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -38,8 +39,18 @@ class MoeLayer {
   // alias X), token_ids n ids. The tokens are grouped by routed expert so
   // each expert's matrices are read once per batch and run as one matmul over
   // its tokens. Each output row equals forward() of that token bit for bit;
-  // the selection accessors below then describe the last token.
-  void forward_batch(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool);
+  // the selection accessors below then describe the last token. With an
+  // expert source that prefetches, `next` (the layer that runs after this
+  // one) gets its likely experts prefetched while this one computes.
+  void forward_batch(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool,
+                     MoeLayer* next = nullptr);
+
+  // The experts this layer will likely select for n tokens, most selected
+  // first: on a hash layer exactly (the token table; ids outside the
+  // vocabulary are skipped, the pass itself rejects them), otherwise its
+  // router on X (n x n_embd: an earlier sublayer's input, the best guess of
+  // this layer's before it exists; ffn_norm, bias and top-k as the pass).
+  void likely_experts(const float* X, const int32_t* token_ids, int64_t n, std::vector<int>& out, ThreadPool* pool);
 
   // The last forward's expert ids (slot order) and their weights (normalised,
   // times expert_weights_scale), n_expert_used each; for tests and tracing.
@@ -66,6 +77,7 @@ class MoeLayer {
   std::span<const uint64_t> expert_usage() const { return usage_; }
 
   bool hash_routed() const { return hash_routed_; }
+  const model::LayerWeights& weights() const { return *w_; }
   uint32_t layer_index() const { return index_; }
 
  private:
@@ -77,7 +89,13 @@ class MoeLayer {
   // model, 2048-token prefill, +12-45 %), for ~330 MB of pass buffers at
   // Flash widths instead of ~80 MB. --prefill-chunk bounds a pass too.
   static constexpr int64_t kMaxBatch = 2048;
-  void forward_pass(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool);
+  void forward_pass(const float* X, const int32_t* token_ids, int64_t n, float* OUT, ThreadPool* pool,
+                    MoeLayer* next);
+  // The routed experts of the pass (active_, grouped in expert_start_) from
+  // the source, each run as soon as its matrices are readable; next's likely
+  // experts prefetched into the room this leaves.
+  void run_streamed(const std::function<void(int, const ExpertMatrices&, ThreadPool*)>& run_expert, const float* X,
+                    const int32_t* token_ids, int64_t n, MoeLayer* next, ThreadPool* pool);
   // Token t's scores, ids and weights from its router logits; thread-safe
   // for distinct t (tid_row: n_used ids of scratch).
   void route(int64_t t, int32_t token_id, const float* logits, std::span<int32_t> tid_row);
@@ -104,6 +122,7 @@ class MoeLayer {
   std::vector<int32_t> ids_;
   std::vector<int> active_;  // the pass's experts with tokens, in run order
   std::vector<ExpertMatrices> acquired_;  // from source_, for a part of active_
+  std::vector<int> predicted_;            // the next layer's likely experts
   std::vector<int32_t> expert_count_, expert_start_;  // tokens grouped by expert
   int64_t last_ = 0;  // the last token's row in ids_ / weights_ / scores_
   std::vector<uint64_t> usage_;  // selections per expert
