@@ -405,6 +405,17 @@ size_t ExpertCache::acquire(const model::LayerWeights& layer, std::span<int> exp
   if (ready != nullptr) *ready = 0;
   if (experts.empty()) return 0;
   if (!m.acquired.empty()) throw Error("expert streaming: acquire before the last acquire's release (internal)");
+  try {
+    return acquire_slots(layer, experts, out, ready);
+  } catch (...) {
+    release();  // nothing stays held by an acquire that failed
+    throw;
+  }
+}
+
+size_t ExpertCache::acquire_slots(const model::LayerWeights& layer, std::span<int> experts,
+                                  std::span<ExpertMatrices> out, size_t* ready) {
+  Impl& m = *impl_;
   m.pump(false);
   // Cached experts first, then those being read, then the misses: the ready
   // ones compute at once, and with fewer slots than experts they are the
@@ -529,7 +540,12 @@ void ExpertCache::prefetch(const model::LayerWeights& layer, std::span<const int
     ++m.n_protected;
     m.protected_slots.push_back(slot);
   }
-  m.pump(false);
+  try {
+    m.pump(false);
+  } catch (const Error&) {
+    // A hint never fails: the reads stay queued, and the next acquire or
+    // wait meets the same error where it can be reported.
+  }
 }
 
 size_t ExpertCache::preload(std::span<const backend::ExpertUse> hot) {

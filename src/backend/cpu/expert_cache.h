@@ -104,6 +104,8 @@ class ExpertCache final : public ExpertSource {
   ExpertCacheStats stats() const;
 
  private:
+  size_t acquire_slots(const model::LayerWeights& layer, std::span<int> experts, std::span<ExpertMatrices> out,
+                       size_t* ready);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
