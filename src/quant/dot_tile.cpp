@@ -58,7 +58,8 @@ struct Fallback {
   // The avx2 level: its own tiles for the formats of ds4's files.
   static TileKernels avx2_table() {
     return {"avx2",   tile_avx2::q8_0_q8_0, tile_avx2::q2_K_q8_K, tile_avx2::q4_K_q8_K, tile_avx2::iq2_xxs_q8_K,
-            tile_avx2::mxfp4_q8_0, tile_avx2::f16_f32, tile_avx2::bf16_f32, tile_avx2::f32_f32, q6_K};
+            tile_avx2::mxfp4_q8_0, tile_avx2::f16_f32, tile_avx2::bf16_f32, tile_avx2::f32_f32,
+            tile_avx2::q6_K_q8_K};
   }
 };
 
