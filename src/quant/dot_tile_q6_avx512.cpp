@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "quant/dot.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_words_avx512.h"
 #include "quant/dot_x86_common.h"
@@ -26,6 +27,9 @@ namespace ds4::quant::tile_avx512 {
 namespace {
 
 constexpr int64_t kActChunk = 64;  // activations whose sums one pass keeps
+// Fewest activations for which decoding a block once pays (below: the
+// one-row kernel per activation).
+constexpr int64_t kMinTile = 2;
 
 // One weight block, ready for any number of activations.
 struct Q6Decoded {
@@ -95,6 +99,16 @@ inline int32_t block_isum(const Q6Decoded& w, const BlockQ8_K& x) {
 template <bool kVnni>
 void q6_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                int64_t n_acts, float* out, int64_t ldo) {
+  if (n_acts < kMinTile) {
+    // Decode: a block decoded for one activation only is the one-row
+    // kernel's work plus a horizontal sum of 16 lanes; that kernel is faster.
+    for (int64_t t = 0; t < n_acts; ++t)
+      for (int64_t r = 0; r < n_rows; ++r)
+        out[t * ldo + r] = dot_q6_K_q8_K_avx2(
+            n, reinterpret_cast<const BlockQ6_K*>(w + static_cast<uint64_t>(r) * row_bytes),
+            static_cast<const BlockQ8_K*>(acts[t]));
+    return;
+  }
   const int64_t nb = n / kQK_K;
   float sums[kActChunk];
   for (int64_t t0 = 0; t0 < n_acts; t0 += kActChunk) {
