@@ -122,6 +122,7 @@ int run(int argc, char** argv) {
   if (!warning.empty()) std::fprintf(stderr, "ds4-server: note: %s\n", warning.c_str());
 
   ds4::server::Metrics metrics;
+  if (o.load.ssd_streaming) o.engine.streaming_stats = [&model] { return model.streaming_stats(); };
   ds4::server::Engine engine(tokenizer, model.backend(), o.engine, std::move(disk), metrics, trace.get());
   ds4::server::HttpServer http(engine, metrics, o.http);
   http.bind();

@@ -22,6 +22,7 @@
 #include "backend/hot_list.h"
 #include "engine/job.h"
 #include "engine/scheduler.h"
+#include "engine/streaming_stats.h"
 #include "runtime/generate.h"
 #include "text/chat_render.h"
 
@@ -73,17 +74,6 @@ struct EngineOptions {
   bool ssd_cold = false;
 };
 
-// The SSD streaming cache's figures (all zero without --ssd-streaming).
-struct StreamingStats {
-  int64_t slots = 0;
-  uint64_t slot_bytes = 0;
-  uint64_t locked_bytes = 0;  // of the slots
-  uint64_t hits = 0, misses = 0;
-  uint64_t prefetched = 0, prefetch_hits = 0, prefetch_unused = 0;
-  uint64_t bytes_read = 0;
-  double read_seconds = 0;  // evaluations waiting for reads
-  bool direct_io = false, io_uring = false;
-};
 
 // What programs print and check about the loaded model.
 struct ModelFacts {

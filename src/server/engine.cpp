@@ -102,6 +102,7 @@ Engine::Engine(const text::Tokenizer& tokenizer, backend::Backend& backend, Engi
   so.max_decode_stall = config_.max_decode_stall;
   so.on_step = [this](int64_t sessions, int64_t tokens, double seconds) {
     metrics_.batch_step(sessions, tokens, seconds);
+    if (config_.streaming_stats) metrics_.set_expert_cache(config_.streaming_stats());
   };
   so.on_queue = [this](size_t queued, size_t running) { publish_metrics(queued, running); };
   scheduler_ = std::make_unique<engine::Scheduler>(backend_, std::move(so));

@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -38,6 +39,7 @@
 
 #include "engine/prefix_cache.h"
 #include "engine/scheduler.h"
+#include "engine/streaming_stats.h"
 #include "server/chat_request.h"
 #include "server/reply.h"
 #include "server/reply_channel.h"
@@ -80,6 +82,9 @@ struct EngineConfig {
   size_t tool_memory_max_ids = 100000;
   size_t tool_memory_max_bytes = size_t{512} << 20;
   std::string model_name = "deepseek-v4-flash";
+  // The SSD expert cache's figures, read after every batched step on the
+  // thread that evaluates (for /metrics); none without --ssd-streaming.
+  std::function<engine::StreamingStats()> streaming_stats;
 };
 
 // One request ready to run.

@@ -52,6 +52,11 @@ void Metrics::set_ram_cache(uint64_t entries, uint64_t bytes, uint64_t stores, u
   ram_evictions_ = evictions;
 }
 
+void Metrics::set_expert_cache(const engine::StreamingStats& stats) {
+  std::lock_guard lock(mutex_);
+  experts_ = stats;
+}
+
 void Metrics::queue_wait(double seconds) {
   std::lock_guard lock(mutex_);
   queue_wait_.add(seconds);
@@ -171,6 +176,22 @@ std::string Metrics::render() {
   scalar(out, "ds4_ram_cache_stores_total", "counter", "Session states stored in the RAM prefix cache.", ram_stores_);
   scalar(out, "ds4_ram_cache_evictions_total", "counter", "RAM prefix cache states dropped to make room.",
          ram_evictions_);
+  scalar(out, "ds4_expert_cache_slots", "gauge", "Routed experts the SSD streaming cache holds (0: not streaming).",
+         experts_.slots);
+  scalar(out, "ds4_expert_cache_hits_total", "counter", "Routed experts found in the cache when a layer needed them.",
+         experts_.hits);
+  scalar(out, "ds4_expert_cache_prefetch_hits_total", "counter",
+         "Routed experts a prefetch had read (or was reading) when a layer needed them.", experts_.prefetch_hits);
+  scalar(out, "ds4_expert_cache_misses_total", "counter", "Routed experts read from the file when a layer needed them.",
+         experts_.misses);
+  scalar(out, "ds4_expert_cache_prefetched_total", "counter", "Routed experts read ahead by prefetch.",
+         experts_.prefetched);
+  scalar(out, "ds4_expert_cache_prefetch_unused_total", "counter",
+         "Prefetched experts no layer asked for before the next tokens.", experts_.prefetch_unused);
+  scalar(out, "ds4_expert_cache_read_bytes_total", "counter", "Bytes of routed experts read from the model file.",
+         experts_.bytes_read);
+  scalar(out, "ds4_expert_cache_wait_seconds_total", "counter", "Time evaluations waited for expert reads.",
+         experts_.read_seconds);
   scalar(out, "ds4_queue_depth", "gauge", "Requests waiting for a free slot.", queued_);
   scalar(out, "ds4_requests_running", "gauge", "Requests running on slots (prefilling or generating).", running_);
   metric(out, "ds4_queue_wait_seconds", "histogram", "Time requests waited for a free slot.");

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/streaming_stats.h"
+
 namespace ds4::server {
 
 class Metrics {
@@ -26,6 +28,8 @@ class Metrics {
   // The RAM prefix cache (--cache-ram): entries and bytes held now, states
   // stored and dropped for room so far.
   void set_ram_cache(uint64_t entries, uint64_t bytes, uint64_t stores, uint64_t evictions);
+  // The SSD expert cache (--ssd-streaming; all zero without it).
+  void set_expert_cache(const engine::StreamingStats& stats);
   // How long an admitted request waited in the queue.
   void queue_wait(double seconds);
   // One batched evaluation: sessions in it, tokens it evaluated, its time.
@@ -54,6 +58,7 @@ class Metrics {
   };
 
   std::mutex mutex_;
+  engine::StreamingStats experts_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0, prefilled_tokens_ = 0;
   double prefill_seconds_ = 0, decode_seconds_ = 0;
