@@ -112,6 +112,34 @@ void scalar(std::string& out, const char* name, const char* type, const char* he
   value(out, name, static_cast<double>(v));
 }
 
+// The SSD expert cache's gauge and counters (docs/streaming.md), one row of
+// the table each.
+void expert_cache_metrics(std::string& out, const engine::StreamingStats& st) {
+  struct Row {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+  };
+  const Row rows[] = {
+      {"slots", "gauge", "Routed experts the SSD streaming cache holds (0: not streaming).",
+       static_cast<double>(st.slots)},
+      {"hits_total", "counter", "Routed experts found in the cache when a layer needed them.",
+       static_cast<double>(st.hits)},
+      {"prefetch_hits_total", "counter", "Routed experts a prefetch had read (or was reading) when a layer needed them.",
+       static_cast<double>(st.prefetch_hits)},
+      {"misses_total", "counter", "Routed experts read from the file when a layer needed them.",
+       static_cast<double>(st.misses)},
+      {"prefetched_total", "counter", "Routed experts read ahead by prefetch.", static_cast<double>(st.prefetched)},
+      {"prefetch_unused_total", "counter", "Prefetched experts no layer asked for before the next tokens.",
+       static_cast<double>(st.prefetch_unused)},
+      {"read_bytes_total", "counter", "Bytes of routed experts read from the model file.",
+       static_cast<double>(st.bytes_read)},
+      {"wait_seconds_total", "counter", "Time evaluations waited for expert reads.", st.read_seconds},
+  };
+  for (const Row& r : rows) scalar(out, (std::string("ds4_expert_cache_") + r.name).c_str(), r.type, r.help, r.value);
+}
+
 std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -176,22 +204,7 @@ std::string Metrics::render() {
   scalar(out, "ds4_ram_cache_stores_total", "counter", "Session states stored in the RAM prefix cache.", ram_stores_);
   scalar(out, "ds4_ram_cache_evictions_total", "counter", "RAM prefix cache states dropped to make room.",
          ram_evictions_);
-  scalar(out, "ds4_expert_cache_slots", "gauge", "Routed experts the SSD streaming cache holds (0: not streaming).",
-         experts_.slots);
-  scalar(out, "ds4_expert_cache_hits_total", "counter", "Routed experts found in the cache when a layer needed them.",
-         experts_.hits);
-  scalar(out, "ds4_expert_cache_prefetch_hits_total", "counter",
-         "Routed experts a prefetch had read (or was reading) when a layer needed them.", experts_.prefetch_hits);
-  scalar(out, "ds4_expert_cache_misses_total", "counter", "Routed experts read from the file when a layer needed them.",
-         experts_.misses);
-  scalar(out, "ds4_expert_cache_prefetched_total", "counter", "Routed experts read ahead by prefetch.",
-         experts_.prefetched);
-  scalar(out, "ds4_expert_cache_prefetch_unused_total", "counter",
-         "Prefetched experts no layer asked for before the next tokens.", experts_.prefetch_unused);
-  scalar(out, "ds4_expert_cache_read_bytes_total", "counter", "Bytes of routed experts read from the model file.",
-         experts_.bytes_read);
-  scalar(out, "ds4_expert_cache_wait_seconds_total", "counter", "Time evaluations waited for expert reads.",
-         experts_.read_seconds);
+  expert_cache_metrics(out, experts_);
   scalar(out, "ds4_queue_depth", "gauge", "Requests waiting for a free slot.", queued_);
   scalar(out, "ds4_requests_running", "gauge", "Requests running on slots (prefilling or generating).", running_);
   metric(out, "ds4_queue_wait_seconds", "histogram", "Time requests waited for a free slot.");
