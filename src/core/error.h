@@ -19,4 +19,12 @@ class Cancelled : public Error {
   explicit Cancelled(const std::string& what) : Error(what) {}
 };
 
+// Something the request needs is missing for now (a distributed stage that
+// is not connected or stopped answering): the same request may succeed
+// later. The server answers it with 503 and Retry-After.
+class Unavailable : public Error {
+ public:
+  explicit Unavailable(const std::string& what) : Error(what) {}
+};
+
 }  // namespace ds4

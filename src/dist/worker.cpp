@@ -1,0 +1,322 @@
+#include "dist/worker.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+#include "version/version.h"
+
+namespace ds4::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::chrono::milliseconds kHelloInterval{500};
+constexpr std::chrono::milliseconds kPoll{20};
+
+std::string range_text(int begin, int end) {
+  return std::to_string(begin) + ":" + (end < 0 ? std::string("output") : std::to_string(end));
+}
+
+}  // namespace
+
+Worker::Worker(backend::Backend& backend, std::unique_ptr<Link> link, WorkerOptions options)
+    : backend_(backend), link_(std::move(link)), options_(std::move(options)) {}
+
+Worker::~Worker() { stop(); }
+
+void Worker::stop() {
+  std::lock_guard lock(mutex_);
+  stopping_ = true;
+  jobs_ready_.notify_all();
+}
+
+bool Worker::welcomed() const {
+  std::lock_guard lock(mutex_);
+  return welcomed_;
+}
+
+size_t Worker::sessions() const {
+  std::lock_guard lock(mutex_);
+  return session_count_;
+}
+
+void Worker::log(const std::string& line) const {
+  if (options_.log) options_.log(line);
+}
+
+Hello Worker::hello() const {
+  Hello h;
+  h.version = std::string(ds4::version());
+  h.commit = std::string(ds4::git_commit());
+  h.fingerprint = options_.fingerprint;
+  h.n_layer = static_cast<uint32_t>(backend_.n_layer());
+  h.layer_begin = options_.layers.begin;
+  h.layer_end = options_.layers.end;
+  h.n_ctx = options_.n_ctx;
+  h.numerics = static_cast<uint32_t>(backend_.numerics());
+  h.hidden_size = static_cast<uint64_t>(backend_.hidden_size());
+  h.name = options_.name;
+  return h;
+}
+
+void Worker::run() {
+  std::thread evaluator([this] { evaluation_loop(); });
+  auto last_heard = Clock::now();
+  auto last_sent = Clock::time_point{};
+  bool was_welcomed = false;
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) break;
+    }
+    const auto now = Clock::now();
+    const bool is_welcomed = welcomed();
+    if (is_welcomed && now - last_heard > options_.peer_timeout) {
+      log("the coordinator has been silent for " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard).count()) +
+          " ms; saying HELLO until it answers");
+      std::lock_guard lock(mutex_);
+      welcomed_ = false;
+    } else if (!is_welcomed && now - last_sent >= kHelloInterval) {
+      link_->send(encode(hello()));
+      last_sent = now;
+    } else if (is_welcomed && now - last_sent >= kHeartbeatInterval) {
+      link_->send(encode(Heartbeat{}));
+      last_sent = now;
+    }
+    for (const std::string& line : link_->take_security_events()) log(line);
+    auto bytes = link_->receive(kPoll);
+    if (!bytes) continue;
+    last_heard = Clock::now();
+    try {
+      const MessageType type = message_type(*bytes, "the coordinator");
+      switch (type) {
+        case MessageType::Welcome: {
+          const Welcome w = decode_welcome(*bytes, "the coordinator");
+          log("joined the coordinator as stage " + std::to_string(w.stage) + " (layers " +
+              range_text(options_.layers.begin, options_.layers.end) + ")");
+          std::lock_guard lock(mutex_);
+          welcomed_ = true;
+          // A new welcome: the coordinator may have restarted, its session
+          // ids mean other conversations now.
+          if (was_welcomed) jobs_.push_back(Job{MessageType::Welcome, {}});
+          was_welcomed = true;
+          jobs_ready_.notify_all();
+          break;
+        }
+        case MessageType::Refuse: {
+          const Refuse r = decode_refuse(*bytes, "the coordinator");
+          std::lock_guard lock(mutex_);
+          refused_ = r.reason;
+          stopping_ = true;
+          jobs_ready_.notify_all();
+          break;
+        }
+        case MessageType::Rehello: {
+          std::lock_guard lock(mutex_);
+          welcomed_ = false;
+          last_sent = {};
+          break;
+        }
+        case MessageType::Heartbeat: break;
+        case MessageType::Eval:
+        case MessageType::SessionOp: {
+          std::lock_guard lock(mutex_);
+          jobs_.push_back(Job{type, std::move(*bytes)});
+          jobs_ready_.notify_all();
+          break;
+        }
+        default: log(std::string("ignored a ") + message_type_name(type) + " from the coordinator");
+      }
+    } catch (const Error& e) {
+      log(std::string("ignored a bad message: ") + e.what());
+    }
+  }
+  evaluator.join();
+  if (!refused_.empty()) throw Error("the coordinator refused this worker: " + refused_);
+}
+
+void Worker::evaluation_loop() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mutex_);
+      jobs_ready_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (stopping_) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    handle(job);
+    std::lock_guard lock(mutex_);
+    session_count_ = sessions_.size();
+  }
+}
+
+void Worker::handle(const Job& job) {
+  switch (job.type) {
+    case MessageType::Welcome: sessions_.clear(); return;
+    case MessageType::Eval: {
+      Result r;
+      try {
+        const Eval eval = decode_eval(job.bytes, "the coordinator");
+        r = evaluate(eval);
+      } catch (const Error& e) {
+        r.status = ResultStatus::Failed;
+        r.error = e.what();
+        // The request id is the first field after the header; a message too
+        // short for it fails on the coordinator's side by its timeout.
+        if (job.bytes.size() >= 20) std::memcpy(&r.request, job.bytes.data() + 12, 8);
+      }
+      link_->send(encode(r));
+      return;
+    }
+    case MessageType::SessionOp: {
+      SessionOpDone d;
+      try {
+        d = session_op(decode_session_op(job.bytes, "the coordinator"));
+      } catch (const Error& e) {
+        d.status = ResultStatus::Failed;
+        d.error = e.what();
+        if (job.bytes.size() >= 20) std::memcpy(&d.request, job.bytes.data() + 12, 8);
+      }
+      link_->send(encode(d));
+      return;
+    }
+    default: return;
+  }
+}
+
+Worker::Held* Worker::held_for(const EvalPart& part) {
+  auto it = sessions_.find(part.session);
+  if (part.reset) {
+    if (part.pos0 != 0) throw Error("a reset span must start at position 0, not " + std::to_string(part.pos0));
+    if (it == sessions_.end()) it = sessions_.emplace(part.session, Held{backend_.new_session(options_.n_ctx)}).first;
+    it->second.session->reset();
+    it->second.hash = kEmptyPrefixHash;
+    return &it->second;
+  }
+  if (it == sessions_.end()) {
+    if (part.pos0 != 0 || part.prefix_hash != kEmptyPrefixHash) return nullptr;
+    it = sessions_.emplace(part.session, Held{backend_.new_session(options_.n_ctx)}).first;
+  }
+  Held& h = it->second;
+  if (h.session->size() != part.pos0 || h.hash != part.prefix_hash || !h.session->consistent()) return nullptr;
+  return &h;
+}
+
+Result Worker::evaluate(const Eval& eval) {
+  Result r;
+  r.request = eval.request;
+  r.bits = eval.bits;
+  if (eval.layer_begin != options_.layers.begin || eval.layer_end != options_.layers.end)
+    throw Error("EVAL for layers " + range_text(eval.layer_begin, eval.layer_end) + " reached the worker of layers " +
+                range_text(options_.layers.begin, options_.layers.end));
+  const auto hd = static_cast<size_t>(backend_.hidden_size());
+  const bool last = options_.layers.end < 0;
+  const bool first = options_.layers.begin == 0;
+  size_t n_tokens = 0;
+  for (const EvalPart& p : eval.parts) n_tokens += p.tokens.size();
+  if (!first && eval.hidden.size() != n_tokens * hd)
+    throw Error("EVAL carries " + std::to_string(eval.hidden.size()) + " hidden floats for " +
+                std::to_string(n_tokens) + " tokens of " + std::to_string(hd));
+  std::vector<Held*> held;
+  for (const EvalPart& p : eval.parts) {
+    Held* h = held_for(p);
+    if (h == nullptr) {
+      r.status = ResultStatus::Mismatch;
+      r.error = "session " + std::to_string(p.session) + " does not continue at position " + std::to_string(p.pos0);
+      return r;
+    }
+    held.push_back(h);
+  }
+  if (!last) r.hidden.assign(n_tokens * hd, 0.0f);
+  // all_logits rows go straight into r.logits; the last rows are copied after.
+  size_t logit_rows = 0;
+  for (const EvalPart& p : eval.parts) {
+    if (p.all_logits) logit_rows += p.tokens.size();
+    else if (!p.skip_logits && !p.tokens.empty()) logit_rows += 1;
+  }
+  const auto nv = static_cast<size_t>(backend_.n_vocab());
+  if (last) r.logits.assign(logit_rows * nv, 0.0f);
+  std::vector<backend::Part> parts(eval.parts.size());
+  size_t row = 0, logit_row = 0;
+  std::vector<size_t> last_row_at(eval.parts.size(), SIZE_MAX);
+  for (size_t i = 0; i < eval.parts.size(); ++i) {
+    const EvalPart& p = eval.parts[i];
+    backend::Part& bp = parts[i];
+    bp.session = held[i]->session.get();
+    bp.tokens = p.tokens;
+    bp.skip_logits = p.skip_logits;
+    if (!first) bp.hidden_in = eval.hidden.data() + row * hd;
+    if (!last) bp.hidden_out = r.hidden.data() + row * hd;
+    if (last && p.all_logits) {
+      bp.all_logits = r.logits.data() + logit_row * nv;
+      logit_row += p.tokens.size();
+    } else if (last && !p.skip_logits && !p.tokens.empty()) {
+      last_row_at[i] = logit_row++;
+    }
+    row += p.tokens.size();
+  }
+  const auto t0 = Clock::now();
+  try {
+    backend_.eval(parts, options_.layers);
+  } catch (const Error&) {
+    // The backend checked first; a failure inside leaves these sessions
+    // unusable: forget them (the coordinator replays).
+    for (const EvalPart& p : eval.parts) sessions_.erase(p.session);
+    throw;
+  }
+  r.eval_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+  for (size_t i = 0; i < eval.parts.size(); ++i) {
+    held[i]->hash = token_prefix_hash(eval.parts[i].tokens, held[i]->hash);
+    if (last_row_at[i] != SIZE_MAX) {
+      const auto logits = held[i]->session->logits();
+      if (logits.size() != nv) throw Error("the session has no logits after its span");
+      std::copy(logits.begin(), logits.end(), r.logits.begin() + static_cast<ptrdiff_t>(last_row_at[i] * nv));
+    }
+  }
+  return r;
+}
+
+SessionOpDone Worker::session_op(const SessionOp& op) {
+  SessionOpDone d;
+  d.request = op.request;
+  switch (op.kind) {
+    case SessionOpKind::Drop: sessions_.erase(op.session); break;
+    case SessionOpKind::Copy: {
+      const auto src = sessions_.find(op.other);
+      if (src == sessions_.end()) {
+        d.status = ResultStatus::Mismatch;
+        d.error = "no session " + std::to_string(op.other);
+        sessions_.erase(op.session);
+        break;
+      }
+      Held copy{src->second.session->snapshot(), src->second.hash};
+      sessions_[op.session] = std::move(copy);
+      break;
+    }
+    case SessionOpKind::SaveState: {
+      const auto it = sessions_.find(op.session);
+      if (it == sessions_.end()) {
+        d.status = ResultStatus::Mismatch;
+        d.error = "no session " + std::to_string(op.session);
+        break;
+      }
+      d.payload = backend_.save_state(*it->second.session);
+      break;
+    }
+    case SessionOpKind::LoadState: {
+      Held h{backend_.new_session(options_.n_ctx)};
+      backend_.load_state(op.payload, *h.session);
+      h.hash = token_prefix_hash(h.session->tokens());
+      sessions_[op.session] = std::move(h);
+      break;
+    }
+  }
+  return d;
+}
+
+}  // namespace ds4::dist

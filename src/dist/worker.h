@@ -1,0 +1,100 @@
+// A pipeline stage in another process (ds4-worker): joins a coordinator
+// over a transport link, says what it is (dist/messages.h HELLO), and then
+// evaluates the EVAL batches the coordinator sends over its layer range on
+// its own sessions, keyed by the coordinator's session ids. Each session's
+// token prefix is tracked as a hash, so a span that does not continue what
+// the worker holds (it restarted; the coordinator restarted) is answered
+// MISMATCH and the coordinator replays the session instead of getting
+// silently wrong output.
+//
+// Two threads: the I/O thread receives, sends heartbeats every
+// kHeartbeatInterval (also during a long evaluation) and says HELLO until
+// welcomed; the evaluation thread runs the batches in arrival order.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "dist/messages.h"
+#include "dist/transport.h"
+
+namespace ds4::dist {
+
+inline constexpr std::chrono::milliseconds kHeartbeatInterval{250};
+// A peer that sends nothing (not even a heartbeat) for this long is gone.
+inline constexpr std::chrono::milliseconds kPeerTimeout{2000};
+
+struct WorkerOptions {
+  backend::LayerRange layers;  // end -1: through the output head
+  int64_t n_ctx = 0;           // the most tokens one session may hold
+  std::string name;            // for the coordinator's logs
+  std::array<uint8_t, 32> fingerprint{};
+  std::chrono::milliseconds peer_timeout = kPeerTimeout;
+  // Lines for the log (joined, refused, coordinator lost); may be empty.
+  std::function<void(const std::string&)> log;
+};
+
+class Worker {
+ public:
+  // `backend` (which must outlive this object) evaluates the layers.
+  Worker(backend::Backend& backend, std::unique_ptr<Link> link, WorkerOptions options);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Serves until stop(); ds4::Error when the coordinator refuses this worker
+  // (the reason it gave: another build, model, layers ...).
+  void run();
+  // From any thread (a signal handler's flag watcher, a test).
+  void stop();
+
+  // For tests and logs.
+  bool welcomed() const;
+  size_t sessions() const;
+
+ private:
+  struct Job {
+    MessageType type;
+    std::vector<uint8_t> bytes;
+  };
+  struct Held {
+    std::unique_ptr<backend::Session> session;
+    uint64_t hash = kEmptyPrefixHash;
+  };
+
+  void evaluation_loop();
+  void handle(const Job& job);
+  Result evaluate(const Eval& eval);
+  SessionOpDone session_op(const SessionOp& op);
+  // The session a span continues, made when new; null when the span does
+  // not continue it (MISMATCH).
+  Held* held_for(const EvalPart& part);
+  void log(const std::string& line) const;
+  Hello hello() const;
+
+  backend::Backend& backend_;
+  std::unique_ptr<Link> link_;
+  WorkerOptions options_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable jobs_ready_;
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
+  bool welcomed_ = false;
+  std::string refused_;
+  // Sessions belong to the evaluation thread (sessions() reads the count).
+  std::map<uint64_t, Held> sessions_;
+  size_t session_count_ = 0;
+};
+
+}  // namespace ds4::dist

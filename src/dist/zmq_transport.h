@@ -1,0 +1,30 @@
+// The ZeroMQ transport (dist/transport.h): the coordinator binds a ROUTER
+// socket as a CURVE server, each worker connects a DEALER socket as a CURVE
+// client; both with the cluster key (dist/curve_key.h). Every frame after
+// the handshake is encrypted and authenticated (Curve25519 + XSalsa20-
+// Poly1305, libsodium); the coordinator's ZAP handler admits only clients
+// whose public key is the cluster's and logs every refusal with the peer's
+// address. ZeroMQ reconnects a worker whose coordinator restarts; ZMTP
+// heartbeats close a connection whose link went silent.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "dist/curve_key.h"
+#include "dist/transport.h"
+
+namespace ds4::dist {
+
+// "HOST:PORT" -> "tcp://HOST:PORT"; an endpoint with a scheme is kept.
+// ds4::Error when there is no port.
+std::string zmq_endpoint(const std::string& host_port);
+
+// Binds `endpoint` (tcp://HOST:PORT). ds4::Error naming the endpoint when
+// it cannot (in use, bad address).
+std::unique_ptr<Hub> make_zmq_hub(const std::string& endpoint, const CurveKey& key);
+
+// Connects to `endpoint` (ZeroMQ keeps retrying in the background).
+std::unique_ptr<Link> make_zmq_link(const std::string& endpoint, const CurveKey& key);
+
+}  // namespace ds4::dist
