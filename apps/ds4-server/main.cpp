@@ -121,6 +121,7 @@ int run(int argc, char** argv) {
   ds4::text::effective_thinking_mode(ds4::text::ThinkingMode::Max, o.ctx, &warning);
   if (!warning.empty()) std::fprintf(stderr, "ds4-server: note: %s\n", warning.c_str());
 
+  if (model.route()) o.http.route = [&model] { return *model.route(); };
   ds4::server::Metrics metrics;
   if (o.load.ssd_streaming) o.engine.streaming_stats = [&model] { return model.streaming_stats(); };
   ds4::server::Engine engine(tokenizer, model.backend(), o.engine, std::move(disk), metrics, trace.get());

@@ -35,6 +35,20 @@ std::string layer_range_text(int begin, int end) {
   return std::to_string(begin) + ":" + (end < 0 ? std::string("output") : std::to_string(end));
 }
 
+void parse_layer_range(const std::string& text, int* begin, int* end) {
+  const size_t colon = text.find(':');
+  auto number = [&](const std::string& v) {
+    if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos)
+      throw Error("--layers '" + text + "': expected A:B or A:output with layer numbers");
+    return std::stoi(v);
+  };
+  if (colon == std::string::npos) throw Error("--layers '" + text + "': expected A:B or A:output");
+  *begin = number(text.substr(0, colon));
+  const std::string tail = text.substr(colon + 1);
+  *end = tail == "output" ? -1 : number(tail);
+  if (*end >= 0 && *end <= *begin) throw Error("--layers '" + text + "': the range is empty (B must exceed A)");
+}
+
 std::string handshake_problem(const Hello& h, const Expectation& e) {
   if (h.version != e.version || h.commit != e.commit)
     return "another build: the worker is " + h.version + " (commit " + h.commit + "), the coordinator " + e.version +

@@ -47,6 +47,9 @@ std::string handshake_problem(const Hello& hello, const Expectation& expect);
 
 // "2:4", "3:output".
 std::string layer_range_text(int begin, int end);
+// The inverse: "A:B" or "A:output" (end -1); ds4::Error naming the text when
+// it is neither or B <= A.
+void parse_layer_range(const std::string& text, int* begin, int* end);
 
 // One stage of the route as seen now.
 struct StageInfo {

@@ -300,8 +300,10 @@ std::string zmq_endpoint(const std::string& host_port) {
   const size_t colon = host_port.rfind(':');
   if (colon == std::string::npos || colon + 1 == host_port.size())
     throw Error("'" + host_port + "' is not HOST:PORT");
-  const std::string port = host_port.substr(colon + 1);
-  if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 || std::stoi(port) > 65535)
+  std::string port = host_port.substr(colon + 1);
+  if (port == "0") port = "*";  // any free port (printed by whoever binds it)
+  if (port != "*" &&
+      (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 || std::stoi(port) > 65535))
     throw Error("'" + host_port + "': the port is not a number 0-65535");
   std::string host = host_port.substr(0, colon);
   if (host.empty()) host = "*";

@@ -16,8 +16,8 @@
 
 namespace ds4::dist {
 
-// "HOST:PORT" -> "tcp://HOST:PORT"; an endpoint with a scheme is kept.
-// ds4::Error when there is no port.
+// "HOST:PORT" -> "tcp://HOST:PORT" (port 0: any free one); an endpoint
+// with a scheme is kept. ds4::Error when there is no port.
 std::string zmq_endpoint(const std::string& host_port);
 
 // Binds `endpoint` (tcp://HOST:PORT). ds4::Error naming the endpoint when

@@ -12,6 +12,10 @@
 #include "core/error.h"
 #include "core/memory_available.h"
 #include "core/thread_pool.h"
+#include "dist/curve_key.h"
+#include "dist/pipeline_backend.h"
+#include "dist/zmq_transport.h"
+#include "model/deepseek4_fingerprint.h"
 #include "model/deepseek4_memory.h"
 #include "model/deepseek4_model.h"
 #include "quant/dot.h"
@@ -93,7 +97,11 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
     cpu->set_expert_source(std::move(cache));
   }
   cpu_ = cpu.get();
-  backend_ = std::move(cpu);
+  if (options.dist_listen.empty()) {
+    backend_ = std::move(cpu);
+  } else {
+    start_coordinator(std::move(cpu));
+  }
 
   facts_.name = hp.name;
   facts_.n_vocab = hp.n_vocab;
@@ -108,6 +116,44 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
   facts_.kernel_isa = quant::dot_kernels().isa;
   facts_.streamed_bytes = options.ssd_streaming ? model_->routed_expert_bytes() : 0;
   facts_.resident_bytes = facts_.file_bytes - facts_.streamed_bytes;
+}
+
+void Engine::start_coordinator(std::unique_ptr<cpu::Forward> local) {
+  const EngineOptions &o = options_;
+  if (o.dist_key.empty()) throw Error("--dist-listen needs --dist-key FILE (make one with ds4-worker --gen-key FILE)");
+  const int n_layer = static_cast<int>(model_->hparams().n_layer);
+  if (o.dist_first_remote < 1 || o.dist_first_remote >= n_layer)
+    throw Error("--layers 0:" + std::to_string(o.dist_first_remote) + ": the coordinator keeps layers 0:N with 1 <= N < " +
+                std::to_string(n_layer) + " (the workers serve N:output)");
+  if (o.dist_activation_bits != 32 && o.dist_activation_bits != 16)
+    throw Error("--dist-activation-bits must be 32 or 16, not " + std::to_string(o.dist_activation_bits));
+  const dist::CurveKey key = dist::read_curve_key(o.dist_key);
+  dist::CoordinatorOptions co;
+  co.log = [](const std::string &line) { std::fprintf(stderr, "dist: %s\n", line.c_str()); };
+  auto hub = dist::make_zmq_hub(dist::zmq_endpoint(o.dist_listen), key);
+  std::fprintf(stderr, "dist: coordinator on %s (CURVE); layers 0:%d here, workers serve %d:output\n", hub->endpoint().c_str(),
+               o.dist_first_remote, o.dist_first_remote);
+  coordinator_ = std::make_unique<dist::Coordinator>(
+      std::move(hub), dist::expectation_for(*local, model::fingerprint(*model_), o.dist_ctx, o.dist_first_remote),
+      std::move(co));
+  dist::PipelineOptions po;
+  po.first_remote = o.dist_first_remote;
+  po.wave_tokens = o.dist_wave_tokens;
+  po.window = o.dist_window;
+  po.bits = o.dist_activation_bits == 16 ? dist::HiddenBits::F16 : dist::HiddenBits::F32;
+  local_ = std::move(local);
+  backend_ = std::make_unique<dist::PipelineBackend>(*local_, *coordinator_, po);
+}
+
+std::array<uint8_t, 32> Engine::fingerprint() const { return model::fingerprint(*model_); }
+
+std::optional<dist::RouteStatus> Engine::route() const {
+  if (!coordinator_) return std::nullopt;
+  return coordinator_->route();
+}
+
+bool Engine::wait_for_route(std::chrono::milliseconds timeout) const {
+  return !coordinator_ || coordinator_->wait_for_route(timeout);
 }
 
 std::vector<backend::ExpertUse> Engine::expert_usage() const {

@@ -6,6 +6,8 @@
 // backend() for batched steps of many sessions.
 #pragma once
 
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +22,7 @@
 
 #include "backend/backend.h"
 #include "backend/hot_list.h"
+#include "dist/coordinator.h"
 #include "engine/job.h"
 #include "engine/scheduler.h"
 #include "engine/streaming_stats.h"
@@ -72,6 +75,17 @@ struct EngineOptions {
   // selected first, until it is full; ssd_cold: start empty regardless.
   std::string ssd_hotlist;
   bool ssd_cold = false;
+  // Pipeline parallel across processes (docs/distributed.md): with
+  // dist_listen set this process is the coordinator. It evaluates layers
+  // [0, dist_first_remote) and the workers that join with the cluster key
+  // in dist_key evaluate the rest; every session's KV is split the same way.
+  std::string dist_listen;  // HOST:PORT
+  std::string dist_key;     // key file (ds4-worker --gen-key)
+  int dist_first_remote = 0;
+  int64_t dist_ctx = 32768;       // the largest session; workers must hold as many tokens
+  int dist_wave_tokens = 256;     // prompt tokens per wave in flight along the route
+  int dist_window = 4;            // waves in flight
+  int dist_activation_bits = 32;  // hidden states on the wire: 32 (exact) or 16
 };
 
 
@@ -168,6 +182,17 @@ class Engine {
   // `ds4-bench --record-expert-usage` writes as a hot list).
   std::vector<backend::ExpertUse> expert_usage() const;
 
+  // The model file's identity (model/deepseek4_fingerprint.h): what
+  // distributed peers compare. Hashes a few MB of the file on each call.
+  std::array<uint8_t, 32> fingerprint() const;
+
+  // The distributed route (with dist_listen): stages, what is missing,
+  // per-hop telemetry; nullopt for a single process.
+  std::optional<dist::RouteStatus> route() const;
+  // Waits until every layer after this process's is served; true at once
+  // for a single process, false on timeout.
+  bool wait_for_route(std::chrono::milliseconds timeout) const;
+
   // Saving and loading a session (docs/session-files.md).
   void save_session(const std::string &path, const backend::Session &session) const;
   void load_session(const std::string &path, backend::Session &session) const;
@@ -178,11 +203,16 @@ class Engine {
   std::string memory_report(int64_t n_ctx) const;
 
  private:
+  // dist_listen: the coordinator and the pipeline backend over `local`.
+  void start_coordinator(std::unique_ptr<cpu::Forward> local);
+
   EngineOptions options_;
   std::unique_ptr<model::Deepseek4Model> model_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::string tokenizer_problem_;  // why tokenizer_ is null
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<cpu::Forward> local_;         // the CPU backend behind a pipeline (dist_listen)
+  std::unique_ptr<dist::Coordinator> coordinator_;
   std::unique_ptr<backend::Backend> backend_;
   const cpu::Forward *cpu_ = nullptr;               // backend_ as the CPU backend
   cpu::ExpertCache *expert_cache_ = nullptr;  // owned by the backend (--ssd-streaming)

@@ -130,6 +130,10 @@ void SubmittedJob::failed(TaskFailure why, const std::string &message) {
     case TaskFailure::Shutdown:
       handle_->complete_with_error("job: the engine is shutting down");
       break;
+    case TaskFailure::Unavailable:
+      put_back();
+      handle_->complete_with_error("job: unavailable: " + message);
+      break;
   }
   end();
 }

@@ -182,13 +182,14 @@ void Scheduler::step(Active& active) {
     backend_.set_progress(nullptr);
     // The evaluation checks everything first; a failure inside it leaves the
     // sessions of the call unusable.
+    const bool unavailable = dynamic_cast<const Unavailable*>(&e) != nullptr;
     for (Task* t : decoding) {
       t->session().reset();
-      t->failed(TaskFailure::Generation, e.what());
+      t->failed(unavailable ? TaskFailure::Unavailable : TaskFailure::Generation, e.what());
     }
     for (Task* t : pres) {
       t->session().reset();
-      t->failed(TaskFailure::Prefill, e.what());
+      t->failed(unavailable ? TaskFailure::Unavailable : TaskFailure::Prefill, e.what());
     }
     return;
   }

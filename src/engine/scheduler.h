@@ -43,6 +43,7 @@ enum class TaskFailure {
   Prefill,     // its prompt's evaluation failed (ds4::Error)
   Generation,  // a generation step or evaluation failed (ds4::Error)
   Shutdown,    // still queued when the scheduler stopped
+  Unavailable, // an evaluation needed something missing for now (a distributed stage)
 };
 
 // A unit of work on one session: its prompt, evaluated in pieces up to each

@@ -340,6 +340,9 @@ void Engine::Active::failed(engine::TaskFailure why, const std::string& message)
     case engine::TaskFailure::Shutdown:
       server.fail(*this, RequestError("server is shutting down", 503, "server_error"));
       break;
+    case engine::TaskFailure::Unavailable:
+      server.fail(*this, RequestError("service unavailable: " + message, 503, "server_error"));
+      break;
   }
 }
 

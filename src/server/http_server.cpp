@@ -143,10 +143,25 @@ void HttpServer::routes() {
     send_json(res, 500, plain_error(what, "server_error"));
   });
 
-  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, Json{{"status", "ok"}});
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (!config_.route) {
+      send_json(res, 200, Json{{"status", "ok"}});
+      return;
+    }
+    const dist::RouteStatus r = config_.route();
+    Json stages = Json::array();
+    for (const dist::StageInfo& st : r.stages)
+      stages.push_back(Json{{"layers", dist::layer_range_text(st.begin, st.end)}, {"worker", st.name},
+                            {"address", st.address}, {"requests", st.requests}});
+    Json route{{"complete", r.complete}, {"stages", stages}};
+    if (!r.complete) {
+      route["missing"] = r.missing;
+      res.set_header("Retry-After", "2");
+    }
+    send_json(res, r.complete ? 200 : 503, Json{{"status", r.complete ? "ok" : "route incomplete"}, {"route", route}});
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    if (config_.route) metrics_.set_route(config_.route());
     res.set_content(metrics_.render(), "text/plain; version=0.0.4");
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {

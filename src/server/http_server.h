@@ -5,8 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+
+#include "dist/coordinator.h"
 
 namespace httplib {
 class Server;
@@ -27,6 +31,9 @@ struct HttpConfig {
   int64_t n_ctx = 32768;
   int64_t max_tokens = 393216;
   int keepalive_ms = 5000;       // SSE ": prefill" comment interval during prefill
+  // A coordinator's route (distributed runs): /health answers 503 while it
+  // is incomplete, /metrics adds each stage's telemetry. Unset: one process.
+  std::function<dist::RouteStatus()> route;
 };
 
 class HttpServer {

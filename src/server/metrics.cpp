@@ -32,6 +32,12 @@ void Metrics::disk_save(const std::string& reason) {
   ++disk_saves_[reason];
 }
 
+void Metrics::set_route(const dist::RouteStatus& route) {
+  std::lock_guard lock(mutex_);
+  has_route_ = true;
+  route_ = route;
+}
+
 void Metrics::set_queue_depth(int64_t queued, int64_t running) {
   std::lock_guard lock(mutex_);
   queued_ = queued;
@@ -140,6 +146,36 @@ void expert_cache_metrics(std::string& out, const engine::StreamingStats& st) {
   for (const Row& r : rows) scalar(out, (std::string("ds4_expert_cache_") + r.name).c_str(), r.type, r.help, r.value);
 }
 
+// Per stage of a distributed route, labelled by its layers.
+void route_metrics(std::string& out, const dist::RouteStatus& route) {
+  scalar(out, "ds4_dist_route_complete", "gauge", "1 while workers serve every layer after the coordinator's.",
+         route.complete ? 1 : 0);
+  struct Column {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*get)(const dist::StageInfo&);
+  };
+  static const Column columns[] = {
+      {"requests_total", "counter", "Evaluations the stage answered.",
+       [](const dist::StageInfo& s) { return static_cast<double>(s.requests); }},
+      {"eval_seconds_total", "counter", "Time the stage's worker spent evaluating.",
+       [](const dist::StageInfo& s) { return s.eval_seconds; }},
+      {"wait_seconds_total", "counter", "Round-trip time to the stage beyond its evaluation (transfer, queueing).",
+       [](const dist::StageInfo& s) { return s.wait_seconds; }},
+      {"sent_bytes_total", "counter", "Bytes sent to the stage.",
+       [](const dist::StageInfo& s) { return static_cast<double>(s.bytes_sent); }},
+      {"received_bytes_total", "counter", "Bytes received from the stage.",
+       [](const dist::StageInfo& s) { return static_cast<double>(s.bytes_received); }},
+  };
+  for (const Column& c : columns) {
+    const std::string name = std::string("ds4_dist_stage_") + c.name;
+    metric(out, name.c_str(), c.type, c.help);
+    for (const dist::StageInfo& s : route.stages)
+      value(out, name + "{layers=\"" + dist::layer_range_text(s.begin, s.end) + "\"}", c.get(s));
+  }
+}
+
 std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -205,6 +241,7 @@ std::string Metrics::render() {
   scalar(out, "ds4_ram_cache_evictions_total", "counter", "RAM prefix cache states dropped to make room.",
          ram_evictions_);
   expert_cache_metrics(out, experts_);
+  if (has_route_) route_metrics(out, route_);
   scalar(out, "ds4_queue_depth", "gauge", "Requests waiting for a free slot.", queued_);
   scalar(out, "ds4_requests_running", "gauge", "Requests running on slots (prefilling or generating).", running_);
   metric(out, "ds4_queue_wait_seconds", "histogram", "Time requests waited for a free slot.");

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/coordinator.h"
 #include "engine/streaming_stats.h"
 
 namespace ds4::server {
@@ -30,6 +31,9 @@ class Metrics {
   void set_ram_cache(uint64_t entries, uint64_t bytes, uint64_t stores, uint64_t evictions);
   // The SSD expert cache (--ssd-streaming; all zero without it).
   void set_expert_cache(const engine::StreamingStats& stats);
+  // The distributed route (a coordinator's): whether it is complete and
+  // each stage's per-hop telemetry.
+  void set_route(const dist::RouteStatus& route);
   // How long an admitted request waited in the queue.
   void queue_wait(double seconds);
   // One batched evaluation: sessions in it, tokens it evaluated, its time.
@@ -59,6 +63,8 @@ class Metrics {
 
   std::mutex mutex_;
   engine::StreamingStats experts_;
+  bool has_route_ = false;
+  dist::RouteStatus route_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0, prefilled_tokens_ = 0;
   double prefill_seconds_ = 0, decode_seconds_ = 0;
