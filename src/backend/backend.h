@@ -129,6 +129,14 @@ class Backend {
   // back (ds4::Error, session unchanged, when it does not fit).
   virtual std::vector<uint8_t> save_state(const Session &session) const = 0;
   virtual void load_state(std::span<const uint8_t> payload, Session &session) const = 0;
+  // The state of one layer range with the token list (and, for a range
+  // ending with the head, the logits): what a pipeline stage holds of a
+  // session. load_layers replaces those layers, the tokens and (with the
+  // head) the logits, leaving the other layers as they are; ds4::Error,
+  // session unchanged, when it does not fit. A pipeline assembles a whole
+  // payload from its stages' ranges and splits one the same way.
+  virtual std::vector<uint8_t> save_layers(const Session &session, LayerRange range) const = 0;
+  virtual void load_layers(std::span<const uint8_t> state, Session &session, LayerRange range) const = 0;
   // The same in a session file (docs/session-files.md): payload, model
   // fingerprint, numerics and checksum; written atomically.
   virtual void save_session_file(const std::string &path, const Session &session) const = 0;

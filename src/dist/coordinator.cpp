@@ -354,7 +354,8 @@ Outcome Coordinator::wait(uint64_t request) {
   return out;
 }
 
-std::vector<Coordinator::OpAnswer> Coordinator::session_op(SessionOp op) {
+std::vector<Coordinator::OpAnswer> Coordinator::session_op(
+    SessionOp op, const std::function<std::vector<uint8_t>(int begin, int end)>& payload_for) {
   std::unique_lock lock(mutex_);
   std::vector<std::pair<uint64_t, OpAnswer>> sent;
   std::vector<OpAnswer> answers;
@@ -377,6 +378,7 @@ std::vector<Coordinator::OpAnswer> Coordinator::session_op(SessionOp op) {
     pending.begin = peer->begin;
     pending.end = peer->end;
     op.request = id;
+    if (payload_for) op.payload = payload_for(peer->begin, peer->end);
     hub_->send(peer->id, encode(op));
     sent.emplace_back(id, a);
     answers.push_back(a);

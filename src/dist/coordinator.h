@@ -108,7 +108,9 @@ class Coordinator {
     SessionOpDone done;
     bool unavailable = false;
   };
-  std::vector<OpAnswer> session_op(SessionOp op);
+  // payload_for (optional) gives each stage its own payload from its range.
+  std::vector<OpAnswer> session_op(SessionOp op,
+                                   const std::function<std::vector<uint8_t>(int begin, int end)>& payload_for = {});
   // The same without waiting for answers (dropping a session).
   void session_op_async(SessionOp op);
 

@@ -116,8 +116,8 @@ struct Heartbeat {
 enum class SessionOpKind : uint32_t {
   Drop = 1,       // forget `session`
   Copy = 2,       // `session` becomes a copy of `other` (snapshot, restore)
-  SaveState = 3,  // the DSV4 payload of `session` (its layers filled)
-  LoadState = 4,  // `session` from `payload`
+  SaveState = 3,  // the state of the worker's layers of `session` (Backend::save_layers)
+  LoadState = 4,  // `session` from such a state in `payload`
 };
 
 struct SessionOp {

@@ -340,17 +340,84 @@ void PipelineBackend::run_waves(std::span<const backend::Part> parts, std::vecto
   if (!mismatch.empty()) throw Mismatch(mismatch);
 }
 
-std::vector<uint8_t> PipelineBackend::save_state(const backend::Session&) const {
-  throw Error("saving a session across a distributed route is not available yet");
+void PipelineBackend::sync(Session& s) const {
+  if (!s.stale_ || s.tokens_.empty()) return;
+  const backend::Part part{&s, {}, nullptr, true};
+  const_cast<PipelineBackend*>(this)->eval(std::span<const backend::Part>(&part, 1));
 }
-void PipelineBackend::load_state(std::span<const uint8_t>, backend::Session&) const {
-  throw Error("loading a session across a distributed route is not available yet");
+
+std::unique_ptr<backend::Session> PipelineBackend::gather(const backend::Session& session) const {
+  auto* s = const_cast<Session*>(dynamic_cast<const Session*>(&session));
+  if (s == nullptr || s->owner_ != this) throw Error("session save: the session is not this pipeline's");
+  if (!s->consistent_) throw Error("session save: the session was left incomplete by a cancelled evaluation");
+  sync(*s);
+  std::unique_ptr<backend::Session> full = s->local_->snapshot();
+  if (s->tokens_.empty()) return full;
+  SessionOp op;
+  op.kind = SessionOpKind::SaveState;
+  op.session = s->id_;
+  for (const Coordinator::OpAnswer& a : coordinator_.session_op(std::move(op))) {
+    const std::string stage = "stage " + layer_range_text(a.begin, a.end) + ": ";
+    if (a.unavailable) throw Unavailable("session save: " + stage + a.done.error);
+    if (a.done.status != ResultStatus::Ok) throw Error("session save: " + stage + a.done.error);
+    local_.load_layers(a.done.payload, *full, backend::LayerRange{a.begin, a.end});
+  }
+  return full;
 }
-void PipelineBackend::save_session_file(const std::string&, const backend::Session&) const {
-  throw Error("saving a session across a distributed route is not available yet");
+
+void PipelineBackend::scatter(std::unique_ptr<backend::Session> full, backend::Session& session) const {
+  auto* s = dynamic_cast<Session*>(&session);
+  if (s == nullptr || s->owner_ != this) throw Error("session load: the session is not this pipeline's");
+  SessionOp op;
+  op.kind = SessionOpKind::LoadState;
+  op.session = s->id_;
+  bool loaded = true;
+  if (full->size() > 0) {
+    const auto answers = coordinator_.session_op(
+        std::move(op), [&](int begin, int end) { return local_.save_layers(*full, backend::LayerRange{begin, end}); });
+    for (const auto& a : answers) loaded = loaded && !a.unavailable && a.done.status == ResultStatus::Ok;
+  }
+  s->local_->restore(*full);
+  s->tokens_.assign(full->tokens().begin(), full->tokens().end());
+  s->logits_.assign(full->logits().begin(), full->logits().end());
+  s->hash_ = token_prefix_hash(s->tokens_);
+  s->consistent_ = true;
+  // A stage that could not take its layers gets them by replay at the next
+  // evaluation (the history is all here).
+  s->stale_ = !loaded;
 }
-void PipelineBackend::load_session_file(const std::string&, backend::Session&) const {
-  throw Error("loading a session across a distributed route is not available yet");
+
+std::vector<uint8_t> PipelineBackend::save_state(const backend::Session& session) const {
+  return local_.save_state(*gather(session));
+}
+
+void PipelineBackend::load_state(std::span<const uint8_t> payload, backend::Session& session) const {
+  auto full = local_.new_session(session.n_ctx());
+  local_.load_state(payload, *full);
+  scatter(std::move(full), session);
+}
+
+void PipelineBackend::save_session_file(const std::string& path, const backend::Session& session) const {
+  local_.save_session_file(path, *gather(session));
+}
+
+void PipelineBackend::load_session_file(const std::string& path, backend::Session& session) const {
+  auto full = local_.new_session(session.n_ctx());
+  local_.load_session_file(path, *full);
+  scatter(std::move(full), session);
+}
+
+std::vector<uint8_t> PipelineBackend::save_layers(const backend::Session& session, backend::LayerRange range) const {
+  return local_.save_layers(*gather(session), range);
+}
+
+void PipelineBackend::load_layers(std::span<const uint8_t> state, backend::Session& session,
+                                  backend::LayerRange range) const {
+  if (range.begin != 0 || range.end != -1)
+    throw Error("session load: a pipeline session takes the state of every layer (0:output)");
+  auto full = local_.new_session(session.n_ctx());
+  local_.load_layers(state, *full, range);
+  scatter(std::move(full), session);
 }
 
 }  // namespace ds4::dist

@@ -65,6 +65,8 @@ class PipelineBackend final : public backend::Backend {
   void load_state(std::span<const uint8_t> payload, backend::Session& session) const override;
   void save_session_file(const std::string& path, const backend::Session& session) const override;
   void load_session_file(const std::string& path, backend::Session& session) const override;
+  std::vector<uint8_t> save_layers(const backend::Session& session, backend::LayerRange range) const override;
+  void load_layers(std::span<const uint8_t> state, backend::Session& session, backend::LayerRange range) const override;
 
   const PipelineOptions& options() const { return options_; }
 
@@ -73,6 +75,14 @@ class PipelineBackend final : public backend::Backend {
   Session& pipeline_session(const backend::Part& part, size_t index) const;
   struct Work;
   void run_waves(std::span<const backend::Part> parts, std::vector<Work>& work);
+  // Replays a session whose workers' state is not known to match.
+  void sync(Session& s) const;
+  // A local session holding every layer of `session`: the local layers as
+  // they are, each stage's from its worker.
+  std::unique_ptr<backend::Session> gather(const backend::Session& session) const;
+  // `session` becomes `full`: the local layers kept here, each stage's
+  // layers sent to its worker.
+  void scatter(std::unique_ptr<backend::Session> full, backend::Session& session) const;
 
   backend::Backend& local_;
   Coordinator& coordinator_;

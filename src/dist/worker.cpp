@@ -305,12 +305,12 @@ SessionOpDone Worker::session_op(const SessionOp& op) {
         d.error = "no session " + std::to_string(op.session);
         break;
       }
-      d.payload = backend_.save_state(*it->second.session);
+      d.payload = backend_.save_layers(*it->second.session, options_.layers);
       break;
     }
     case SessionOpKind::LoadState: {
       Held h{backend_.new_session(options_.n_ctx)};
-      backend_.load_state(op.payload, *h.session);
+      backend_.load_layers(op.payload, *h.session, options_.layers);
       h.hash = token_prefix_hash(h.session->tokens());
       sessions_[op.session] = std::move(h);
       break;

@@ -224,6 +224,47 @@ TEST(DistPipeline, SnapshotAndRestoreAcrossTheRoute) {
   EXPECT_EQ(0, std::memcmp(truth->logits().data(), s->logits().data(), s->logits().size() * 4));
 }
 
+// Saving across the route writes one ordinary payload (and session file):
+// byte-identical to one process's after the same tokens; loading one splits
+// it over the stages and evaluation continues exactly.
+TEST(DistPipeline, SessionStateAcrossTheRouteIsOneOrdinaryPayload) {
+  test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 45);
+  const auto fp = model::fingerprint(m.model());
+  const int64_t nv = m.hparams().n_vocab;
+  cpu::Forward whole(m.model(), Numerics::Default, nullptr);
+  cpu::Forward local(m.model(), Numerics::Default, nullptr);
+  Cluster c(local, fp, 1);
+  WorkerThread w1(m.model(), Numerics::Default, c.endpoint, c.key, {1, 4}, fp);
+  WorkerThread w2(m.model(), Numerics::Default, c.endpoint, c.key, {4, -1}, fp);
+  ASSERT_TRUE(c.coordinator->wait_for_route(10s));
+  PipelineBackend pipe(local, *c.coordinator, {1, 8, 2});
+  const auto a = random_tokens(nv, 21, 9), b = random_tokens(nv, 5, 10);
+
+  auto truth = whole.new_session(kCtx);
+  whole.eval(*truth, a);
+  auto s = pipe.new_session(kCtx);
+  pipe.eval(*s, a);
+  const std::vector<uint8_t> payload = pipe.save_state(*s);
+  EXPECT_EQ(payload, whole.save_state(*truth));
+
+  auto loaded = pipe.new_session(kCtx);
+  pipe.load_state(payload, *loaded);
+  EXPECT_EQ(loaded->size(), static_cast<int64_t>(a.size()));
+  whole.eval(*truth, b);
+  pipe.eval(*loaded, b);
+  EXPECT_EQ(0, std::memcmp(truth->logits().data(), loaded->logits().data(), truth->logits().size() * 4));
+
+  test::TempDir dir;
+  const std::string path = (dir.path() / "route.ds4s").string();
+  pipe.save_session_file(path, *loaded);
+  auto one = whole.new_session(kCtx);
+  whole.load_session_file(path, *one);  // an ordinary session file
+  EXPECT_EQ(whole.save_state(*one), whole.save_state(*truth));
+  auto back = pipe.new_session(kCtx);
+  pipe.load_session_file(path, *back);
+  EXPECT_EQ(pipe.save_state(*back), whole.save_state(*truth));
+}
+
 TEST(DistPipeline, AWorkerThatStopsFailsTheRequestAndOneThatReturnsServesAgain) {
   test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 47);
   const auto fp = model::fingerprint(m.model());

@@ -641,5 +641,46 @@ TEST_F(SessionPayloadTest, ForwardContinuesAfterSaveAndLoad) {
   }
 }
 
+// A pipeline stage's state (issue 25): the layer ranges of a session, saved
+// apart and loaded into a fresh session, make the same payload as the whole
+// session; a state of the wrong range, model shape or size is refused and
+// leaves the session as it was.
+TEST_F(SessionPayloadTest, LayerRangesAssembleTheWholePayload) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(hp().n_vocab) - 1);
+  std::vector<int32_t> toks(kTotal);
+  for (auto& t : toks) t = id(rng);
+  for (Numerics num : {Numerics::Default, Numerics::Quality}) {
+    SCOPED_TRACE("numerics " + std::to_string(static_cast<int>(num)));
+    Forward fw(model(), num, nullptr);
+    Session whole = fw.make_session(128);
+    fw.eval(whole, toks);
+    const std::vector<uint8_t> truth = serialize_payload(whole, 1);
+    const std::vector<uint8_t> low = serialize_layers(whole, {0, 2});
+    const std::vector<uint8_t> mid = serialize_layers(whole, {2, 5});
+    const std::vector<uint8_t> high = serialize_layers(whole, {5, -1});
+    Session pieced = fw.make_session(128);
+    deserialize_layers(high, pieced, {5, -1});
+    deserialize_layers(low, pieced, {0, 2});
+    deserialize_layers(mid, pieced, {2, 5});
+    EXPECT_EQ(serialize_payload(pieced, 1), truth);
+
+    Session target = fw.make_session(128);
+    const std::vector<uint8_t> empty = serialize_payload(target, 1);
+    EXPECT_NE(error_of([&] { deserialize_layers(mid, target, {2, 4}); }).find("holds layers 2:5"), std::string::npos);
+    EXPECT_NE(error_of([&] { deserialize_layers(high, target, {5, 6}); }).find("expected 5:6"), std::string::npos);
+    for (size_t n : {size_t{0}, size_t{10}, mid.size() / 2, mid.size() - 1})
+      EXPECT_THROW(deserialize_layers(std::span(mid).first(n), target, {2, 5}), Error) << n << " bytes";
+    std::vector<uint8_t> longer = mid;
+    longer.push_back(0);
+    EXPECT_NE(error_of([&] { deserialize_layers(longer, target, {2, 5}); }).find("trailing"), std::string::npos);
+    Session small = fw.make_session(kTotal);  // no room for the next token
+    EXPECT_THROW(deserialize_layers(mid, small, {2, 5}), Error);
+    EXPECT_EQ(serialize_payload(target, 1), empty) << "refusals leave the session unchanged";
+    Session other_model(other_->model(), num, 128);
+    EXPECT_THROW(deserialize_layers(std::span(mid).first(20), other_model, {2, 5}), Error);
+  }
+}
+
 }  // namespace
 }  // namespace ds4::cpu

@@ -79,6 +79,16 @@ void Forward::load_state(std::span<const uint8_t> payload, backend::Session &ses
   deserialize_payload(payload, static_cast<Session &>(session));
 }
 
+std::vector<uint8_t> Forward::save_layers(const backend::Session &session, backend::LayerRange range) const {
+  if (!owns(session)) throw Error("save layers: the session belongs to another backend, model or numerics");
+  return serialize_layers(static_cast<const Session &>(session), range);
+}
+
+void Forward::load_layers(std::span<const uint8_t> state, backend::Session &session, backend::LayerRange range) const {
+  if (!owns(session)) throw Error("load layers: the session belongs to another backend, model or numerics");
+  deserialize_layers(state, static_cast<Session &>(session), range);
+}
+
 void Forward::save_session_file(const std::string &path, const backend::Session &session) const {
   const auto *cpu = dynamic_cast<const Session *>(&session);
   if (!cpu) throw Error(path + ": the session to save belongs to another backend");

@@ -56,6 +56,8 @@ class Forward final : public backend::Backend {
   int prefill_chunk() const override { return chunk_; }
   std::vector<uint8_t> save_state(const backend::Session &session) const override;
   void load_state(std::span<const uint8_t> payload, backend::Session &session) const override;
+  std::vector<uint8_t> save_layers(const backend::Session &session, backend::LayerRange range) const override;
+  void load_layers(std::span<const uint8_t> state, backend::Session &session, backend::LayerRange range) const override;
   void save_session_file(const std::string &path, const backend::Session &session) const override;
   void load_session_file(const std::string &path, backend::Session &session) const override;
 

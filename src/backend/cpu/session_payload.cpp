@@ -27,6 +27,9 @@ static_assert(std::endian::native == std::endian::little, "payload values are co
 namespace {
 
 constexpr size_t kHeaderFields = 13;
+// A layer range's state (serialize_layers): its own magic, "DS4L".
+constexpr uint32_t kLayersMagic = 0x4c345344;
+constexpr uint32_t kLayersVersion = 1;
 // The header's u32 fields in order, and their names in messages.
 enum Field : size_t {
   kMagic,
@@ -163,6 +166,89 @@ std::vector<float> floats_of(std::span<const uint8_t> src) {
   return v;
 }
 
+// Refuses a layer state a load would refuse: the model's ratio, the window at
+// positions tokens - raw_rows .. tokens - 1, the row counts `tokens` tokens
+// leave. Returns the layer's bytes in a payload.
+size_t check_layer_state(const model::Deepseek4HParams &hp, const LayerKvState &st, size_t il, int64_t tokens,
+                         int64_t raw_rows) {
+  const uint32_t ratio = hp.ratio(static_cast<uint32_t>(il));
+  const std::string where = "layer " + std::to_string(il) + ": ";
+  if (static_cast<uint32_t>(st.ratio()) != ratio)
+    fail(where + "state has ratio " + std::to_string(st.ratio()) + ", the model " + std::to_string(ratio));
+  if (st.raw_count() != raw_rows)
+    fail(where + std::to_string(st.raw_count()) + " raw rows after " + std::to_string(tokens) + " tokens, expected " +
+         std::to_string(raw_rows));
+  for (int i = 0; i < st.raw_count(); ++i)
+    if (st.raw_pos(i) != tokens - raw_rows + i)
+      fail(where + "raw row " + std::to_string(i) + " is at position " + std::to_string(st.raw_pos(i)) +
+           ", expected " + std::to_string(tokens - raw_rows + i));
+  if (st.n_compressed() != comp_rows(ratio, tokens) || st.n_index() != index_rows(ratio, tokens))
+    fail(where + std::to_string(st.n_compressed()) + " compressed and " + std::to_string(st.n_index()) +
+         " index rows after " + std::to_string(tokens) + " tokens, expected " +
+         std::to_string(comp_rows(ratio, tokens)) + " and " + std::to_string(index_rows(ratio, tokens)));
+  const size_t row_values = static_cast<size_t>(raw_rows + st.n_compressed()) * hp.head_dim +
+                            static_cast<size_t>(st.n_index()) * hp.indexer_head_dim;
+  return row_values * 4 + st.frontier_bytes();  // rows are f32 in the payload
+}
+
+// One layer's rows and frontiers; rows are f32 in the payload whatever the
+// storage (f16 rows convert exactly).
+void write_layer_rows(Writer &w, const LayerKvState &st) {
+  const auto hd = static_cast<size_t>(st.head_dim()), id = static_cast<size_t>(st.index_dim());
+  std::vector<float> row(std::max(hd, id));
+  for (int i = 0; i < st.raw_count(); ++i) w.f32s(st.raw_row(i, row.data()), hd);
+  if (const Compressor *c = st.attn_compressor()) {
+    for (int64_t r = 0; r < st.n_compressed(); ++r) w.f32s(st.compressed_row(r, row.data()), hd);
+    w.f32s(c->state_kv());
+    w.f32s(c->state_score());
+  }
+  if (const Compressor *c = st.index_compressor()) {
+    for (int64_t r = 0; r < st.n_index(); ++r) w.f32s(st.index_row(r, row.data()), id);
+    w.f32s(c->state_kv());
+    w.f32s(c->state_score());
+  }
+}
+
+// Where layer il's pieces lie (checked, nothing touched yet).
+LayerPlan plan_layer(Reader &r, const model::Deepseek4HParams &hp, const LayerKvState &st, size_t il,
+                     uint32_t raw_rows, uint32_t n_comp, uint32_t n_index, Numerics numerics) {
+  const std::string where = "layer " + std::to_string(il) + " ";
+  LayerPlan p;
+  p.raw = r.f32s(uint64_t{raw_rows} * hp.head_dim, where + "raw rows");
+  if (const Compressor *c = st.attn_compressor()) {
+    const auto frontier = static_cast<uint64_t>(c->state_rows()) * static_cast<uint64_t>(c->state_width());
+    p.comp = r.f32s(uint64_t{n_comp} * hp.head_dim, where + "compressed rows");
+    p.comp_kv = r.f32s(frontier, where + "compressor kv");
+    p.comp_score = r.f32s(frontier, where + "compressor score");
+  }
+  if (const Compressor *c = st.index_compressor()) {
+    const auto frontier = static_cast<uint64_t>(c->state_rows()) * static_cast<uint64_t>(c->state_width());
+    p.index = r.f32s(uint64_t{n_index} * hp.indexer_head_dim, where + "indexer rows");
+    p.index_kv = r.f32s(frontier, where + "indexer compressor kv");
+    p.index_score = r.f32s(frontier, where + "indexer compressor score");
+  }
+  if (numerics == Numerics::Default) {
+    check_f16_exact(p.raw, hp.head_dim, where + "raw row");
+    check_f16_exact(p.comp, hp.head_dim, where + "compressed row");
+    check_f16_exact(p.index, hp.indexer_head_dim, where + "indexer row");
+  }
+  return p;
+}
+
+void apply_layer(LayerKvState &st, const LayerPlan &p, int64_t first_pos) {
+  st.restore_raw(floats_of(p.raw), first_pos);
+  st.restore_compressed(floats_of(p.comp));
+  st.restore_index(floats_of(p.index));
+  if (Compressor *c = st.attn_compressor()) {
+    copy_floats(p.comp_kv, c->state_kv());
+    copy_floats(p.comp_score, c->state_score());
+  }
+  if (Compressor *c = st.index_compressor()) {
+    copy_floats(p.index_kv, c->state_kv());
+    copy_floats(p.index_score, c->state_score());
+  }
+}
+
 }  // namespace
 
 std::vector<uint8_t> serialize_payload(const Session &session, int prefill_chunk) {
@@ -189,27 +275,7 @@ std::vector<uint8_t> serialize_payload(const Session &session, int prefill_chunk
       fail("token " + std::to_string(i) + " is id " + std::to_string(session.tokens()[i]) + ", the vocab has " +
            std::to_string(hp.n_vocab));
   size_t bytes = kHeaderFields * 4 + static_cast<size_t>(tokens) * 4 + size_t{hp.n_vocab} * 4 + layers.size() * 8;
-  for (size_t il = 0; il < layers.size(); ++il) {
-    const LayerKvState &st = layers[il];
-    const uint32_t ratio = hp.ratio(static_cast<uint32_t>(il));
-    const std::string where = "layer " + std::to_string(il) + ": ";
-    if (static_cast<uint32_t>(st.ratio()) != ratio)
-      fail(where + "state has ratio " + std::to_string(st.ratio()) + ", the model " + std::to_string(ratio));
-    if (st.raw_count() != raw_rows)
-      fail(where + std::to_string(st.raw_count()) + " raw rows after " + std::to_string(tokens) + " tokens, expected " +
-           std::to_string(raw_rows));
-    for (int i = 0; i < st.raw_count(); ++i)
-      if (st.raw_pos(i) != tokens - raw_rows + i)
-        fail(where + "raw row " + std::to_string(i) + " is at position " + std::to_string(st.raw_pos(i)) +
-             ", expected " + std::to_string(tokens - raw_rows + i));
-    if (st.n_compressed() != comp_rows(ratio, tokens) || st.n_index() != index_rows(ratio, tokens))
-      fail(where + std::to_string(st.n_compressed()) + " compressed and " + std::to_string(st.n_index()) +
-           " index rows after " + std::to_string(tokens) + " tokens, expected " +
-           std::to_string(comp_rows(ratio, tokens)) + " and " + std::to_string(index_rows(ratio, tokens)));
-    const size_t row_values = static_cast<size_t>(raw_rows + st.n_compressed()) * hp.head_dim +
-                              static_cast<size_t>(st.n_index()) * hp.indexer_head_dim;
-    bytes += row_values * 4 + st.frontier_bytes();  // rows are f32 in the payload
-  }
+  for (size_t il = 0; il < layers.size(); ++il) bytes += check_layer_state(hp, layers[il], il, tokens, raw_rows);
 
   std::vector<uint8_t> out;
   out.reserve(bytes);
@@ -236,23 +302,108 @@ std::vector<uint8_t> serialize_payload(const Session &session, int prefill_chunk
   for (const LayerKvState &st : layers) w.u32(static_cast<uint32_t>(st.n_compressed()));
   for (const LayerKvState &st : layers) w.u32(static_cast<uint32_t>(st.n_index()));
 
-  // Rows are f32 in the payload whatever the storage; f16 rows convert exactly.
-  std::vector<float> row(std::max<size_t>(hp.head_dim, hp.indexer_head_dim));
-  for (const LayerKvState &st : layers) {
-    const auto hd = static_cast<size_t>(st.head_dim()), id = static_cast<size_t>(st.index_dim());
-    for (int i = 0; i < st.raw_count(); ++i) w.f32s(st.raw_row(i, row.data()), hd);
-    if (const Compressor *c = st.attn_compressor()) {
-      for (int64_t r = 0; r < st.n_compressed(); ++r) w.f32s(st.compressed_row(r, row.data()), hd);
-      w.f32s(c->state_kv());
-      w.f32s(c->state_score());
-    }
-    if (const Compressor *c = st.index_compressor()) {
-      for (int64_t r = 0; r < st.n_index(); ++r) w.f32s(st.index_row(r, row.data()), id);
-      w.f32s(c->state_kv());
-      w.f32s(c->state_score());
+  for (const LayerKvState &st : layers) write_layer_rows(w, st);
+  return out;
+}
+
+std::vector<uint8_t> serialize_layers(const Session &session, backend::LayerRange range) {
+  if (!session.consistent()) throw Error("session save: the session was left incomplete by a cancelled evaluation");
+  const model::Deepseek4HParams &hp = session.model().hparams();
+  const auto &layers = session.layers();
+  const int n_layer = static_cast<int>(hp.n_layer);
+  const int end = range.end < 0 ? n_layer : range.end;
+  if (range.begin < 0 || range.begin >= end || end > n_layer)
+    fail("layers " + std::to_string(range.begin) + ":" + std::to_string(range.end) + " do not fit the model");
+  const bool with_logits = range.end < 0;
+  const int64_t tokens = session.size();
+  const int64_t raw_rows = std::min(tokens, raw_window(hp, session.n_ctx()));
+  if (with_logits && tokens > 0 && session.logits().size() != hp.n_vocab)
+    fail("session of " + std::to_string(tokens) + " tokens holds no logits");
+  for (int il = range.begin; il < end; ++il)
+    check_layer_state(hp, layers[static_cast<size_t>(il)], static_cast<size_t>(il), tokens, raw_rows);
+  std::vector<uint8_t> out;
+  Writer w(out);
+  w.u32(kLayersMagic);
+  w.u32(kLayersVersion);
+  w.u32(to_u32(session.n_ctx(), "context"));
+  w.u32(to_u32(tokens, "token count"));
+  w.u32(static_cast<uint32_t>(range.begin));
+  w.u32(static_cast<uint32_t>(end));
+  w.u32(with_logits ? 1 : 0);
+  w.u32(static_cast<uint32_t>(raw_rows));
+  w.u32(hp.n_layer);
+  w.u32(hp.head_dim);
+  w.u32(hp.indexer_head_dim);
+  w.u32(hp.n_vocab);
+  for (const int32_t t : session.tokens()) w.u32(static_cast<uint32_t>(t));
+  if (with_logits) {
+    if (tokens > 0)
+      w.f32s(session.logits());
+    else
+      out.resize(out.size() + size_t{hp.n_vocab} * sizeof(float), 0);
+  }
+  for (int il = range.begin; il < end; ++il) w.u32(static_cast<uint32_t>(layers[static_cast<size_t>(il)].n_compressed()));
+  for (int il = range.begin; il < end; ++il) w.u32(static_cast<uint32_t>(layers[static_cast<size_t>(il)].n_index()));
+  for (int il = range.begin; il < end; ++il) write_layer_rows(w, layers[static_cast<size_t>(il)]);
+  return out;
+}
+
+void deserialize_layers(std::span<const uint8_t> blob, Session &session, backend::LayerRange range) {
+  const model::Deepseek4HParams &hp = session.model().hparams();
+  auto &layers = session.layers();
+  Reader r(blob);
+  auto field = [&](const char *name) { return r.u32(std::string("layer state ") + name); };
+  if (field("magic") != kLayersMagic) fail("not a layer state (no \"DS4L\" magic)");
+  if (const uint32_t v = field("version"); v != kLayersVersion)
+    fail("layer state version " + std::to_string(v) + ", this build reads " + std::to_string(kLayersVersion));
+  const uint32_t saved_ctx = field("context");
+  const int64_t tokens = field("token count");
+  const int begin = static_cast<int>(field("first layer"));
+  const int end = static_cast<int>(field("end layer"));
+  const bool with_logits = field("logits flag") != 0;
+  const uint32_t raw_rows = field("raw rows");
+  const uint32_t n_layer = field("layer count"), head_dim = field("head dim"), index_dim = field("indexer head dim"),
+                 vocab = field("vocab");
+  if (n_layer != hp.n_layer || head_dim != hp.head_dim || index_dim != hp.indexer_head_dim || vocab != hp.n_vocab)
+    fail("the layer state is of another model shape");
+  const int want_end = range.end < 0 ? static_cast<int>(hp.n_layer) : range.end;
+  if (begin != range.begin || end != want_end || with_logits != (range.end < 0))
+    fail("the layer state holds layers " + std::to_string(begin) + ":" + std::to_string(end) + ", expected " +
+         std::to_string(range.begin) + ":" + std::to_string(want_end));
+  if (saved_ctx == 0 || tokens >= session.n_ctx())
+    fail("token count " + std::to_string(tokens) + " does not fit this session's context " +
+         std::to_string(session.n_ctx()));
+  if (raw_rows != std::min(tokens, raw_window(hp, session.n_ctx())))
+    fail("raw rows " + std::to_string(raw_rows) + " do not fit " + std::to_string(tokens) + " tokens");
+  std::vector<int32_t> ids(static_cast<size_t>(tokens));
+  {
+    const auto b = r.take(static_cast<size_t>(tokens) * 4, "token ids");
+    for (size_t i = 0; i < ids.size(); ++i) {
+      uint32_t v;
+      std::memcpy(&v, b.data() + i * 4, 4);
+      if (v >= hp.n_vocab) fail("token " + std::to_string(i) + " is id " + std::to_string(v));
+      ids[i] = static_cast<int32_t>(v);
     }
   }
-  return out;
+  std::span<const uint8_t> logit_bytes;
+  if (with_logits) logit_bytes = r.f32s(hp.n_vocab, "logits");
+  const auto n = static_cast<size_t>(end - begin);
+  std::vector<uint32_t> n_comp(n), n_index(n);
+  for (auto &c : n_comp) c = r.u32("compressed count");
+  for (auto &c : n_index) c = r.u32("indexer count");
+  std::vector<LayerPlan> plan(n);
+  for (size_t k = 0; k < n; ++k) {
+    const size_t il = static_cast<size_t>(begin) + k;
+    const uint32_t ratio = hp.ratio(static_cast<uint32_t>(il));
+    if (n_comp[k] != comp_rows(ratio, tokens) || n_index[k] != index_rows(ratio, tokens))
+      fail("layer " + std::to_string(il) + " row counts do not fit " + std::to_string(tokens) + " tokens");
+    plan[k] = plan_layer(r, hp, layers[il], il, raw_rows, n_comp[k], n_index[k], session.numerics());
+  }
+  if (r.left() != 0) fail(std::to_string(r.left()) + " trailing bytes after the last layer");
+  const int64_t first_pos = tokens - raw_rows;
+  for (size_t k = 0; k < n; ++k) apply_layer(layers[static_cast<size_t>(begin) + k], plan[k], first_pos);
+  session.mutable_tokens() = std::move(ids);
+  if (with_logits) session.mutable_logits() = tokens > 0 ? floats_of(logit_bytes) : std::vector<float>{};
 }
 
 void deserialize_payload(std::span<const uint8_t> payload, Session &session) {
@@ -328,50 +479,15 @@ void deserialize_payload(std::span<const uint8_t> payload, Session &session) {
   }
 
   std::vector<LayerPlan> plan(n_layer);
-  for (size_t il = 0; il < n_layer; ++il) {
-    const LayerKvState &st = layers[il];
-    const std::string where = "layer " + std::to_string(il) + " ";
-    LayerPlan &p = plan[il];
-    p.raw = r.f32s(uint64_t{h[kRawRows]} * hp.head_dim, where + "raw rows");
-    if (const Compressor *c = st.attn_compressor()) {
-      const auto frontier = static_cast<uint64_t>(c->state_rows()) * static_cast<uint64_t>(c->state_width());
-      p.comp = r.f32s(uint64_t{n_comp[il]} * hp.head_dim, where + "compressed rows");
-      p.comp_kv = r.f32s(frontier, where + "compressor kv");
-      p.comp_score = r.f32s(frontier, where + "compressor score");
-    }
-    if (const Compressor *c = st.index_compressor()) {
-      const auto frontier = static_cast<uint64_t>(c->state_rows()) * static_cast<uint64_t>(c->state_width());
-      p.index = r.f32s(uint64_t{n_index[il]} * hp.indexer_head_dim, where + "indexer rows");
-      p.index_kv = r.f32s(frontier, where + "indexer compressor kv");
-      p.index_score = r.f32s(frontier, where + "indexer compressor score");
-    }
-    if (session.numerics() == Numerics::Default) {
-      check_f16_exact(p.raw, hp.head_dim, where + "raw row");
-      check_f16_exact(p.comp, hp.head_dim, where + "compressed row");
-      check_f16_exact(p.index, hp.indexer_head_dim, where + "indexer row");
-    }
-  }
+  for (size_t il = 0; il < n_layer; ++il)
+    plan[il] = plan_layer(r, hp, layers[il], il, h[kRawRows], n_comp[il], n_index[il], session.numerics());
   if (r.left() != 0) fail(std::to_string(r.left()) + " trailing bytes after the last layer");
 
   // Everything is checked; from here on only allocation can fail, and the
   // big buffers were reserved for n_ctx when the session was made.
   std::vector<float> logits = tokens > 0 ? floats_of(logit_bytes) : std::vector<float>{};
   const int64_t first_pos = tokens - h[kRawRows];
-  for (size_t il = 0; il < n_layer; ++il) {
-    LayerKvState &st = layers[il];
-    const LayerPlan &p = plan[il];
-    st.restore_raw(floats_of(p.raw), first_pos);
-    st.restore_compressed(floats_of(p.comp));
-    st.restore_index(floats_of(p.index));
-    if (Compressor *c = st.attn_compressor()) {
-      copy_floats(p.comp_kv, c->state_kv());
-      copy_floats(p.comp_score, c->state_score());
-    }
-    if (Compressor *c = st.index_compressor()) {
-      copy_floats(p.index_kv, c->state_kv());
-      copy_floats(p.index_score, c->state_score());
-    }
-  }
+  for (size_t il = 0; il < n_layer; ++il) apply_layer(layers[il], plan[il], first_pos);
   session.mutable_tokens() = std::move(ids);
   session.mutable_logits() = std::move(logits);
 }

@@ -37,6 +37,17 @@ std::vector<uint8_t> serialize_payload(const Session &session, int prefill_chunk
 // on it). ds4::Error, session unchanged, on any mismatch or truncation.
 void deserialize_payload(std::span<const uint8_t> payload, Session &session);
 
+// The state of layers [range.begin, range.end) (end -1: through the last
+// layer, with the logits) with the token list: what a pipeline stage holds
+// of a session (dist/pipeline_backend.h merges the stages' states into one
+// payload). Its own format, magic "DS4L": header, tokens, logits when the
+// range ends with the head, per layer of the range the payload's counts and
+// rows. deserialize_layers replaces those layers, the token list and (with
+// the head) the logits, leaving the other layers as they are; ds4::Error,
+// session unchanged, when anything does not fit.
+std::vector<uint8_t> serialize_layers(const Session &session, backend::LayerRange range);
+void deserialize_layers(std::span<const uint8_t> blob, Session &session, backend::LayerRange range);
+
 // Session file = container + payload (see above).
 void save_session_file(const std::string &path, const Session &session, int prefill_chunk);
 // ds4::Error naming the file and the problem (not a session file, damaged,
