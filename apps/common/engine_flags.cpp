@@ -5,6 +5,7 @@
 
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "dist/coordinator.h"
 
 namespace ds4::app {
 
@@ -65,6 +66,41 @@ void check_engine_flags(const engine::EngineOptions& eo) {
   if (eo.prefill_chunk < 1) {
     throw Error("--prefill-chunk must be at least 1 (got " + std::to_string(eo.prefill_chunk) + ")");
   }
+}
+
+void add_dist_flags(CLI::App& app, engine::EngineOptions& eo, std::string* layers) {
+  app.add_option("--dist-listen", eo.dist_listen,
+                 "coordinate a pipeline across processes: listen for ds4-worker on HOST:PORT (ZeroMQ, CURVE "
+                 "encrypted and authenticated with --dist-key; port 0: any free one, printed)");
+  app.add_option("--dist-key", eo.dist_key, "with --dist-listen: the cluster key file (ds4-worker --gen-key FILE)");
+  app.add_option("--layers", *layers,
+                 "with --dist-listen: the layers this process evaluates, 0:N (workers serve N:output)");
+  app.add_option("--dist-prefill-chunk", eo.dist_wave_tokens,
+                 "with --dist-listen: prompt tokens per wave along the route (several waves in flight keep every "
+                 "stage busy)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--dist-prefill-window", eo.dist_window, "with --dist-listen: waves in flight")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--dist-activation-bits", eo.dist_activation_bits,
+                 "with --dist-listen: hidden states on the wire, 32 (f32, results identical to one process) or 16 "
+                 "(half the bytes)")
+      ->check(CLI::IsMember({32, 16}));
+}
+
+void finish_dist_flags(engine::EngineOptions& eo, const std::string& layers, int64_t ctx) {
+  if (eo.dist_listen.empty()) {
+    if (!layers.empty()) throw Error("--layers needs --dist-listen");
+    if (!eo.dist_key.empty()) throw Error("--dist-key needs --dist-listen");
+    return;
+  }
+  if (layers.empty()) throw Error("--dist-listen needs --layers 0:N (the layers this process evaluates)");
+  int begin = 0, end = 0;
+  dist::parse_layer_range(layers, &begin, &end);
+  if (begin != 0 || end < 0)
+    throw Error("--layers " + layers +
+                ": the coordinator evaluates the first layers, 0:N (the last worker serves N:output)");
+  eo.dist_first_remote = end;
+  eo.dist_ctx = ctx;
 }
 
 }  // namespace ds4::app

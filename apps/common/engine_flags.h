@@ -6,6 +6,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <string>
+
 #include "engine/engine.h"
 
 namespace ds4::app {
@@ -17,6 +20,14 @@ CLI::Option* add_engine_flags(CLI::App& app, engine::EngineOptions& eo, const st
 
 // ds4::Error naming the flag for values no model can make valid.
 void check_engine_flags(const engine::EngineOptions& eo);
+
+// The coordinator's flags (docs/distributed.md): --dist-listen, --dist-key,
+// --layers 0:N, --dist-prefill-chunk, --dist-prefill-window,
+// --dist-activation-bits, bound to `eo` (--layers into *layers).
+void add_dist_flags(CLI::App& app, engine::EngineOptions& eo, std::string* layers);
+// After parsing: checks them together and fills eo.dist_first_remote and
+// eo.dist_ctx (sessions of up to ctx tokens); ds4::Error naming the flag.
+void finish_dist_flags(engine::EngineOptions& eo, const std::string& layers, int64_t ctx);
 
 inline bool quality(const engine::EngineOptions& eo) { return eo.numerics == backend::Numerics::Quality; }
 

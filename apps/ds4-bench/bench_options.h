@@ -50,6 +50,11 @@ struct Options {
   // by -t threads between decode steps (core/read_bandwidth.h); "" = none.
   std::string read_bandwidth;
   std::string backend = "cpu";
+  // --dist-listen ... --layers 0:N (apps/common/engine_flags.h): this process
+  // coordinates a pipeline; the walk starts once workers serve every other
+  // layer, waiting at most dist_wait_seconds.
+  std::string dist_layers;
+  double dist_wait_seconds = 120;
 };
 
 // ds4::Error naming the flag for values no model can make valid: counts below

@@ -186,6 +186,38 @@ DecodeProbe decode_probe(ds4::backend::Backend& backend, const ds4::backend::Ses
   return out;
 }
 
+// --dist-listen: waits for the route, then names its stages (the hops whose
+// telemetry the CSV reports); empty for one process.
+std::vector<ds4::dist::StageInfo> wait_for_route(const ds4::engine::Engine& engine, double seconds) {
+  if (!engine.route()) return {};
+  std::fprintf(stderr, "dist: waiting up to %.0f s for workers to serve every layer\n", seconds);
+  std::fflush(stderr);
+  if (!engine.wait_for_route(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000))))
+    throw Error("--dist-wait " + std::to_string(static_cast<int64_t>(seconds)) + ": no worker serves layers " +
+                engine.route()->missing);
+  const std::vector<ds4::dist::StageInfo> stages = engine.route()->stages;
+  for (size_t i = 0; i < stages.size(); ++i)
+    std::fprintf(stderr, "dist: hop %zu: layers %s on worker %s at %s\n", i + 1,
+                 ds4::dist::layer_range_text(stages[i].begin, stages[i].end).c_str(), stages[i].name.c_str(),
+                 stages[i].address.c_str());
+  return stages;
+}
+
+// Per hop, what the route's telemetry moved between two readings.
+struct HopDelta {
+  double eval_seconds = 0, wait_seconds = 0;
+};
+
+std::vector<HopDelta> hop_deltas(const std::optional<ds4::dist::RouteStatus>& a,
+                                 const std::optional<ds4::dist::RouteStatus>& b) {
+  std::vector<HopDelta> out;
+  if (!a || !b) return out;
+  for (size_t i = 0; i < b->stages.size() && i < a->stages.size(); ++i)
+    out.push_back({b->stages[i].eval_seconds - a->stages[i].eval_seconds,
+                   b->stages[i].wait_seconds - a->stages[i].wait_seconds});
+  return out;
+}
+
 uint64_t peak_rss_bytes() {
   rusage ru{};
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
@@ -197,9 +229,12 @@ int run(const Options& o) {
   CsvOut csv(o.csv);
 
   // Loading (and --warm-weights / --mlock paging the file in) is not timed.
+  ds4::engine::EngineOptions eo = o.engine;
+  ds4::app::finish_dist_flags(eo, o.dist_layers, o.ctx_alloc.value_or(ctx_needed(o.ctx_max, o.gen_tokens) + 1));
   const auto t_load = Clock::now();
-  ds4::engine::Engine engine(o.engine);
+  ds4::engine::Engine engine(eo);
   const double load_secs = seconds_since(t_load);
+  const std::vector<ds4::dist::StageInfo> hops = wait_for_route(engine, o.dist_wait_seconds);
   const ds4::engine::ModelFacts& facts = engine.facts();
   const PromptTokens prompt = load_prompt(o, engine);
   const auto available = static_cast<int64_t>(prompt.ids.size());
@@ -270,8 +305,11 @@ int run(const Options& o) {
   }
 
   const bool streaming = o.engine.ssd_streaming;
+  std::string hop_columns;
+  for (size_t i = 1; i <= hops.size(); ++i)
+    hop_columns += ",hop" + std::to_string(i) + "_eval_ms_per_token,hop" + std::to_string(i) + "_wait_ms_per_token";
   csv.line(std::string(kCsvHeaderStem) + (o.sessions > 1 ? kCsvSessionColumns : "") +
-           (streaming ? kCsvStreamingColumns : "") + "\n");
+           (streaming ? kCsvStreamingColumns : "") + hop_columns + "\n");
   int64_t done = 0;
   uint64_t decode_read_bytes = 0;  // --ssd-streaming: over every decode probe
   double decode_secs = 0, decode_tokens = 0;
@@ -283,8 +321,10 @@ int run(const Options& o) {
     const double prefill_secs = seconds_since(t_prefill);
     done = frontier;
 
+    const auto route_before = engine.route();
     const ds4::engine::StreamingStats before_decode = engine.streaming_stats();
     DecodeProbe probe = decode_probe(backend, session, o, prompt.eos, read_probe.get(), read_every);
+    const std::vector<HopDelta> hop = hop_deltas(route_before, engine.route());
     const StreamingDelta pre = streaming_delta(before_prefill, before_decode);
     const StreamingDelta dec = streaming_delta(before_decode, engine.streaming_stats());
     const double decoded = static_cast<double>(o.gen_tokens) * o.sessions;
@@ -348,7 +388,18 @@ int run(const Options& o) {
       len += std::snprintf(row + len, sizeof row - static_cast<size_t>(len), ",%.4f,%.4f,%.0f,%.2f",
                            dec.share(dec.hits), dec.share(dec.prefetch_hits), static_cast<double>(dec.bytes) / decoded,
                            1e3 * dec.seconds / decoded);
-    csv.line(std::string(row) + "\n");
+    std::string hop_values;
+    for (size_t i = 0; i < hops.size(); ++i) {
+      const HopDelta d = i < hop.size() ? hop[i] : HopDelta{};
+      char cell[64];
+      std::snprintf(cell, sizeof cell, ",%.3f,%.3f", 1e3 * d.eval_seconds / o.gen_tokens, 1e3 * d.wait_seconds / o.gen_tokens);
+      hop_values += cell;
+      std::fprintf(stderr, "frontier %lld: hop %zu (layers %s): decode %.3f ms evaluating + %.3f ms transfer and "
+                   "queueing a step\n", static_cast<long long>(frontier), i + 1,
+                   ds4::dist::layer_range_text(hops[i].begin, hops[i].end).c_str(), 1e3 * d.eval_seconds / o.gen_tokens,
+                   1e3 * d.wait_seconds / o.gen_tokens);
+    }
+    csv.line(std::string(row) + hop_values + "\n");
   }
   csv.close();
   if (streaming) report_io_bound(engine, decode_read_bytes, decode_tokens, decode_secs);
@@ -423,6 +474,10 @@ int main(int argc, char** argv) {
   app.add_option("--record-expert-usage", o.record_expert_usage,
                  "Write every routed expert's selections over the run to this file, most selected first: a hot "
                  "list for --ssd-streaming-hotlist");
+  ds4::app::add_dist_flags(app, o.engine, &o.dist_layers);
+  app.add_option("--dist-wait", o.dist_wait_seconds,
+                 "with --dist-listen: seconds to wait for workers to serve every layer before the walk")
+      ->capture_default_str();
   app.add_flag("--print-gen-tokens", o.print_gen_tokens, "Print each frontier's generated ids on stderr")->group("");
 
   try {

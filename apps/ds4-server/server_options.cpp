@@ -6,7 +6,6 @@
 
 #include "common/engine_flags.h"
 #include "core/error.h"
-#include "dist/coordinator.h"
 #include "version/version.h"
 
 namespace ds4::app {
@@ -76,21 +75,7 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
   app.add_option("--tool-memory-max-ids", o.engine.tool_memory_max_ids, "tool-call ids remembered for exact replay")
       ->check(CLI::Range(size_t{0}, size_t{1} << 30));
   std::string layers;
-  app.add_option("--dist-listen", o.load.dist_listen,
-                 "coordinate a pipeline across processes: listen for ds4-worker on HOST:PORT (ZeroMQ, CURVE "
-                 "encrypted and authenticated with --dist-key)");
-  app.add_option("--dist-key", o.load.dist_key, "with --dist-listen: the cluster key file (ds4-worker --gen-key FILE)");
-  app.add_option("--layers", layers, "with --dist-listen: the layers this process evaluates, 0:N (workers serve N:output)");
-  app.add_option("--dist-prefill-chunk", o.load.dist_wave_tokens,
-                 "with --dist-listen: prompt tokens per wave along the route (several waves in flight keep every "
-                 "stage busy)")
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--dist-prefill-window", o.load.dist_window, "with --dist-listen: waves in flight")
-      ->check(CLI::Range(1, 64));
-  app.add_option("--dist-activation-bits", o.load.dist_activation_bits,
-                 "with --dist-listen: hidden states on the wire, 32 (f32, results identical to one process) or 16 "
-                 "(half the bytes)")
-      ->check(CLI::IsMember({32, 16}));
+  add_dist_flags(app, o.load, &layers);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -100,18 +85,7 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
   }
   o.model_given = m->count() > 0;
   check_engine_flags(o.load);
-  if (!layers.empty() || !o.load.dist_key.empty()) {
-    if (o.load.dist_listen.empty()) throw Error(std::string(layers.empty() ? "--dist-key" : "--layers") + " needs --dist-listen");
-  }
-  if (!o.load.dist_listen.empty()) {
-    if (layers.empty()) throw Error("--dist-listen needs --layers 0:N (the layers this process evaluates)");
-    int begin = 0, end = 0;
-    dist::parse_layer_range(layers, &begin, &end);
-    if (begin != 0 || end < 0)
-      throw Error("--layers " + layers + ": the coordinator evaluates the first layers, 0:N (the last worker serves N:output)");
-    o.load.dist_first_remote = end;
-    o.load.dist_ctx = o.ctx;
-  }
+  finish_dist_flags(o.load, layers, o.ctx);
   o.engine.exact_tool_replay = !no_replay;
   o.engine.cache_ram_bytes = static_cast<size_t>(cache_ram_mb) << 20;
   o.engine.n_ctx = o.ctx;
