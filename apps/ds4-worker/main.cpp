@@ -48,7 +48,8 @@ int run(int argc, char** argv) {
   ds4::app::add_engine_flags(app, eo, "GGUF model file (the coordinator's file, or one with the same fingerprint)");
   app.add_option("--gen-key", gen_key, "write a new cluster key to FILE (mode 0600) and exit; copy it to every host");
   app.add_option("--coordinator", coordinator, "the coordinator's HOST:PORT (ds4-server --dist-listen)");
-  app.add_option("--layers", layers, "the layers this worker evaluates: A:B, or A:output for the last stage");
+  app.add_option("--layers", layers, "the layers this worker evaluates: A:B, or A:output for the last stage (A:N, N the layer count: the last "
+                 "layer without the output head, which the coordinator then computes: smaller replies)");
   app.add_option("--dist-key", key_file, "the cluster key file (the coordinator's)");
   app.add_option("-c,--ctx", ctx, "the most tokens one session may hold (at least the coordinator's --ctx)")
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
@@ -83,7 +84,7 @@ int run(int argc, char** argv) {
 
   ds4::engine::Engine engine(eo);
   if (wo.layers.begin >= static_cast<int>(engine.facts().n_layer) ||
-      (wo.layers.end >= 0 && wo.layers.end >= static_cast<int>(engine.facts().n_layer)))
+      (wo.layers.end >= 0 && wo.layers.end > static_cast<int>(engine.facts().n_layer)))
     throw Error("--layers " + layers + ": the model has " + std::to_string(engine.facts().n_layer) +
                 " layers (the last stage is A:output)");
   char host[256] = {0};

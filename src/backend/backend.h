@@ -59,10 +59,11 @@ class Session {
 };
 
 // Layers [begin, end) of the model; end -1 means through the last layer and
-// then the output head (logits). A range that stops short of the last layer
-// hands each token's hidden state (Backend::hidden_size() floats) to the
-// next range; one that starts after layer 0 takes them instead of the
-// embedding. Pipeline stages are ranges.
+// then the output head (logits). A range with an end (n_layer included: the
+// last layer without the head) hands each token's hidden state
+// (Backend::hidden_size() floats) to the next range, or to eval_head; one
+// that starts after layer 0 takes them instead of the embedding. Pipeline
+// stages are ranges.
 struct LayerRange {
   int begin = 0;
   int end = -1;
@@ -112,6 +113,11 @@ class Backend {
   // buffer. A cancel (progress) throws ds4::Cancelled and marks every session
   // of the call inconsistent.
   virtual void eval(std::span<const Part> parts, LayerRange range = {}) = 0;
+  // The output head alone (output HC head, norm, vocab projection) on n
+  // hidden states after the last layer (n x hidden_size()): logits (n x
+  // n_vocab) bit-identical to those of a range through the head. A pipeline
+  // whose last stage stops at n_layer computes its logits here.
+  virtual void eval_head(const float *hidden, int64_t n, float *logits) = 0;
   // One session over every layer.
   void eval(Session &session, std::span<const int32_t> tokens, float *all_logits = nullptr);
 

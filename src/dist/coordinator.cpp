@@ -67,10 +67,9 @@ std::string handshake_problem(const Hello& h, const Expectation& e) {
            " (give the worker --ctx " + std::to_string(e.n_ctx) + " or more)";
   const auto n = static_cast<int32_t>(e.n_layer);
   const int32_t end = h.layer_end < 0 ? n : h.layer_end;
-  if (h.layer_begin < 0 || h.layer_begin >= n || end > n || h.layer_begin >= end ||
-      (h.layer_end >= 0 && h.layer_end == n))
+  if (h.layer_begin < 0 || h.layer_begin >= n || end > n || h.layer_begin >= end)
     return "layers " + layer_range_text(h.layer_begin, h.layer_end) + " do not fit a model of " +
-           std::to_string(n) + " layers (A:B with A < B < " + std::to_string(n) + ", or A:output)";
+           std::to_string(n) + " layers (A:B with A < B <= " + std::to_string(n) + ", or A:output)";
   if (h.layer_begin < e.first_remote)
     return "layers " + layer_range_text(h.layer_begin, h.layer_end) + " overlap the coordinator's own 0:" +
            std::to_string(e.first_remote);
@@ -209,9 +208,12 @@ void Coordinator::on_result(const Incoming& in) {
     changed_.notify_all();
     return;
   }
-  if (peer.end < 0) {
+  if (peer.end < 0 || peer.end == static_cast<int>(expect_.n_layer)) {
+    // The route's end: logits, or (a last stage without the head) the
+    // hidden states of the rows whose logits are wanted.
     p.done = true;
     p.outcome.logits = std::move(r.logits);
+    p.outcome.hidden = std::move(r.hidden);
     changed_.notify_all();
     return;
   }
@@ -313,7 +315,7 @@ RouteStatus Coordinator::route() const {
       return r;
     }
     r.stages.push_back(found->stats);
-    if (found->end < 0) {
+    if (found->end < 0 || found->end == static_cast<int>(expect_.n_layer)) {
       r.complete = true;
       return r;
     }
@@ -382,7 +384,7 @@ std::vector<Coordinator::OpAnswer> Coordinator::session_op(
     hub_->send(peer->id, encode(op));
     sent.emplace_back(id, a);
     answers.push_back(a);
-    if (peer->end < 0) break;
+    if (peer->end < 0 || peer->end == static_cast<int>(expect_.n_layer)) break;
     at = peer->end;
   }
   for (size_t i = 0; i < sent.size(); ++i) {
@@ -402,7 +404,7 @@ void Coordinator::session_op_async(SessionOp op) {
   while (Peer* peer = stage_at(at)) {
     op.request = 0;  // answers to request 0 are ignored
     hub_->send(peer->id, encode(op));
-    if (peer->end < 0) break;
+    if (peer->end < 0 || peer->end == static_cast<int>(expect_.n_layer)) break;
     at = peer->end;
   }
 }

@@ -74,7 +74,9 @@ struct Outcome {
   ResultStatus status = ResultStatus::Ok;
   std::string error;           // Failed / Mismatch: why, naming the stage
   bool unavailable = false;    // Failed because a stage is missing or stopped answering
-  std::vector<float> hidden;   // hidden states out, when the route ended short of the head
+  // The route's last stage stops at the last layer without the head: the
+  // hidden states of the rows whose logits are wanted (the caller's head).
+  std::vector<float> hidden;
   std::vector<float> logits;   // from the last stage
 };
 

@@ -273,6 +273,12 @@ void PipelineBackend::run_waves(std::span<const backend::Part> parts, std::vecto
       unavailable = unavailable || o.unavailable;
       return;
     }
+    if (o.logits.empty() && !o.hidden.empty()) {
+      // The last stage stopped at the last layer: the head runs here.
+      const size_t rows = o.hidden.size() / hd;
+      o.logits.resize(rows * nv);
+      local_.eval_head(o.hidden.data(), static_cast<int64_t>(rows), o.logits.data());
+    }
     size_t row = 0;
     for (const Piece& p : waves[f.wave]) {
       Work& w = work[p.part];

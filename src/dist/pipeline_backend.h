@@ -56,6 +56,7 @@ class PipelineBackend final : public backend::Backend {
   // sessions keep their tokens and logits and are replayed on the next call.
   void eval(std::span<const backend::Part> parts, backend::LayerRange range = {}) override;
   using backend::Backend::eval;
+  void eval_head(const float* hidden, int64_t n, float* logits) override { local_.eval_head(hidden, n, logits); }
   void set_progress(Progress progress) override { local_.set_progress(std::move(progress)); }
   void set_prefill_chunk(int n) override { local_.set_prefill_chunk(n); }
   int prefill_chunk() const override { return local_.prefill_chunk(); }

@@ -270,6 +270,7 @@ Result Worker::evaluate(const Eval& eval) {
     throw;
   }
   r.eval_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+  if (options_.layers.end == backend_.n_layer()) keep_logit_rows(eval, hd, r.hidden);
   for (size_t i = 0; i < eval.parts.size(); ++i) {
     held[i]->hash = token_prefix_hash(eval.parts[i].tokens, held[i]->hash);
     if (last_row_at[i] != SIZE_MAX) {
@@ -279,6 +280,23 @@ Result Worker::evaluate(const Eval& eval) {
     }
   }
   return r;
+}
+
+// The last stage without the head hands back only the rows whose logits
+// are wanted (every row of an all_logits part, the last of the others
+// unless skipped), in part order: the coordinator's head needs no more.
+void Worker::keep_logit_rows(const Eval& eval, size_t hd, std::vector<float>& hidden) {
+  size_t row = 0, kept = 0;
+  for (const EvalPart& p : eval.parts) {
+    const size_t n = p.tokens.size();
+    size_t from = n, to = n;
+    if (p.all_logits) from = 0;
+    else if (!p.skip_logits && n > 0) from = n - 1;
+    for (size_t t = from; t < to; ++t, ++kept)
+      std::copy_n(hidden.begin() + static_cast<ptrdiff_t>((row + t) * hd), hd, hidden.begin() + static_cast<ptrdiff_t>(kept * hd));
+    row += n;
+  }
+  hidden.resize(kept * hd);
 }
 
 SessionOpDone Worker::session_op(const SessionOp& op) {

@@ -75,6 +75,7 @@ class Worker {
   void evaluation_loop();
   void handle(const Job& job);
   Result evaluate(const Eval& eval);
+  static void keep_logit_rows(const Eval& eval, size_t hd, std::vector<float>& hidden);
   SessionOpDone session_op(const SessionOp& op);
   // The session a span continues, made when new; null when the span does
   // not continue it (MISMATCH).

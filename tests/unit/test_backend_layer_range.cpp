@@ -119,6 +119,38 @@ TEST_P(LayerRangeTest, StagesEqualTheWholeModel) {
   }
 }
 
+// A last range through layer n_layer without the head (end n_layer, not
+// -1) hands out hidden states; eval_head on them gives the whole model's
+// logits bit for bit, for one row and for several at once.
+TEST_P(LayerRangeTest, EvalHeadOnTheLastLayersStatesEqualsTheHead) {
+  test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 33);
+  const int64_t nv = m.hparams().n_vocab;
+  const int n_layer = static_cast<int>(m.hparams().n_layer);
+  cpu::Forward f(m.model(), GetParam(), nullptr);
+  const auto prompt = random_tokens(nv, 13, 3);
+  auto whole = f.new_session(64);
+  std::vector<float> want(prompt.size() * static_cast<size_t>(nv));
+  f.eval(*whole, prompt, want.data());
+
+  const auto hd = static_cast<size_t>(f.hidden_size());
+  auto first = f.new_session(64), second = f.new_session(64);
+  std::vector<float> mid(prompt.size() * hd), last(prompt.size() * hd);
+  Part a{first.get(), prompt};
+  a.hidden_out = mid.data();
+  f.eval(std::span<const Part>(&a, 1), LayerRange{0, 3});
+  Part b{second.get(), prompt};
+  b.hidden_in = mid.data();
+  b.hidden_out = last.data();
+  f.eval(std::span<const Part>(&b, 1), LayerRange{3, n_layer});
+  EXPECT_TRUE(second->logits().empty()) << "no head ran";
+  std::vector<float> got(want.size());
+  f.eval_head(last.data(), static_cast<int64_t>(prompt.size()), got.data());
+  EXPECT_EQ(got, want);
+  std::vector<float> one(static_cast<size_t>(nv));
+  f.eval_head(last.data() + (prompt.size() - 1) * hd, 1, one.data());
+  EXPECT_TRUE(std::equal(one.begin(), one.end(), want.end() - nv));
+}
+
 INSTANTIATE_TEST_SUITE_P(Numerics, LayerRangeTest, testing::Values(Numerics::Default, Numerics::Quality),
                          [](const auto &info) { return std::string(info.param == Numerics::Default ? "Default" : "Quality"); });
 

@@ -172,13 +172,22 @@ TEST_P(PipelineTest, TwoAndThreeStagesEqualOneProcess) {
   cpu::Forward whole(m.model(), GetParam(), nullptr);
   const Transcript truth = run(whole, prompts, 5);
 
-  for (const std::vector<int>& cuts : {std::vector<int>{2}, std::vector<int>{1, 4}}) {
-    SCOPED_TRACE("cuts at " + std::to_string(cuts[0]) + (cuts.size() > 1 ? "," + std::to_string(cuts[1]) : ""));
+  // The last stage with the head (end -1), or without it (end n_layer: the
+  // coordinator's eval_head makes the logits from the returned rows).
+  struct Split {
+    std::vector<int> cuts;
+    int last_end;
+  };
+  const int n_layer = static_cast<int>(m.hparams().n_layer);
+  for (const Split& split : {Split{{2}, -1}, Split{{1, 4}, -1}, Split{{3}, n_layer}}) {
+    const std::vector<int>& cuts = split.cuts;
+    SCOPED_TRACE("cuts at " + std::to_string(cuts[0]) + (cuts.size() > 1 ? "," + std::to_string(cuts[1]) : "") +
+                 ", last stage ends at " + std::to_string(split.last_end));
     cpu::Forward local(m.model(), GetParam(), nullptr);
     Cluster c(local, fp, cuts[0]);
     std::vector<std::unique_ptr<WorkerThread>> workers;
     for (size_t i = 0; i < cuts.size(); ++i) {
-      const int end = i + 1 < cuts.size() ? cuts[i + 1] : -1;
+      const int end = i + 1 < cuts.size() ? cuts[i + 1] : split.last_end;
       workers.push_back(std::make_unique<WorkerThread>(m.model(), GetParam(), c.endpoint, c.key,
                                                        backend::LayerRange{cuts[i], end}, fp));
     }
@@ -384,7 +393,8 @@ TEST(DistHandshake, EachMismatchIsNamed) {
   EXPECT_NE(problem([](Hello& x) { x.numerics = 1; }).find("numerics"), std::string::npos);
   EXPECT_NE(problem([](Hello& x) { x.hidden_size = 32; }).find("hidden states of 32"), std::string::npos);
   EXPECT_NE(problem([](Hello& x) { x.n_ctx = 99; }).find("context of 99"), std::string::npos);
-  EXPECT_NE(problem([](Hello& x) { x.layer_end = 6; }).find("do not fit"), std::string::npos);
+  EXPECT_EQ(problem([](Hello& x) { x.layer_end = 6; }), "") << "the last layer without the head";
+  EXPECT_NE(problem([](Hello& x) { x.layer_end = 7; }).find("do not fit"), std::string::npos);
   EXPECT_NE(problem([](Hello& x) { x.layer_end = 2; }).find("do not fit"), std::string::npos);
   EXPECT_NE(problem([](Hello& x) { x.layer_begin = 1; }).find("overlap the coordinator's own 0:2"), std::string::npos);
   EXPECT_EQ(problem([](Hello& x) { x.layer_end = 5; }), "");

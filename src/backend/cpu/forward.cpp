@@ -134,10 +134,10 @@ int Forward::check_range(std::span<const backend::Part> parts, backend::LayerRan
     if (range.begin > 0 && !parts[p].hidden_in)
       throw Error("eval: part " + std::to_string(p) + " has no hidden states for a range starting at layer " +
                   std::to_string(range.begin));
-    if (end < n_layer && !parts[p].hidden_out)
+    if (range.end >= 0 && !parts[p].hidden_out)
       throw Error("eval: part " + std::to_string(p) + " has no buffer for the hidden states after layer " +
                   std::to_string(end - 1));
-    if (end < n_layer && parts[p].all_logits)
+    if (range.end >= 0 && parts[p].all_logits)
       throw Error("eval: part " + std::to_string(p) + " asks for logits from a range that ends before the output head");
   }
   return end;
@@ -146,6 +146,7 @@ int Forward::check_range(std::span<const backend::Part> parts, backend::LayerRan
 void Forward::eval(std::span<const backend::Part> parts, backend::LayerRange range) {
   layer_end_ = check_range(parts, range);
   layer_begin_ = range.begin;
+  head_ = range.end < 0;
   sessions_.resize(parts.size());
   size_t total = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
@@ -373,7 +374,7 @@ void Forward::finish_chunk(std::span<const SessionTokens> parts, std::span<const
   // A part's tokens are one run of the chunk. Parts that keep every row's
   // logits get them straight into their buffer; the last rows of the others
   // go through the vocab head together (one read of it for all sessions).
-  if (layer_end_ < static_cast<int>(attn_.size())) {
+  if (!head_) {
     hidden_out_chunk(parts, tokens, places);
     return;
   }

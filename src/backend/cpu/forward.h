@@ -50,6 +50,7 @@ class Forward final : public backend::Backend {
   bool owns(const backend::Session &session) const override;
   void eval(std::span<const backend::Part> parts, backend::LayerRange range = {}) override;
   using backend::Backend::eval;
+  void eval_head(const float *hidden, int64_t n, float *logits) override { head_batch(hidden, n, logits); }
   void set_progress(Progress progress) override { progress_ = std::move(progress); }
   // Tokens per layer-major chunk (>= 1); default kDefaultPrefillChunk.
   void set_prefill_chunk(int n) override;
@@ -171,6 +172,7 @@ class Forward final : public backend::Backend {
   // The call being evaluated: each part's CPU session, the layer range.
   std::vector<Session *> sessions_;
   int layer_begin_ = 0, layer_end_ = 0;
+  bool head_ = true;  // the call's range ends with the output head
   Trace trace_;
   Progress progress_;
   int64_t progress_done_ = 0, progress_total_ = 0;

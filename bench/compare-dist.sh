@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Pipeline parallel against one process (issue 25 targets): the same model
+# and prompt through ds4-bench alone with T threads, and through ds4-bench
+# as the coordinator of layers 0:N (T threads) with one ds4-worker serving
+# N:output (T threads) over ZeroMQ/CURVE on 127.0.0.1, in alternating runs.
+# Reported: prefill and decode tokens/s of each (median and every run),
+# their ratios, and the hop's per-token decode telemetry (the worker's
+# evaluation, and the rest of the round trip: encode, transfer, queueing),
+# which is the decode overhead of the hop. With --pin, the coordinator (and
+# the single process) run on CPU 0 and the worker on CPU 1.
+# Usage: bench/compare-dist.sh -m MODEL --layers N [--prompt 512] [--gen 32] [--runs 5] [--threads 1]
+#        [--build DIR] [--pin] [--chunk C] [--window W] [--head-here L]
+# --head-here L: the worker serves N:L (L = the model's layer count) and the
+# coordinator computes the output head (64 KiB back per decode step instead
+# of the logits).
+# Not part of `make test`.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+die() { echo "compare-dist: $*" >&2; exit 1; }
+
+build="$repo_root/build" model="" split="" prompt=512 gen=32 runs=5 threads=1 pin=0 chunk="" window="" worker_end=output
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -m) model="$2"; shift 2 ;;
+    --layers) split="$2"; shift 2 ;;
+    --prompt) prompt="$2"; shift 2 ;;
+    --gen) gen="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --build) build="$2"; shift 2 ;;
+    --pin) pin=1; shift ;;
+    --chunk) chunk="$2"; shift 2 ;;
+    --window) window="$2"; shift 2 ;;
+    --head-here) worker_end="$2"; shift 2 ;;
+    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+[[ -f "$model" ]] || die "-m MODEL is required"
+[[ -n "$split" ]] || die "--layers N (the coordinator keeps 0:N) is required"
+bench="$build/bin/ds4-bench" worker_bin="$build/bin/ds4-worker"
+[[ -x "$bench" && -x "$worker_bin" ]] || die "build ds4-bench and ds4-worker first (ninja -C $build ds4-bench ds4-worker)"
+
+work=$(mktemp -d)
+worker_pid=""
+cleanup() { [[ -n "$worker_pid" ]] && kill "$worker_pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+python3 -c "import json,sys; print(json.dumps([(i*7919+13)%1000 for i in range(int(sys.argv[1]))]))" "$prompt" >"$work/tokens.json"
+"$worker_bin" --gen-key "$work/key" 2>/dev/null
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+on_cpu() { if [[ $pin == 1 ]]; then taskset -c "$1" "${@:2}"; else "${@:2}"; fi; }
+dist_args=(--dist-listen "127.0.0.1:$port" --dist-key "$work/key" --layers "0:$split")
+[[ -n "$chunk" ]] && dist_args+=(--dist-prefill-chunk "$chunk")
+[[ -n "$window" ]] && dist_args+=(--dist-prefill-window "$window")
+common=(-m "$model" --tokens-file "$work/tokens.json" --ctx-start "$prompt" --ctx-max "$prompt" -n "$gen" -t "$threads" --warmup)
+
+cat "$model" >/dev/null  # page cache
+on_cpu 1 "$worker_bin" -m "$model" --coordinator "127.0.0.1:$port" --dist-key "$work/key" --layers "$split:$worker_end" \
+  -t "$threads" -c $((prompt + gen + 8)) >/dev/null 2>"$work/worker.log" &
+worker_pid=$!
+
+results="$work/results.tsv"
+for ((r = 1; r <= runs; r++)); do
+  on_cpu 0 "$bench" "${common[@]}" >"$work/one.csv" 2>"$work/one.err" || { cat "$work/one.err" >&2; die "single run $r failed"; }
+  printf 'one\t%s\n' "$(tail -n 1 "$work/one.csv")" >>"$results"
+  on_cpu 0 "$bench" "${common[@]}" "${dist_args[@]}" >"$work/dist.csv" 2>"$work/dist.err" ||
+    { cat "$work/dist.err" "$work/worker.log" >&2; die "distributed run $r failed"; }
+  printf 'dist\t%s\n' "$(tail -n 1 "$work/dist.csv")" >>"$results"
+  echo "compare-dist: run $r: one $(tail -n 1 "$work/one.csv"); dist $(tail -n 1 "$work/dist.csv")" >&2
+done
+head -n 1 "$work/dist.csv" >"$work/header"
+python3 - "$results" "$work/header" <<'PY'
+import sys, statistics as st
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+head = open(sys.argv[2]).read().strip().split(",")
+col = lambda name: head.index(name)
+def series(kind, name):
+    return [float(r[1].split(",")[col(name)]) for r in rows if r[0] == kind]
+for name in ("prefill_tps", "gen_tps"):
+    one, dist = series("one", name), series("dist", name)
+    print(f"{name}: one process median {st.median(one):.2f} ({', '.join(f'{v:.2f}' for v in one)}); "
+          f"pipeline median {st.median(dist):.2f} ({', '.join(f'{v:.2f}' for v in dist)}); "
+          f"ratio {st.median(dist) / st.median(one):.3f}x")
+for name in [h for h in head if h.startswith("hop")]:
+    v = series("dist", name)
+    print(f"{name}: median {st.median(v):.3f} ms ({', '.join(f'{x:.3f}' for x in v)})")
+PY
