@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libssl-dev
   libcpp-httplib-dev libedit-dev liburing-dev
-  libzmq3-dev cppzmq-dev
+  libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin
   nodejs npm python3 tmux
 )
 

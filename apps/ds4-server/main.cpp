@@ -18,10 +18,13 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "common/run_worker.h"
 #include "core/error.h"
+#include "dist/mpi_transport.h"
 #include "engine/engine.h"
 #include "runtime/kv_disk_cache.h"
 #include "server/engine.h"
@@ -93,12 +96,30 @@ int run(int argc, char** argv) {
   }
 
   // Signals go to one thread (sigwait), never to the workers.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = ds4::app::block_stop_signals();
   ::signal(SIGPIPE, SIG_IGN);
+
+  // --dist mpi: every rank runs this program; rank 0 serves, the others are
+  // the pipeline's workers.
+  std::optional<ds4::dist::MpiRuntime> mpi;
+  if (o.dist_mpi) {
+    mpi.emplace(&argc, &argv);
+    if (static_cast<size_t>(mpi->size()) != o.mpi_layers.size())
+      throw Error("--layers lists " + std::to_string(o.mpi_layers.size()) + " ranges for " + std::to_string(mpi->size()) +
+                  " MPI ranks (mpirun -n " + std::to_string(o.mpi_layers.size()) + ")");
+    if (mpi->rank() > 0) {
+      ds4::engine::Engine worker_engine(o.load);
+      ds4::dist::WorkerOptions wo;
+      wo.layers = {o.mpi_layers[static_cast<size_t>(mpi->rank())].first,
+                   o.mpi_layers[static_cast<size_t>(mpi->rank())].second};
+      wo.n_ctx = o.ctx;
+      wo.name = "rank " + std::to_string(mpi->rank());
+      ds4::app::run_worker("ds4-server rank " + std::to_string(mpi->rank()), worker_engine,
+                           ds4::dist::make_mpi_link(*mpi), wo, signals);
+      return 0;
+    }
+    o.load.dist_mpi = &*mpi;
+  }
 
   const int lock_fd = take_instance_lock();
   (void)lock_fd;

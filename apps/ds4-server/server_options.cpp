@@ -2,10 +2,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <thread>
 
 #include "common/engine_flags.h"
 #include "core/error.h"
+#include "dist/coordinator.h"
 #include "version/version.h"
 
 namespace ds4::app {
@@ -74,8 +76,12 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
   app.add_flag("--disable-exact-dsml-tool-replay", no_replay, "always re-render tool calls canonically");
   app.add_option("--tool-memory-max-ids", o.engine.tool_memory_max_ids, "tool-call ids remembered for exact replay")
       ->check(CLI::Range(size_t{0}, size_t{1} << 30));
-  std::string layers;
+  std::string layers, transport;
   add_dist_flags(app, o.load, &layers);
+  app.add_option("--dist", transport,
+                 "mpi: run under mpirun, rank 0 serving and coordinating, the other ranks workers; --layers then "
+                 "lists one range per rank (0:A,A:B,...,X:output). MPI is not encrypted: trusted networks only")
+      ->check(CLI::IsMember({"mpi"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -85,7 +91,30 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
   }
   o.model_given = m->count() > 0;
   check_engine_flags(o.load);
-  finish_dist_flags(o.load, layers, o.ctx);
+  if (transport == "mpi") {
+    if (!o.load.dist_listen.empty() || !o.load.dist_key.empty())
+      throw Error("--dist mpi takes neither --dist-listen nor --dist-key (mpirun connects the ranks)");
+    if (layers.empty()) throw Error("--dist mpi needs --layers 0:A,A:B,...,X:output (one range per rank)");
+    o.dist_mpi = true;
+    size_t at = 0;
+    while (at <= layers.size()) {
+      const size_t comma = std::min(layers.find(',', at), layers.size());
+      int begin = 0, end = 0;
+      dist::parse_layer_range(layers.substr(at, comma - at), &begin, &end);
+      const int want = o.mpi_layers.empty() ? 0 : o.mpi_layers.back().second;
+      if (begin != want || (!o.mpi_layers.empty() && o.mpi_layers.back().second < 0))
+        throw Error("--layers " + layers + ": each range starts where the one before ends, the first at 0 (" +
+                    dist::layer_range_text(begin, end) + " follows " + std::to_string(want) + ")");
+      o.mpi_layers.emplace_back(begin, end);
+      at = comma + 1;
+    }
+    if (o.mpi_layers.size() < 2) throw Error("--layers " + layers + ": at least two ranges (rank 0 and one worker)");
+    if (o.mpi_layers.front().second < 0) throw Error("--layers " + layers + ": rank 0 keeps the first layers, 0:N");
+    o.load.dist_first_remote = o.mpi_layers.front().second;
+    o.load.dist_ctx = o.ctx;
+  } else {
+    finish_dist_flags(o.load, layers, o.ctx);
+  }
   o.engine.exact_tool_replay = !no_replay;
   o.engine.cache_ram_bytes = static_cast<size_t>(cache_ram_mb) << 20;
   o.engine.n_ctx = o.ctx;

@@ -25,6 +25,10 @@ struct ServerOptions {
   runtime::KvCacheConfig kv;
   server::EngineConfig engine;
   server::HttpConfig http;
+  // --dist mpi (under mpirun): one layer range per rank, rank 0's first
+  // (0:N), the other ranks' in rank order.
+  bool dist_mpi = false;
+  std::vector<std::pair<int, int>> mpi_layers;
 
   static engine::EngineOptions default_load() {
     engine::EngineOptions e;

@@ -250,7 +250,7 @@ class ZmqHub final : public Hub, private ZmqEnd {
   }
 
   std::vector<std::string> take_security_events() override { return take_events(); }
-  std::string describe() const override { return endpoint_ + ", CURVE"; }
+  std::string describe() const override { return endpoint_ + " (CURVE)"; }
   std::string endpoint() const override { return endpoint_; }
 
  private:
@@ -287,7 +287,7 @@ class ZmqLink final : public Link, private ZmqEnd {
   }
 
   std::vector<std::string> take_security_events() override { return take_events(); }
-  std::string describe() const override { return endpoint_ + ", CURVE"; }
+  std::string describe() const override { return endpoint_ + " (CURVE)"; }
 
  private:
   std::string endpoint_;

@@ -13,6 +13,7 @@
 #include "core/memory_available.h"
 #include "core/thread_pool.h"
 #include "dist/curve_key.h"
+#include "dist/mpi_transport.h"
 #include "dist/pipeline_backend.h"
 #include "dist/zmq_transport.h"
 #include "model/deepseek4_fingerprint.h"
@@ -97,7 +98,7 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
     cpu->set_expert_source(std::move(cache));
   }
   cpu_ = cpu.get();
-  if (options.dist_listen.empty()) {
+  if (options.dist_listen.empty() && options.dist_mpi == nullptr) {
     backend_ = std::move(cpu);
   } else {
     start_coordinator(std::move(cpu));
@@ -120,18 +121,20 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
 
 void Engine::start_coordinator(std::unique_ptr<cpu::Forward> local) {
   const EngineOptions &o = options_;
-  if (o.dist_key.empty()) throw Error("--dist-listen needs --dist-key FILE (make one with ds4-worker --gen-key FILE)");
+  if (o.dist_mpi == nullptr && o.dist_key.empty())
+    throw Error("--dist-listen needs --dist-key FILE (make one with ds4-worker --gen-key FILE)");
   const int n_layer = static_cast<int>(model_->hparams().n_layer);
   if (o.dist_first_remote < 1 || o.dist_first_remote >= n_layer)
     throw Error("--layers 0:" + std::to_string(o.dist_first_remote) + ": the coordinator keeps layers 0:N with 1 <= N < " +
                 std::to_string(n_layer) + " (the workers serve N:output)");
   if (o.dist_activation_bits != 32 && o.dist_activation_bits != 16)
     throw Error("--dist-activation-bits must be 32 or 16, not " + std::to_string(o.dist_activation_bits));
-  const dist::CurveKey key = dist::read_curve_key(o.dist_key);
   dist::CoordinatorOptions co;
   co.log = [](const std::string &line) { std::fprintf(stderr, "dist: %s\n", line.c_str()); };
-  auto hub = dist::make_zmq_hub(dist::zmq_endpoint(o.dist_listen), key);
-  std::fprintf(stderr, "dist: coordinator on %s (CURVE); layers 0:%d here, workers serve %d:output\n", hub->endpoint().c_str(),
+  std::unique_ptr<dist::Hub> hub = o.dist_mpi != nullptr
+                                       ? dist::make_mpi_hub(*o.dist_mpi)
+                                       : dist::make_zmq_hub(dist::zmq_endpoint(o.dist_listen), dist::read_curve_key(o.dist_key));
+  std::fprintf(stderr, "dist: coordinator on %s; layers 0:%d here, workers serve %d:output\n", hub->describe().c_str(),
                o.dist_first_remote, o.dist_first_remote);
   coordinator_ = std::make_unique<dist::Coordinator>(
       std::move(hub), dist::expectation_for(*local, model::fingerprint(*model_), o.dist_ctx, o.dist_first_remote),

@@ -42,6 +42,10 @@ namespace ds4::runtime {
 class Sampler;
 }
 
+namespace ds4::dist {
+class MpiRuntime;
+}
+
 namespace ds4::cpu {
 class ExpertCache;
 class Forward;
@@ -86,6 +90,9 @@ struct EngineOptions {
   int dist_wave_tokens = 256;     // prompt tokens per wave in flight along the route
   int dist_window = 4;            // waves in flight
   int dist_activation_bits = 32;  // hidden states on the wire: 32 (exact) or 16
+  // --dist mpi: rank 0's MPI (must outlive the engine); the coordinator talks
+  // to the other ranks over it instead of listening with ZeroMQ.
+  const dist::MpiRuntime *dist_mpi = nullptr;
 };
 
 
