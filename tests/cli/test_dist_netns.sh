@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The pipeline across two "hosts" (issue 25): ds4-server coordinates on the
+# host side of a veth pair, ds4-worker runs in its own network namespace
+# behind the other end (10.77.x.1 <-> 10.77.x.2). Truth: one ds4-server on
+# the same model, greedy replies equal. Then the link is taken down in the
+# middle of a generation: the request fails within 5 s (503 or a stream
+# error naming the stage), the server stays up and /health names the
+# missing layers; with the link up again the same worker process rejoins by
+# itself and the next reply equals one process again.
+# Needs root and `ip netns` (skipped with 77 otherwise).
+# Usage: test_dist_netns.sh SERVER_BIN WORKER_BIN MKMODEL_BIN
+set -euo pipefail
+server=$1
+worker_bin=$2
+mkmodel=$3
+[ "$(id -u)" = 0 ] || { echo "not root: network namespaces need root"; exit 77; }
+command -v ip >/dev/null || { echo "no ip command (iproute2)"; exit 77; }
+
+work=$(mktemp -d)
+ns="ds4w$$"
+net="10.77.$(( $$ % 250 + 1 ))"
+host_if="d4h$$"
+pids=()
+fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do echo "--- $f" >&2; sed 's/^/  | /' "$f" >&2; done; exit 1; }
+cleanup() {
+  local status=$?
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+  ip link del "$host_if" 2>/dev/null || true
+  ip netns del "$ns" 2>/dev/null || true
+  rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+
+ip netns add "$ns" || { echo "cannot make a network namespace here"; exit 77; }
+ip link add "$host_if" type veth peer name eth0 netns "$ns"
+ip addr add "$net.1/24" dev "$host_if"
+ip link set "$host_if" up
+ip netns exec "$ns" ip addr add "$net.2/24" dev eth0
+ip netns exec "$ns" ip link set eth0 up
+ip netns exec "$ns" ip link set lo up
+
+"$mkmodel" --preset tiny --mix f32 --seed 7 --out "$work/tiny.gguf" >/dev/null
+"$worker_bin" --gen-key "$work/cluster.key" 2>/dev/null
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+
+start() {  # name args...
+  local name=$1
+  shift
+  DS4_LOCK_FILE="$work/$name.lock" "$@" >"$work/$name.log" 2>&1 &
+  pids+=($!)
+  disown $!
+}
+http_port() {
+  for _ in $(seq 1 300); do
+    local p
+    p=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/$1.log" | head -n 1)
+    [ -n "$p" ] && { echo "$p"; return; }
+    sleep 0.2
+  done
+  fail "$1: no 'listening on' line"
+}
+health() { curl -s -o "$work/health.json" -w '%{http_code}' "http://127.0.0.1:$coord/health"; }
+wait_health() {  # code seconds
+  for _ in $(seq 1 $(( $2 * 10 ))); do [ "$(health)" = "$1" ] && return 0; sleep 0.1; done
+  fail "/health did not answer $1 within $2 s: $(cat "$work/health.json")"
+}
+body='{"model":"deepseek-v4-flash","max_tokens":12,"temperature":0,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"Name three rivers."}]}'
+reply() { curl -fsS "http://127.0.0.1:$1/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" |
+  python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["choices"][0]["message"]["content"]))'; }
+
+start single "$server" -m "$work/tiny.gguf" --port 0 -c 2048 -t 1 --cache-ram 0
+start coordinator "$server" -m "$work/tiny.gguf" --port 0 -c 2048 -t 1 --cache-ram 0 \
+  --dist-listen "$net.1:$port" --dist-key "$work/cluster.key" --layers 0:3
+start worker ip netns exec "$ns" "$worker_bin" -m "$work/tiny.gguf" --coordinator "$net.1:$port" \
+  --dist-key "$work/cluster.key" --layers 3:output -c 2048 -t 1
+single=$(http_port single)
+coord=$(http_port coordinator)
+wait_health 200 20
+grep -q "joined: layers 3:output" "$work/coordinator.log" || fail "the coordinator did not log the worker joining"
+want=$(reply "$single")
+[ "$(reply "$coord")" = "$want" ] || fail "through the namespace the reply differs from one process"
+
+# A long streamed generation; the link goes down once it is under way.
+long='{"model":"deepseek-v4-flash","max_tokens":1800,"temperature":0,"stream":true,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"Write a long story."}]}'
+curl -sN "http://127.0.0.1:$coord/v1/chat/completions" -H 'Content-Type: application/json' -d "$long" \
+  >"$work/stream.txt" 2>/dev/null &
+stream_pid=$!
+for _ in $(seq 1 100); do [ "$(grep -c '^data: ' "$work/stream.txt" 2>/dev/null)" -ge 5 ] && break; sleep 0.05; done
+ip link set "$host_if" down
+down_at=$(date +%s%N)
+finished=""
+for _ in $(seq 1 100); do kill -0 "$stream_pid" 2>/dev/null || { finished=1; break; }; sleep 0.05; done
+[ -n "$finished" ] || fail "the stream did not end within 5 s of the link going down"
+if grep -q '"finish_reason":"length"' "$work/stream.txt"; then
+  echo "note: the generation finished before the link went down" >&2
+else
+  grep -q "2:output\|3:output" "$work/stream.txt" || fail "the stream's error names no stage: $(tail -c 400 "$work/stream.txt")"
+fi
+code=$(curl -s -o "$work/after.json" -w '%{http_code}' "http://127.0.0.1:$coord/v1/chat/completions" \
+  -H 'Content-Type: application/json' -d "$body")
+elapsed=$(( ($(date +%s%N) - down_at) / 1000000 ))
+[ "$code" = 503 ] || fail "a request with the link down got $code: $(cat "$work/after.json")"
+grep -q "3:output" "$work/after.json" || fail "the 503 names no stage: $(cat "$work/after.json")"
+[ "$elapsed" -lt 5000 ] || fail "the error came $elapsed ms after the link went down"
+wait_health 503 2
+grep -q '"missing":"3:output"' "$work/health.json" || fail "/health: $(cat "$work/health.json")"
+kill -0 "${pids[1]}" || fail "the coordinator died"
+
+ip link set "$host_if" up
+wait_health 200 20
+[ "$(reply "$coord")" = "$want" ] || fail "after the link came back the reply differs from one process"
+echo "PASS: across a veth pair; link down -> 503 in ${elapsed} ms; the worker rejoined"
