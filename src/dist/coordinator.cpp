@@ -101,6 +101,7 @@ void Coordinator::io_loop() {
       if (stopping_) return;
     }
     for (const std::string& line : hub_->take_security_events()) log(line);
+    drop_unreachable();
     if (auto in = hub_->receive(kPoll)) on_message(std::move(*in));
     const auto now = Clock::now();
     if (now - last_beat >= kHeartbeatInterval) {
@@ -282,6 +283,22 @@ void Coordinator::fail_at(const PeerId& peer, const std::string& why) {
     op.answer.error = why;
   }
   changed_.notify_all();
+}
+
+void Coordinator::drop_unreachable() {
+  const std::vector<PeerId> gone = hub_->take_unreachable();
+  if (gone.empty()) return;
+  std::lock_guard lock(mutex_);
+  for (const PeerId& id : gone) {
+    const auto it = peers_.find(id);
+    if (it == peers_.end()) continue;
+    const Peer& p = it->second;
+    const std::string why = "stage " + layer_range_text(p.begin, p.end) + " (worker " + p.name + " at " + p.address +
+                            ") is unreachable: its connection is gone";
+    log(why + "; the route is incomplete until a worker serves those layers");
+    fail_at(id, why);
+    peers_.erase(it);
+  }
 }
 
 void Coordinator::check_liveness() {

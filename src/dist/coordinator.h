@@ -146,6 +146,8 @@ class Coordinator {
   void on_result(const Incoming& in);
   void on_op_done(const Incoming& in);
   void check_liveness();
+  // Drops the workers a send could not reach (Hub::take_unreachable).
+  void drop_unreachable();
   // With mutex_ held: the live peer serving layers from `begin`, or null.
   Peer* stage_at(int begin);
   // With mutex_ held: sends pending `id` to the stage starting at `begin`,

@@ -128,6 +128,7 @@ class MpiHub final : public Hub, private MpiEnd {
     return in;
   }
   std::vector<std::string> take_security_events() override { return {}; }
+  std::vector<PeerId> take_unreachable() override { return {}; }  // a lost rank ends the MPI job
   std::string describe() const override { return "MPI, " + std::to_string(size_) + " ranks (not encrypted)"; }
   std::string endpoint() const override { return "mpi"; }
 

@@ -38,6 +38,9 @@ class Hub {
   // What happened at the door since the last call: peers refused for their
   // key, failed handshakes (one line each, for the log).
   virtual std::vector<std::string> take_security_events() = 0;
+  // Peers a send could not reach since the last call (their connection is
+  // gone; a worker that reconnects comes back under a new id).
+  virtual std::vector<PeerId> take_unreachable() = 0;
   // "tcp://0.0.0.0:5555, CURVE", for logs.
   virtual std::string describe() const = 0;
   // Where workers reach it (a port asked as "*" resolved).

@@ -96,16 +96,24 @@ class ZmqEnd {
       batch.swap(outgoing_);
     }
     for (auto& frames : batch) {
+      bool sent = true;
       try {
         for (size_t i = 0; i < frames.size(); ++i) {
           const auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
           if (!socket_.send(zmq::message_t(frames[i].data(), frames[i].size()), flags)) {
             note("a send timed out after " + std::to_string(kSendTimeoutMs) + " ms (the peer stopped reading)");
+            sent = false;
             break;
           }
         }
       } catch (const zmq::error_t& e) {
-        note(std::string("a send failed: ") + e.what());
+        // ROUTER_MANDATORY: EHOSTUNREACH names a peer whose connection is gone.
+        if (e.num() != EHOSTUNREACH) note(std::string("a send failed: ") + e.what());
+        sent = false;
+      }
+      if (!sent && frames.size() == 2) {
+        std::lock_guard lock(mutex_);
+        unreachable_.emplace_back(frames[0].begin(), frames[0].end());
       }
     }
   }
@@ -147,6 +155,10 @@ class ZmqEnd {
   std::vector<std::string> take_events() {
     std::lock_guard lock(mutex_);
     return std::exchange(events_, {});
+  }
+  std::vector<PeerId> take_unreachable_peers() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(unreachable_, {});
   }
   void note(std::string line) {
     std::lock_guard lock(mutex_);
@@ -208,6 +220,7 @@ class ZmqEnd {
   std::mutex mutex_;
   std::deque<std::vector<std::vector<uint8_t>>> outgoing_;
   std::vector<std::string> events_;
+  std::vector<PeerId> unreachable_;
 };
 
 class ZmqHub final : public Hub, private ZmqEnd {
@@ -250,6 +263,7 @@ class ZmqHub final : public Hub, private ZmqEnd {
   }
 
   std::vector<std::string> take_security_events() override { return take_events(); }
+  std::vector<PeerId> take_unreachable() override { return take_unreachable_peers(); }
   std::string describe() const override { return endpoint_ + " (CURVE)"; }
   std::string endpoint() const override { return endpoint_; }
 
