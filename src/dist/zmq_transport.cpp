@@ -43,6 +43,19 @@ std::string event_line(uint16_t event, uint32_t value, const std::string& addres
   }
 }
 
+// The frames of one message waiting on `socket` (none when none waits).
+std::vector<zmq::message_t> receive_frames(zmq::socket_t& socket) {
+  std::vector<zmq::message_t> frames;
+  for (;;) {
+    zmq::message_t m;
+    if (!socket.recv(m, zmq::recv_flags::dontwait)) break;
+    const bool more = m.more();
+    frames.push_back(std::move(m));
+    if (!more) break;
+  }
+  return frames;
+}
+
 // What both ends share: the context, a socket with a monitor, the queue of
 // sends from other threads and the eventfd that wakes receive() for them.
 class ZmqEnd {
@@ -138,14 +151,7 @@ class ZmqEnd {
       if (items[1].revents & ZMQ_POLLIN) read_monitor();
       if (zap != nullptr && (items[3].revents & ZMQ_POLLIN)) answer_zap(*zap);
       if (items[0].revents & ZMQ_POLLIN) {
-        std::vector<zmq::message_t> frames;
-        for (;;) {
-          zmq::message_t m;
-          if (!socket_.recv(m, zmq::recv_flags::dontwait)) break;
-          const bool more = m.more();
-          frames.push_back(std::move(m));
-          if (!more) break;
-        }
+        std::vector<zmq::message_t> frames = receive_frames(socket_);
         if (!frames.empty()) return frames;
       }
       if (Clock::now() >= deadline) return std::nullopt;
@@ -184,14 +190,7 @@ class ZmqEnd {
 
   // ZAP (RFC 27): admit a CURVE client only when its public key is ours.
   void answer_zap(zmq::socket_t& zap) {
-    std::vector<zmq::message_t> req;
-    for (;;) {
-      zmq::message_t m;
-      if (!zap.recv(m, zmq::recv_flags::dontwait)) break;
-      const bool more = m.more();
-      req.push_back(std::move(m));
-      if (!more) break;
-    }
+    std::vector<zmq::message_t> req = receive_frames(zap);
     if (req.size() < 6) return;
     const std::string address = req[3].to_string();
     const std::string mechanism = req[5].to_string();

@@ -12,6 +12,7 @@
 
 #include <sys/stat.h>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -117,6 +118,27 @@ struct Cluster {
   }
 };
 
+// What most tests start from: a tiny model, one process's backend over every
+// layer (the truth), the coordinator's backend over 0:first_remote and its
+// cluster (default numerics).
+struct Route {
+  test::SyntheticModel m;
+  std::array<uint8_t, 32> fp;
+  int64_t nv;
+  cpu::Forward whole, local;
+  Cluster c;
+  Route(uint64_t seed, int first_remote)
+      : m(model::preset_tiny(), model::QuantMix::Ds4Q2, seed),
+        fp(model::fingerprint(m.model())),
+        nv(m.hparams().n_vocab),
+        whole(m.model(), Numerics::Default, nullptr),
+        local(m.model(), Numerics::Default, nullptr),
+        c(local, fp, first_remote) {}
+  std::unique_ptr<WorkerThread> worker(backend::LayerRange layers) {
+    return std::make_unique<WorkerThread>(m.model(), Numerics::Default, c.endpoint, c.key, layers, fp);
+  }
+};
+
 // Logits of one process: `prompts` prefilled (every row), then `steps`
 // greedy tokens batched over the sessions, the logits after each.
 struct Transcript {
@@ -208,17 +230,13 @@ INSTANTIATE_TEST_SUITE_P(Numerics, PipelineTest, testing::Values(Numerics::Defau
                          [](const auto& info) { return info.param == Numerics::Default ? "Default" : "Quality"; });
 
 TEST(DistPipeline, SnapshotAndRestoreAcrossTheRoute) {
-  test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 43);
-  const auto fp = model::fingerprint(m.model());
-  const int64_t nv = m.hparams().n_vocab;
-  cpu::Forward whole(m.model(), Numerics::Default, nullptr);
-  cpu::Forward local(m.model(), Numerics::Default, nullptr);
-  Cluster c(local, fp, 3);
-  WorkerThread w(m.model(), Numerics::Default, c.endpoint, c.key, {3, -1}, fp);
-  ASSERT_TRUE(c.coordinator->wait_for_route(10s));
-  PipelineBackend pipe(local, *c.coordinator, {3, 8, 2});
+  Route r(43, 3);
+  auto& whole = r.whole;
+  const auto w = r.worker({3, -1});
+  ASSERT_TRUE(r.c.coordinator->wait_for_route(10s));
+  PipelineBackend pipe(r.local, *r.c.coordinator, {3, 8, 2});
 
-  const auto a = random_tokens(nv, 13, 5), b = random_tokens(nv, 6, 6);
+  const auto a = random_tokens(r.nv, 13, 5), b = random_tokens(r.nv, 6, 6);
   auto truth = whole.new_session(kCtx);
   whole.eval(*truth, a);
   auto s = pipe.new_session(kCtx);
@@ -237,17 +255,13 @@ TEST(DistPipeline, SnapshotAndRestoreAcrossTheRoute) {
 // byte-identical to one process's after the same tokens; loading one splits
 // it over the stages and evaluation continues exactly.
 TEST(DistPipeline, SessionStateAcrossTheRouteIsOneOrdinaryPayload) {
-  test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 45);
-  const auto fp = model::fingerprint(m.model());
-  const int64_t nv = m.hparams().n_vocab;
-  cpu::Forward whole(m.model(), Numerics::Default, nullptr);
-  cpu::Forward local(m.model(), Numerics::Default, nullptr);
-  Cluster c(local, fp, 1);
-  WorkerThread w1(m.model(), Numerics::Default, c.endpoint, c.key, {1, 4}, fp);
-  WorkerThread w2(m.model(), Numerics::Default, c.endpoint, c.key, {4, -1}, fp);
-  ASSERT_TRUE(c.coordinator->wait_for_route(10s));
-  PipelineBackend pipe(local, *c.coordinator, {1, 8, 2});
-  const auto a = random_tokens(nv, 21, 9), b = random_tokens(nv, 5, 10);
+  Route r(45, 1);
+  auto& whole = r.whole;
+  const auto w1 = r.worker({1, 4});
+  const auto w2 = r.worker({4, -1});
+  ASSERT_TRUE(r.c.coordinator->wait_for_route(10s));
+  PipelineBackend pipe(r.local, *r.c.coordinator, {1, 8, 2});
+  const auto a = random_tokens(r.nv, 21, 9), b = random_tokens(r.nv, 5, 10);
 
   auto truth = whole.new_session(kCtx);
   whole.eval(*truth, a);
@@ -275,17 +289,13 @@ TEST(DistPipeline, SessionStateAcrossTheRouteIsOneOrdinaryPayload) {
 }
 
 TEST(DistPipeline, AWorkerThatStopsFailsTheRequestAndOneThatReturnsServesAgain) {
-  test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 47);
-  const auto fp = model::fingerprint(m.model());
-  const int64_t nv = m.hparams().n_vocab;
-  cpu::Forward whole(m.model(), Numerics::Default, nullptr);
-  cpu::Forward local(m.model(), Numerics::Default, nullptr);
-  Cluster c(local, fp, 2);
-  auto w = std::make_unique<WorkerThread>(m.model(), Numerics::Default, c.endpoint, c.key,
-                                          backend::LayerRange{2, -1}, fp);
+  Route r(47, 2);
+  auto& whole = r.whole;
+  auto& c = r.c;
+  auto w = r.worker({2, -1});
   ASSERT_TRUE(c.coordinator->wait_for_route(10s));
-  PipelineBackend pipe(local, *c.coordinator, {2, 8, 2});
-  const auto a = random_tokens(nv, 17, 7), b = random_tokens(nv, 3, 8);
+  PipelineBackend pipe(r.local, *c.coordinator, {2, 8, 2});
+  const auto a = random_tokens(r.nv, 17, 7), b = random_tokens(r.nv, 3, 8);
   auto s = pipe.new_session(kCtx);
   pipe.eval(*s, a);
 
@@ -309,7 +319,7 @@ TEST(DistPipeline, AWorkerThatStopsFailsTheRequestAndOneThatReturnsServesAgain) 
   EXPECT_EQ(c.coordinator->route().missing, "2:output");
 
   // A worker for the same layers returns: the session is replayed on it.
-  w = std::make_unique<WorkerThread>(m.model(), Numerics::Default, c.endpoint, c.key, backend::LayerRange{2, -1}, fp);
+  w = r.worker({2, -1});
   ASSERT_TRUE(c.coordinator->wait_for_route(10s));
   pipe.eval(*s, b);
   auto truth = whole.new_session(kCtx);
