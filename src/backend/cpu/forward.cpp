@@ -47,6 +47,15 @@ void Forward::set_expert_source(std::unique_ptr<ExpertSource> source) {
   for (MoeLayer &m : moe_) m.set_expert_source(expert_source_.get());
 }
 
+void Forward::set_tensor_split(backend::Collective *collective) {
+  share_ = collective ? backend::TensorShare{collective->rank(), collective->size()} : backend::TensorShare{};
+  if (share_.size < 1 || share_.rank < 0 || share_.rank >= share_.size)
+    throw Error("tensor split: rank " + std::to_string(share_.rank) + " of " + std::to_string(share_.size));
+  if (share_.size > n_vocab_) throw Error("tensor split: more ranks than vocab rows");
+  collective_ = collective;
+  for (MoeLayer &m : moe_) m.set_share(share_);
+}
+
 std::vector<std::vector<uint64_t>> Forward::expert_usage() const {
   std::vector<std::vector<uint64_t>> out;
   for (const MoeLayer &m : moe_) out.emplace_back(m.expert_usage().begin(), m.expert_usage().end());
@@ -247,7 +256,43 @@ void Forward::head_batch(const float *H, int64_t n, float *logits) {
     rms_norm(x, output_norm_, x, rms_eps_, numerics_);
   }
   head_batch_.reset(batch_x_.data(), n, n_embd_, n_embd_, numerics_);
+  if (collective_ != nullptr) {
+    split_vocab_head(n, logits);
+    return;
+  }
   matmul(model_->weights().output, -1, head_batch_, logits, n_vocab_, pool_);
+}
+
+void Forward::split_vocab_head(int64_t n, float *logits) {
+  const int ranks = share_.size;
+  const auto [first, last] = backend::TensorShare::vocab_rows(n_vocab_, share_.rank, ranks);
+  // This rank's rows as a matrix of their own: each logit is its row's dot
+  // product alone, the same bits as in the whole head.
+  model::TensorView rows = model_->weights().output;
+  rows.data = rows.row(static_cast<uint64_t>(first));
+  rows.ne[1] = static_cast<uint64_t>(last - first);
+  rows.n_rows = rows.ne[1];
+  rows.nbytes = rows.n_rows * rows.row_bytes;
+  const size_t un = static_cast<size_t>(n), mine = static_cast<size_t>(last - first);
+  split_logits_.resize(un * mine);
+  matmul(rows, -1, head_batch_, split_logits_.data(), last - first, pool_);
+  // Rank r's block is n rows of its vocab range; laid end to end in rank order.
+  std::vector<size_t> counts(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    const auto [a, b] = backend::TensorShare::vocab_rows(n_vocab_, r, ranks);
+    counts[static_cast<size_t>(r)] = un * static_cast<size_t>(b - a);
+  }
+  gathered_logits_.resize(un * static_cast<size_t>(n_vocab_));
+  collective_->gather(split_logits_.data(), counts, gathered_logits_.data());
+  const float *block = gathered_logits_.data();
+  for (int r = 0; r < ranks; ++r) {
+    const auto [a, b] = backend::TensorShare::vocab_rows(n_vocab_, r, ranks);
+    const size_t width = static_cast<size_t>(b - a);
+    for (size_t t = 0; t < un; ++t)
+      std::memcpy(logits + t * static_cast<size_t>(n_vocab_) + static_cast<size_t>(a), block + t * width,
+                  width * sizeof(float));
+    block += un * width;
+  }
 }
 
 void Forward::eval_chunk(std::span<const SessionTokens> parts, std::span<const int32_t> tokens,
@@ -349,6 +394,8 @@ void Forward::layers_chunk(std::span<const SessionTokens> parts, std::span<const
       hc_pre_batch(h, static_cast<int64_t>(m), hc_ffn_[il], x);
       MoeLayer *next = il + 1 < static_cast<size_t>(layer_end_) ? &moe_[il + 1] : nullptr;
       moe_[il].forward_batch(x, tokens.data() + at, static_cast<int64_t>(m), f, pool_, next);
+      // Tensor parallel: each rank's experts' part, added in rank order.
+      if (collective_ != nullptr) collective_->sum(f, m * ne);
       hc_post_batch(f, static_cast<int64_t>(m), h);
       if (trace_) {
         const int64_t pos = chunk_pos_[at];

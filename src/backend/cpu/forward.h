@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/collective.h"
 #include "backend/cpu/attention_layer.h"
 #include "backend/cpu/matvec.h"
 #include "backend/cpu/moe_layer.h"
@@ -93,6 +94,17 @@ class Forward final : public backend::Backend {
   // Selections of every routed expert so far, [layer][expert].
   std::vector<std::vector<uint64_t>> expert_usage() const;
 
+  // Tensor parallel (docs/distributed.md): this backend becomes rank
+  // collective->rank() of a group that evaluates the model together, every
+  // rank with the same sessions and calls. It runs the routed experts it owns
+  // (backend::TensorShare), the shared expert on rank 0, and its rows of the
+  // vocab head; attention, the HC mixes and norms run on every rank. Each
+  // MoE output is the ranks' parts added in rank order, and the logits are
+  // gathered, so every rank ends each call with the same state. `collective`
+  // must outlive this object; null: alone again.
+  void set_tensor_split(backend::Collective *collective);
+  backend::TensorShare share() const { return share_; }
+
  private:
   struct HcWeights {
     model::TensorView fn;       // hc_dim -> hc_mix_dim
@@ -144,6 +156,9 @@ class Forward final : public backend::Backend {
   void hc_post_batch(const float *F, int64_t n, float *H);
   // logits (n x n_vocab) of the n flat states H (n x hc_dim).
   void head_batch(const float *H, int64_t n, float *logits);
+  // The vocab projection of the normed head inputs (head_batch_): this
+  // rank's rows, gathered from every rank into logits.
+  void split_vocab_head(int64_t n, float *logits);
 
   const model::Deepseek4Model *model_;
   Numerics numerics_;
@@ -156,6 +171,9 @@ class Forward final : public backend::Backend {
   std::vector<AttentionLayer> attn_;
   std::vector<MoeLayer> moe_;
   std::unique_ptr<ExpertSource> expert_source_;
+  backend::Collective *collective_ = nullptr;
+  backend::TensorShare share_;
+  ScratchVector<float> split_logits_, gathered_logits_;  // split_vocab_head's
   std::vector<int> hash_experts_;  // prefetch_hash_layers' scratch
   std::vector<HcWeights> hc_attn_, hc_ffn_;
   HcWeights hc_head_;  // fn: hc_dim -> 4; scale 1; base 4

@@ -239,7 +239,7 @@ void MoeLayer::likely_experts(const float* X, const int32_t* token_ids, int64_t 
   }
   out.clear();
   for (int e = 0; e < n_expert_; ++e)
-    if (p.count[static_cast<size_t>(e)] > 0) out.push_back(e);
+    if (p.count[static_cast<size_t>(e)] > 0 && share_.owns_expert(e)) out.push_back(e);
   std::stable_sort(out.begin(), out.end(),
                    [&](int a, int b) { return p.count[static_cast<size_t>(a)] > p.count[static_cast<size_t>(b)]; });
 }
@@ -358,7 +358,8 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
   const void* const* up_rows = s.xn_batch.rows(w.ffn_up_exps.type);
   active_.clear();
   for (int e = 0; e < n_expert_; ++e)
-    if (expert_start_[static_cast<size_t>(e) + 1] > expert_start_[static_cast<size_t>(e)]) active_.push_back(e);
+    if (expert_start_[static_cast<size_t>(e) + 1] > expert_start_[static_cast<size_t>(e)] && share_.owns_expert(e))
+      active_.push_back(e);
   auto count = [&](int e) { return expert_start_[static_cast<size_t>(e) + 1] - expert_start_[static_cast<size_t>(e)]; };
   std::stable_sort(active_.begin(), active_.end(), [&](int a, int b) { return count(a) > count(b); });
   // Expert e with its matrices m (matrix m.index of each view); `inner`
@@ -390,10 +391,13 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
   }
 
   // Shared expert over every token, unweighted.
-  s.xn_batch.prepare(w.ffn_gate_shexp.type, pool);
-  s.xn_batch.prepare(w.ffn_up_shexp.type, pool);
-  expert_ffn(w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp, -1, s.xn_batch.rows(w.ffn_gate_shexp.type),
-             s.xn_batch.rows(w.ffn_up_shexp.type), n, clamp_shexp_, nullptr, s.shared.data(), n_embd_, pool);
+  const bool shared = share_.owns_shared_expert();
+  if (shared) {
+    s.xn_batch.prepare(w.ffn_gate_shexp.type, pool);
+    s.xn_batch.prepare(w.ffn_up_shexp.type, pool);
+    expert_ffn(w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp, -1, s.xn_batch.rows(w.ffn_gate_shexp.type),
+               s.xn_batch.rows(w.ffn_up_shexp.type), n, clamp_shexp_, nullptr, s.shared.data(), n_embd_, pool);
+  }
 
   // Routed experts summed in slot order (ds4 and llama.cpp agree), then the
   // shared expert added.
@@ -406,6 +410,7 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
       std::fill(sum.begin(), sum.end(), 0.0f);
       for (size_t k = 0; k < nu; ++k) {
         const size_t pair = static_cast<size_t>(t) * nu + k;
+        if (!share_.owns_expert(ids_[pair])) continue;  // another rank's part
         const float* __restrict down = s.down.data() + static_cast<size_t>(s.pair_row[pair]) * d;
         if (before) {
           for (size_t i = 0; i < d; ++i) acc[i] += down[i];
@@ -415,8 +420,12 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
         }
       }
       float* out = OUT + t * n_embd_;
-      const float* shared = s.shared.data() + static_cast<size_t>(t) * d;
-      for (size_t i = 0; i < d; ++i) out[i] = acc[i] + shared[i];
+      if (!shared) {
+        std::copy(acc, acc + d, out);
+        continue;
+      }
+      const float* shared_row = s.shared.data() + static_cast<size_t>(t) * d;
+      for (size_t i = 0; i < d; ++i) out[i] = acc[i] + shared_row[i];
     }
   });
 }

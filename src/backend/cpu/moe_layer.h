@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/collective.h"
 #include "backend/cpu/expert_source.h"
 #include "backend/cpu/matvec.h"
 #include "backend/cpu/numerics.h"
@@ -71,6 +72,12 @@ class MoeLayer {
   // outlive this object. Results are the same either way.
   void set_expert_source(ExpertSource* source) { source_ = source; }
 
+  // Tensor parallel: only the routed experts `share` owns run here, and the
+  // shared expert only on its owner; the output is then this rank's part of
+  // the sum, which the ranks add up (Forward does). Routing still sees every
+  // expert, so the selections are the whole model's.
+  void set_share(backend::TensorShare share) { share_ = share; }
+
   // How often each routed expert was selected since this object was made
   // (n_expert counts; every token counts n_expert_used): what a hot list for
   // --ssd-streaming is made from.
@@ -108,6 +115,7 @@ class MoeLayer {
 
   const model::LayerWeights* w_;  // views into the model's mapping
   ExpertSource* source_ = nullptr;
+  backend::TensorShare share_;
   Numerics numerics_;
   uint32_t index_ = 0;
   bool hash_routed_ = false;
