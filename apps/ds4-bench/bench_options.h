@@ -55,6 +55,9 @@ struct Options {
   // layer, waiting at most dist_wait_seconds.
   std::string dist_layers;
   double dist_wait_seconds = 120;
+  // --tensor-parallel (under mpirun): every rank evaluates every layer with
+  // its share of the weights; rank 0 walks and prints, the others follow.
+  bool tensor_parallel = false;
 };
 
 // ds4::Error naming the flag for values no model can make valid: counts below

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "core/error.h"
 #include "core/read_bandwidth.h"
 #include "core/thread_pool.h"
+#include "dist/mpi_transport.h"
 #include "engine/engine.h"
 #include "runtime/sampler.h"
 #include "version/version.h"
@@ -231,6 +233,20 @@ int run(const Options& o) {
   // Loading (and --warm-weights / --mlock paging the file in) is not timed.
   ds4::engine::EngineOptions eo = o.engine;
   ds4::app::finish_dist_flags(eo, o.dist_layers, o.ctx_alloc.value_or(ctx_needed(o.ctx_max, o.gen_tokens) + 1));
+  std::optional<ds4::dist::MpiRuntime> mpi;
+  if (o.tensor_parallel) {
+    if (!eo.dist_listen.empty()) throw Error("--tensor-parallel takes no --dist-listen (mpirun connects the ranks)");
+    mpi.emplace(nullptr, nullptr);
+    if (mpi->size() < 2) throw Error("--tensor-parallel needs 2 or more MPI ranks (mpirun -n 2 ds4-bench ...)");
+    eo.dist_mpi = &*mpi;
+    eo.dist_tensor_parallel = true;
+    if (mpi->rank() > 0) {
+      ds4::engine::Engine follower(eo);
+      follower.follow_tensor_parallel();
+      return 0;
+    }
+    std::fprintf(stderr, "ds4-bench: tensor parallel over %d MPI ranks\n", mpi->size());
+  }
   const auto t_load = Clock::now();
   ds4::engine::Engine engine(eo);
   const double load_secs = seconds_since(t_load);
@@ -478,6 +494,9 @@ int main(int argc, char** argv) {
   app.add_option("--dist-wait", o.dist_wait_seconds,
                  "with --dist-listen: seconds to wait for workers to serve every layer before the walk")
       ->capture_default_str();
+  app.add_flag("--tensor-parallel", o.tensor_parallel,
+               "under mpirun: every rank evaluates every layer with its share of the weights (routed expert e on "
+               "rank e % K, the vocab head by rows); rank 0 prints");
   app.add_flag("--print-gen-tokens", o.print_gen_tokens, "Print each frontier's generated ids on stderr")->group("");
 
   try {

@@ -100,9 +100,22 @@ int run(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
 
   // --dist mpi: every rank runs this program; rank 0 serves, the others are
-  // the pipeline's workers.
+  // the pipeline's workers, or with --tensor-parallel its followers.
   std::optional<ds4::dist::MpiRuntime> mpi;
-  if (o.dist_mpi) {
+  if (o.dist_mpi && o.load.dist_tensor_parallel) {
+    mpi.emplace(&argc, &argv);
+    if (mpi->size() < 2) throw Error("--tensor-parallel needs 2 or more MPI ranks (mpirun -n 2 ...)");
+    o.load.dist_mpi = &*mpi;
+    if (mpi->rank() > 0) {
+      ds4::engine::Engine follower(o.load);
+      std::fprintf(stderr, "ds4-server rank %d: tensor parallel, %d ranks; following rank 0\n", mpi->rank(),
+                   mpi->size());
+      std::fflush(stderr);
+      follower.follow_tensor_parallel();
+      std::fprintf(stderr, "ds4-server rank %d: stopped\n", mpi->rank());
+      return 0;
+    }
+  } else if (o.dist_mpi) {
     mpi.emplace(&argc, &argv);
     if (static_cast<size_t>(mpi->size()) != o.mpi_layers.size())
       throw Error("--layers lists " + std::to_string(o.mpi_layers.size()) + " ranges for " + std::to_string(mpi->size()) +
@@ -126,6 +139,9 @@ int run(int argc, char** argv) {
 
   ds4::engine::Engine model(o.load);
   const ds4::text::Tokenizer& tokenizer = model.tokenizer();
+  if (o.load.dist_tensor_parallel)
+    std::fprintf(stderr, "ds4-server: tensor parallel over %d MPI ranks (MPI is not encrypted: trusted networks only)\n",
+                 mpi->size());
 
   std::unique_ptr<ds4::server::TraceLog> trace;
   if (!o.trace.empty()) trace = std::make_unique<ds4::server::TraceLog>(o.trace);

@@ -12,6 +12,25 @@
 
 namespace ds4::app {
 
+namespace {
+
+// The settings that follow from the parsed flags together.
+ServerOptions finish(ServerOptions& o, bool no_replay, int64_t cache_ram_mb) {
+  o.engine.exact_tool_replay = !no_replay;
+  o.engine.cache_ram_bytes = static_cast<size_t>(cache_ram_mb) << 20;
+  o.engine.n_ctx = o.ctx;
+  o.http.n_ctx = o.ctx;
+  o.http.max_tokens = o.engine.max_tokens;
+  if (o.http.api_key.empty()) {
+    if (const char* k = std::getenv("DS4_API_KEY")) o.http.api_key = k;
+  }
+  o.kv.dir = o.kv_disk_dir;
+  o.kv.space_bytes = static_cast<uint64_t>(o.kv_disk_space_mb) << 20;
+  return o;
+}
+
+}  // namespace
+
 ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* exit_code) {
   ServerOptions o;
   *exit_now = false;
@@ -82,6 +101,10 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
                  "mpi: run under mpirun, rank 0 serving and coordinating, the other ranks workers; --layers then "
                  "lists one range per rank (0:A,A:B,...,X:output). MPI is not encrypted: trusted networks only")
       ->check(CLI::IsMember({"mpi"}));
+  bool tensor_parallel = false;
+  app.add_flag("--tensor-parallel", tensor_parallel,
+               "with --dist mpi: every rank evaluates every layer with its share of the weights (routed expert e on "
+               "rank e % K, the vocab head by rows; attention on every rank); rank 0 serves. Takes no --layers");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -94,8 +117,15 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
   if (transport == "mpi") {
     if (!o.load.dist_listen.empty() || !o.load.dist_key.empty())
       throw Error("--dist mpi takes neither --dist-listen nor --dist-key (mpirun connects the ranks)");
-    if (layers.empty()) throw Error("--dist mpi needs --layers 0:A,A:B,...,X:output (one range per rank)");
     o.dist_mpi = true;
+    if (tensor_parallel) {
+      if (!layers.empty()) throw Error("--tensor-parallel takes no --layers: every rank evaluates every layer");
+      o.load.dist_tensor_parallel = true;
+      o.load.dist_ctx = o.ctx;
+      return finish(o, no_replay, cache_ram_mb);
+    }
+    if (layers.empty())
+      throw Error("--dist mpi needs --layers 0:A,A:B,...,X:output (one range per rank), or --tensor-parallel");
     size_t at = 0;
     while (at <= layers.size()) {
       const size_t comma = std::min(layers.find(',', at), layers.size());
@@ -113,19 +143,10 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
     o.load.dist_first_remote = o.mpi_layers.front().second;
     o.load.dist_ctx = o.ctx;
   } else {
+    if (tensor_parallel) throw Error("--tensor-parallel needs --dist mpi (under mpirun)");
     finish_dist_flags(o.load, layers, o.ctx);
   }
-  o.engine.exact_tool_replay = !no_replay;
-  o.engine.cache_ram_bytes = static_cast<size_t>(cache_ram_mb) << 20;
-  o.engine.n_ctx = o.ctx;
-  o.http.n_ctx = o.ctx;
-  o.http.max_tokens = o.engine.max_tokens;
-  if (o.http.api_key.empty()) {
-    if (const char* k = std::getenv("DS4_API_KEY")) o.http.api_key = k;
-  }
-  o.kv.dir = o.kv_disk_dir;
-  o.kv.space_bytes = static_cast<uint64_t>(o.kv_disk_space_mb) << 20;
-  return o;
+  return finish(o, no_replay, cache_ram_mb);
 }
 
 }  // namespace ds4::app

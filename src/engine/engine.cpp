@@ -13,8 +13,10 @@
 #include "core/memory_available.h"
 #include "core/thread_pool.h"
 #include "dist/curve_key.h"
+#include "dist/mpi_collective.h"
 #include "dist/mpi_transport.h"
 #include "dist/pipeline_backend.h"
+#include "dist/tensor_parallel.h"
 #include "dist/zmq_transport.h"
 #include "model/deepseek4_fingerprint.h"
 #include "model/deepseek4_memory.h"
@@ -61,6 +63,10 @@ cpu::ExpertCacheOptions expert_cache_options(const EngineOptions &o, const model
 }  // namespace
 
 Engine::Engine(const EngineOptions &options) : options_(options) {
+  if (options.dist_tensor_parallel && (options.mlock || options.warm_weights || options.huge_pages))
+    throw Error(std::string(options.mlock ? "--mlock" : options.warm_weights ? "--warm-weights" : "--huge-pages") +
+                " with --tensor-parallel: every rank would read the whole file, and each needs only its share of "
+                "the experts (the pages it touches)");
   // Before the model is opened: the resident weights it locks are charged
   // to the cgroup, and the budget subtracts them itself.
   const MemoryAvailable memory = options.ssd_streaming ? memory_available() : MemoryAvailable{};
@@ -98,7 +104,9 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
     cpu->set_expert_source(std::move(cache));
   }
   cpu_ = cpu.get();
-  if (options.dist_listen.empty() && options.dist_mpi == nullptr) {
+  if (options.dist_tensor_parallel) {
+    start_tensor_parallel(std::move(cpu));
+  } else if (options.dist_listen.empty() && options.dist_mpi == nullptr) {
     backend_ = std::move(cpu);
   } else {
     start_coordinator(std::move(cpu));
@@ -146,6 +154,21 @@ void Engine::start_coordinator(std::unique_ptr<cpu::Forward> local) {
   po.bits = o.dist_activation_bits == 16 ? dist::HiddenBits::F16 : dist::HiddenBits::F32;
   local_ = std::move(local);
   backend_ = std::make_unique<dist::PipelineBackend>(*local_, *coordinator_, po);
+}
+
+void Engine::start_tensor_parallel(std::unique_ptr<cpu::Forward> local) {
+  const EngineOptions &o = options_;
+  if (o.dist_mpi == nullptr) throw Error("--tensor-parallel runs under mpirun with --dist mpi");
+  collective_ = dist::make_mpi_collective(*o.dist_mpi);
+  local->set_tensor_split(collective_.get());
+  local_ = std::move(local);
+  if (collective_->rank() == 0) backend_ = std::make_unique<dist::TensorParallelBackend>(*local_, *collective_);
+}
+
+void Engine::follow_tensor_parallel() {
+  if (!collective_ || collective_->rank() == 0)
+    throw Error("follow_tensor_parallel: only the ranks after 0 of --tensor-parallel follow");
+  dist::follow_tensor_parallel(*local_, *collective_);
 }
 
 std::array<uint8_t, 32> Engine::fingerprint() const { return model::fingerprint(*model_); }

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "backend/collective.h"
 #include "backend/hot_list.h"
 #include "dist/coordinator.h"
 #include "engine/job.h"
@@ -90,6 +91,10 @@ struct EngineOptions {
   int dist_wave_tokens = 256;     // prompt tokens per wave in flight along the route
   int dist_window = 4;            // waves in flight
   int dist_activation_bits = 32;  // hidden states on the wire: 32 (exact) or 16
+  // --dist mpi --tensor-parallel: every rank of dist_mpi evaluates every
+  // layer with its share of the weights (docs/distributed.md); rank 0's
+  // backend serves, the others run follow_tensor_parallel().
+  bool dist_tensor_parallel = false;
   // --dist mpi: rank 0's MPI (must outlive the engine); the coordinator talks
   // to the other ranks over it instead of listening with ZeroMQ.
   const dist::MpiRuntime *dist_mpi = nullptr;
@@ -200,6 +205,10 @@ class Engine {
   // for a single process, false on timeout.
   bool wait_for_route(std::chrono::milliseconds timeout) const;
 
+  // --tensor-parallel on a rank other than 0: makes rank 0's calls on this
+  // rank's share until rank 0's engine is gone. ds4::Error elsewhere.
+  void follow_tensor_parallel();
+
   // Saving and loading a session (docs/session-files.md).
   void save_session(const std::string &path, const backend::Session &session) const;
   void load_session(const std::string &path, backend::Session &session) const;
@@ -212,13 +221,16 @@ class Engine {
  private:
   // dist_listen: the coordinator and the pipeline backend over `local`.
   void start_coordinator(std::unique_ptr<cpu::Forward> local);
+  // dist_tensor_parallel: this rank's share of `local`; rank 0's backend.
+  void start_tensor_parallel(std::unique_ptr<cpu::Forward> local);
 
   EngineOptions options_;
   std::unique_ptr<model::Deepseek4Model> model_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::string tokenizer_problem_;  // why tokenizer_ is null
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<cpu::Forward> local_;         // the CPU backend behind a pipeline (dist_listen)
+  std::unique_ptr<backend::Collective> collective_;  // --tensor-parallel: the ranks' MPI calls
+  std::unique_ptr<cpu::Forward> local_;  // the CPU backend behind a pipeline or tensor parallel rank 0
   std::unique_ptr<dist::Coordinator> coordinator_;
   std::unique_ptr<backend::Backend> backend_;
   const cpu::Forward *cpu_ = nullptr;               // backend_ as the CPU backend

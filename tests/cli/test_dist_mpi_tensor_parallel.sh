@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Tensor parallel over Open MPI (issue 25). 1) mpi_tensor_parallel_check under
+# `mpirun -n 3`: the MPI collective against known answers, then the logits of
+# rank 0's tensor parallel backend against one process's (each row within
+# 1e-3 of its range) and a second pass bit-identical. 2) `mpirun -n 2
+# ds4-server --dist mpi --tensor-parallel`: /health answers, rank 1 follows,
+# two separate groups give the same greedy reply (the ranks' parts are added
+# in rank order: deterministic), SIGTERM to rank 0 stops every rank. 3) Refusals:
+# --layers with --tensor-parallel, --tensor-parallel without --dist mpi, one rank.
+# Usage: test_dist_mpi_tensor_parallel.sh SERVER_BIN MKMODEL_BIN CHECK_BIN
+set -euo pipefail
+server=$1
+mkmodel=$2
+check=$3
+fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do echo "--- $f" >&2; sed 's/^/  | /' "$f" >&2; done; exit 1; }
+command -v mpirun >/dev/null || { echo "mpirun not installed (scripts/install-deps.sh installs openmpi-bin)"; exit 77; }
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  local status=$?
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  sleep 1
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+
+"$mkmodel" --preset tiny --mix f32 --seed 7 --out "$work/tiny.gguf" >/dev/null
+mpi() { mpirun --allow-run-as-root --oversubscribe -n "$1" --mca btl self,vader,tcp --mca pml ob1 "${@:2}"; }
+
+mpi 3 "$check" "$work/tiny.gguf" >"$work/check.log" 2>&1 || fail "mpi_tensor_parallel_check under 3 ranks"
+grep -q "^PASS: 3 ranks" "$work/check.log" || fail "mpi_tensor_parallel_check did not pass"
+
+start() {  # log-name args...
+  local name=$1
+  shift
+  DS4_LOCK_FILE="$work/$name.lock" "$@" >"$work/$name.log" 2>&1 &
+  pids+=($!)
+}
+port_of() {
+  local p=""
+  for _ in $(seq 1 300); do
+    p=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/$1.log" | head -n 1)
+    [ -n "$p" ] && { echo "$p"; return; }
+    sleep 0.2
+  done
+  fail "$1: no 'listening on' line after 60 s"
+}
+body='{"model":"deepseek-v4-flash","max_tokens":12,"temperature":0,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"Count to five."}]}'
+reply() { curl -fsS "http://127.0.0.1:$1/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" |
+  python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["choices"][0]["message"]["content"]))'; }
+
+args=(-m "$work/tiny.gguf" --port 0 -c 1024 -t 1 --cache-ram 0 --dist mpi --tensor-parallel)
+start tp1 mpi 2 "$server" "${args[@]}"
+start tp2 mpi 2 "$server" "${args[@]}"
+port1=$(port_of tp1)
+port2=$(port_of tp2)
+curl -fsS "http://127.0.0.1:$port1/health" >/dev/null || fail "/health of the tensor parallel server"
+a=$(reply "$port1") || fail "the first tensor parallel group did not answer"
+b=$(reply "$port2") || fail "the second tensor parallel group did not answer"
+[ -n "$a" ] && [ "$a" != '""' ] || fail "empty reply"
+[ "$a" = "$b" ] || fail "two tensor parallel groups differ: '$a' and '$b'"
+c=$(reply "$port1") || fail "the first group did not answer twice"
+[ "$a" = "$c" ] || fail "the same group answered '$a', then '$c'"
+grep -q "tensor parallel over 2 MPI ranks" "$work/tp1.log" || fail "rank 0 did not say it runs tensor parallel"
+grep -q "rank 1: tensor parallel, 2 ranks; following rank 0" "$work/tp1.log" || fail "rank 1 did not say it follows"
+
+# SIGTERM to rank 0 (the pid in its instance lock): it shuts down, tells
+# rank 1 to stop, and mpirun ends with both.
+rank0=$(cat "$work/tp1.lock")
+kill -TERM "$rank0"
+for _ in $(seq 1 100); do kill -0 "${pids[0]}" 2>/dev/null || break; sleep 0.1; done
+kill -0 "${pids[0]}" 2>/dev/null && fail "mpirun still runs 10 s after SIGTERM to rank 0"
+wait "${pids[0]}" || fail "mpirun ended with status $? after rank 0 stopped"
+grep -q "rank 1: stopped" "$work/tp1.log" || fail "rank 1 did not stop with rank 0"
+grep -q "ds4-server: stopped" "$work/tp1.log" || fail "rank 0 did not stop cleanly"
+
+refused() {  # message args...
+  local want=$1
+  shift
+  if DS4_LOCK_FILE="$work/bad.lock" "$@" >"$work/bad.log" 2>&1; then fail "accepted: $*"; fi
+  grep -q "$want" "$work/bad.log" || fail "no clear refusal ('$want') of: $*"
+}
+refused "takes no --layers" mpi 2 "$server" "${args[@]}" --layers 0:2,2:output
+refused "needs --dist mpi" "$server" -m "$work/tiny.gguf" --port 0 --tensor-parallel
+refused "needs 2 or more MPI ranks" mpi 1 "$server" "${args[@]}"
+echo "PASS: tensor parallel over MPI"
