@@ -18,11 +18,14 @@ namespace {
 // MPI counts are ints: a call moves at most this many elements at once.
 constexpr size_t kPieceFloats = size_t{1} << 24;
 constexpr size_t kPieceBytes = size_t{1} << 30;
-// A rank waiting for rank 0's next command: polls at this interval once it
-// has waited kSpin (a decode step's command comes within microseconds; an
-// idle server's ranks should not spin).
+// A rank waiting for rank 0's next command spins for kSpin (a decode step's
+// next command comes within microseconds), then polls every kNap, and after
+// kIdle every kIdleNap (an idle server's ranks should cost next to nothing;
+// the first request after a quiet spell waits up to kIdleNap more).
 constexpr auto kSpin = std::chrono::microseconds(500);
 constexpr auto kNap = std::chrono::microseconds(20);
+constexpr auto kIdle = std::chrono::milliseconds(50);
+constexpr auto kIdleNap = std::chrono::milliseconds(2);
 
 class MpiCollective final : public backend::Collective {
  public:
@@ -80,7 +83,12 @@ class MpiCollective final : public backend::Collective {
     for (int done = 0;;) {
       check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
       if (done) break;
-      if (std::chrono::steady_clock::now() - start > kSpin) std::this_thread::sleep_for(kNap);
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited > kIdle) {
+        std::this_thread::sleep_for(kIdleNap);
+      } else if (waited > kSpin) {
+        std::this_thread::sleep_for(kNap);
+      }
     }
     if (rank_ != 0) bytes.resize(static_cast<size_t>(length));
     for (size_t at = 0; at < length; at += kPieceBytes) {

@@ -28,9 +28,11 @@ cleanup() {
 trap cleanup EXIT
 
 "$mkmodel" --preset tiny --mix f32 --seed 7 --out "$work/tiny.gguf" >/dev/null
-mpi() { mpirun --allow-run-as-root --oversubscribe -n "$1" --mca btl self,vader,tcp --mca pml ob1 "${@:2}"; }
+# An array, not a function: a background job started from a function would be
+# a subshell, and killing it would leave mpirun and its ranks running.
+mpi=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp --mca pml ob1)
 
-mpi 3 "$check" "$work/tiny.gguf" >"$work/check.log" 2>&1 || fail "mpi_tensor_parallel_check under 3 ranks"
+"${mpi[@]}" -n 3 "$check" "$work/tiny.gguf" >"$work/check.log" 2>&1 || fail "mpi_tensor_parallel_check under 3 ranks"
 grep -q "^PASS: 3 ranks" "$work/check.log" || fail "mpi_tensor_parallel_check did not pass"
 
 start() {  # log-name args...
@@ -53,8 +55,8 @@ reply() { curl -fsS "http://127.0.0.1:$1/v1/chat/completions" -H 'Content-Type: 
   python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["choices"][0]["message"]["content"]))'; }
 
 args=(-m "$work/tiny.gguf" --port 0 -c 1024 -t 1 --cache-ram 0 --dist mpi --tensor-parallel)
-start tp1 mpi 2 "$server" "${args[@]}"
-start tp2 mpi 2 "$server" "${args[@]}"
+start tp1 "${mpi[@]}" -n 2 "$server" "${args[@]}"
+start tp2 "${mpi[@]}" -n 2 "$server" "${args[@]}"
 port1=$(port_of tp1)
 port2=$(port_of tp2)
 curl -fsS "http://127.0.0.1:$port1/health" >/dev/null || fail "/health of the tensor parallel server"
@@ -83,7 +85,7 @@ refused() {  # message args...
   if DS4_LOCK_FILE="$work/bad.lock" "$@" >"$work/bad.log" 2>&1; then fail "accepted: $*"; fi
   grep -q "$want" "$work/bad.log" || fail "no clear refusal ('$want') of: $*"
 }
-refused "takes no --layers" mpi 2 "$server" "${args[@]}" --layers 0:2,2:output
+refused "takes no --layers" "${mpi[@]}" -n 2 "$server" "${args[@]}" --layers 0:2,2:output
 refused "needs --dist mpi" "$server" -m "$work/tiny.gguf" --port 0 --tensor-parallel
-refused "needs 2 or more MPI ranks" mpi 1 "$server" "${args[@]}"
+refused "needs 2 or more MPI ranks" "${mpi[@]}" -n 1 "$server" "${args[@]}"
 echo "PASS: tensor parallel over MPI"

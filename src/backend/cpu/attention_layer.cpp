@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "backend/cpu/ops_norm.h"
 #include "backend/cpu/ops_qat.h"
 #include "core/error.h"
+#include "core/ggml_type.h"
 #include "core/scratch_vector.h"
 #include "core/thread_pool.h"
 #include "quant/quant.h"
@@ -94,6 +96,37 @@ AttentionLayer::AttentionLayer(const model::LayerWeights &layer, const model::De
   out_a_grouped_.ne[1] = hp.o_lora_rank;
   out_a_grouped_.ne[2] = hp.o_groups;
   if (ratio_ == 4) indexer_.emplace(layer, hp, numerics);
+  group_end_ = o_groups_;
+}
+
+void AttentionLayer::set_share(backend::TensorShare share) {
+  group_begin_ = 0;
+  group_end_ = o_groups_;
+  out_b_columns_.clear();
+  out_b_share_ = model::TensorView{};
+  if (share.size == 1) return;
+  const model::TensorView &b = w_->attn_output_b;
+  const GgmlTypeTraits &traits = ggml_type_traits(b.type);
+  if (o_lora_ % static_cast<int>(traits.block_elems) != 0) {
+    if (share.rank != 0) group_end_ = 0;
+    return;
+  }
+  group_begin_ = o_groups_ * share.rank / share.size;
+  group_end_ = o_groups_ * (share.rank + 1) / share.size;
+  if (group_begin_ == group_end_ || (group_begin_ == 0 && group_end_ == o_groups_)) return;
+  // Columns [g0 * o_lora, g1 * o_lora) of every row: whole blocks.
+  const uint64_t col0 = static_cast<uint64_t>(group_begin_) * static_cast<uint64_t>(o_lora_);
+  const uint64_t cols = static_cast<uint64_t>(group_end_ - group_begin_) * static_cast<uint64_t>(o_lora_);
+  const uint64_t skip = col0 / traits.block_elems * traits.block_bytes;
+  const uint64_t width = cols / traits.block_elems * traits.block_bytes;
+  out_b_columns_.resize(static_cast<size_t>(width * b.n_rows));
+  for (uint64_t r = 0; r < b.n_rows; ++r)
+    std::memcpy(out_b_columns_.data() + r * width, b.row(r) + skip, static_cast<size_t>(width));
+  out_b_share_ = b;
+  out_b_share_.data = out_b_columns_.data();
+  out_b_share_.ne[0] = cols;
+  out_b_share_.row_bytes = width;
+  out_b_share_.nbytes = width * b.n_rows;
 }
 
 void AttentionLayer::forward(std::span<const float> x, int64_t pos, LayerKvState &state, std::span<float> out,
@@ -181,7 +214,18 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, LayerKvState *const
     }
   });
   s.qr_batch.reset(s.qr.data(), n, q_lora_, q_lora_, numerics_);
-  matmul(w_->attn_q_b, -1, s.qr_batch, s.q.data(), static_cast<int64_t>(hq), pool);
+  const int h0 = head_begin(), h1 = head_end();
+  if (h0 == 0 && h1 == n_head_) {
+    matmul(w_->attn_q_b, -1, s.qr_batch, s.q.data(), static_cast<int64_t>(hq), pool);
+  } else if (h0 < h1) {
+    // This rank's heads: their rows of q_b, into their columns of q.
+    model::TensorView rows = w_->attn_q_b;
+    rows.data = rows.row(static_cast<uint64_t>(h0) * static_cast<uint64_t>(head_dim_));
+    rows.ne[1] = static_cast<uint64_t>(h1 - h0) * static_cast<uint64_t>(head_dim_);
+    rows.n_rows = rows.ne[1];
+    rows.nbytes = rows.n_rows * rows.row_bytes;
+    matmul(rows, -1, s.qr_batch, s.q.data() + static_cast<size_t>(h0) * head_dim_, static_cast<int64_t>(hq), pool);
+  }
   // The compressors' projections do not depend on their state: the first
   // token's compressor projects the whole batch.
   if (Compressor *c = states[0]->attn_compressor()) {
@@ -217,46 +261,68 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, LayerKvState *const
     for (int64_t t = t0; t < t1; ++t)
       unrope_heads(std::span<float>(s.heads).subspan(static_cast<size_t>(t) * hq, hq), pos[t]);
   });
+  output_projection(n, OUT, pool);
+}
 
+void AttentionLayer::output_projection(int64_t n, float *OUT, ThreadPool *pool) {
+  AttentionPassScratch &s = ps();
+  const size_t hq = static_cast<size_t>(n_head_) * head_dim_;
+  const int g0 = group_begin_, g1 = group_end_;
+  if (g0 == g1) {  // no heads on this rank: its part is zero
+    std::fill(OUT, OUT + n * n_embd_, 0.0f);
+    return;
+  }
   // Grouped output LoRA: group g's o_lora outputs read only its heads.
   const int64_t group_in = static_cast<int64_t>(n_head_ / o_groups_) * head_dim_;
   const int64_t low_width = static_cast<int64_t>(o_groups_) * o_lora_;
   if (n == 1) {
     // Decode: the token's heads as one activation row per group, all groups'
     // products in one pool run.
-    s.heads_batch.reset(s.heads.data(), o_groups_, group_in, group_in, numerics_);
+    s.heads_batch.reset(s.heads.data() + g0 * group_in, g1 - g0, group_in, group_in, numerics_);
     s.heads_batch.prepare(out_a_grouped_.type, pool);
     const void* const* acts = s.heads_batch.rows(out_a_grouped_.type);
     std::vector<MatvecJob> jobs;
-    jobs.reserve(static_cast<size_t>(o_groups_));
-    for (int g = 0; g < o_groups_; ++g)
-      jobs.push_back({&out_a_grouped_, g, acts[g], s.low.data() + static_cast<size_t>(g) * o_lora_});
+    jobs.reserve(static_cast<size_t>(g1 - g0));
+    for (int g = g0; g < g1; ++g)
+      jobs.push_back({&out_a_grouped_, g, acts[g - g0], s.low.data() + static_cast<size_t>(g) * o_lora_});
     matvec_many(jobs, numerics_, pool);
   } else {
-    for (int g = 0; g < o_groups_; ++g) {
+    for (int g = g0; g < g1; ++g) {
       s.heads_batch.reset(s.heads.data() + g * group_in, n, group_in, static_cast<int64_t>(hq), numerics_);
       matmul(out_a_grouped_, g, s.heads_batch, s.low.data() + static_cast<size_t>(g) * o_lora_, low_width, pool);
     }
   }
-  s.low_batch.reset(s.low.data(), n, low_width, low_width, numerics_);
-  matmul(w_->attn_output_b, -1, s.low_batch, OUT, n_embd_, pool);
+  if (g0 == 0 && g1 == o_groups_) {
+    s.low_batch.reset(s.low.data(), n, low_width, low_width, numerics_);
+    matmul(w_->attn_output_b, -1, s.low_batch, OUT, n_embd_, pool);
+    return;
+  }
+  // This rank's groups' columns of attn_output_b against their outputs.
+  const int64_t cols = static_cast<int64_t>(g1 - g0) * o_lora_;
+  s.low_batch.reset(s.low.data() + static_cast<size_t>(g0) * o_lora_, n, cols, low_width, numerics_);
+  matmul(out_b_share_, -1, s.low_batch, OUT, n_embd_, pool);
 }
 
 void AttentionLayer::prepare_q_kv(std::span<float> q, std::span<float> kv, int64_t pos) const {
-  for (int h = 0; h < n_head_; ++h) {
+  // This rank's heads only (every head without tensor parallel).
+  const int h0 = head_begin(), h1 = head_end();
+  for (int h = h0; h < h1; ++h) {
     std::span<float> qh = q.subspan(static_cast<size_t>(h) * head_dim_, static_cast<size_t>(head_dim_));
     rms_norm_unweighted(qh, qh, eps_, numerics_);
   }
   rms_norm(kv, kv_norm_, kv, eps_, numerics_);
 
   const RopeCache fwd = rope_cache(rope_, pos, /*inverse=*/false);
-  rope_heads(q, n_head_, head_dim_, fwd);
+  rope_heads(q.subspan(static_cast<size_t>(h0) * head_dim_, static_cast<size_t>(h1 - h0) * head_dim_), h1 - h0,
+             head_dim_, fwd);
   rope_apply(kv.subspan(static_cast<size_t>(head_dim_ - n_rot_)), fwd);
   if (numerics_ == Numerics::Default) fp8_e4m3_round_trip(kv.first(static_cast<size_t>(head_dim_ - n_rot_)));
 }
 
 void AttentionLayer::unrope_heads(std::span<float> heads, int64_t pos) const {
-  rope_heads(heads, n_head_, head_dim_, rope_cache(rope_, pos, /*inverse=*/true));
+  const int h0 = head_begin(), h1 = head_end();
+  rope_heads(heads.subspan(static_cast<size_t>(h0) * head_dim_, static_cast<size_t>(h1 - h0) * head_dim_), h1 - h0,
+             head_dim_, rope_cache(rope_, pos, /*inverse=*/true));
 }
 
 void AttentionLayer::token_core(int64_t t, int64_t pos, LayerKvState &state, ThreadPool *pool) {
@@ -348,13 +414,15 @@ void AttentionLayer::attend(const LayerKvState &state, const float *q, float *he
                                  scores.first(n_rows), scores.last(n_rows), std::span<float>(heads + off, hd),
                                  std::span<float>(heads + off + hd, hd));
   };
-  const bool pairs = f16 && n_head_ % 2 == 0;
-  const int tasks = pairs ? n_head_ / 2 : n_head_;
+  // This rank's heads (every head without tensor parallel).
+  const int h0 = head_begin(), n_heads = head_end() - h0;
+  const bool pairs = f16 && n_heads % 2 == 0 && h0 % 2 == 0;
+  const int tasks = pairs ? n_heads / 2 : n_heads;
   auto task = [&](int t) {
     if (pairs) {
-      head_pair(t);
+      head_pair(h0 / 2 + t);
     } else {
-      head(t);
+      head(h0 + t);
     }
   };
   if (pool) {

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/collective.h"
 #include "backend/cpu/indexer.h"
 #include "backend/cpu/layer_kv_state.h"
 #include "backend/cpu/matvec.h"
@@ -77,6 +78,16 @@ class AttentionLayer {
   int ratio() const { return ratio_; }
   Numerics numerics() const { return numerics_; }
 
+  // Tensor parallel: this rank computes the heads of its output groups
+  // (groups [G r / K, G (r+1) / K) of the grouped output LoRA, so each
+  // rank's heads feed only its own groups) and its columns of attn_output_b;
+  // the output is then this rank's part of the sum the ranks add up
+  // (Forward does). The q_a, kv, compressor and indexer projections and the
+  // cache update run on every rank, so every rank's state stays whole. When
+  // a group's columns do not start on a block of attn_output_b's type, rank
+  // 0 keeps every head and the others none.
+  void set_share(backend::TensorShare share);
+
  private:
   // Up to kMaxBatch tokens per pass bound the per-token buffers (a chunk of
   // 4096 tokens would need ~0.5 GB for q and heads alone).
@@ -90,6 +101,11 @@ class AttentionLayer {
   // roped, kv QAT'd. Needs nothing from the cache, so a pass runs it for all
   // its tokens at once, split over the pool.
   void prepare_q_kv(std::span<float> q, std::span<float> kv, int64_t pos) const;
+  // The pass's output from its heads: the grouped output LoRA over this
+  // rank's groups, then attn_output_b over their columns (zeros without any).
+  void output_projection(int64_t n, float *OUT, ThreadPool *pool);
+  int head_begin() const { return group_begin_ * (n_head_ / o_groups_); }
+  int head_end() const { return group_end_ * (n_head_ / o_groups_); }
   void token_core(int64_t t, int64_t pos, LayerKvState &state, ThreadPool *pool);
   void unrope_heads(std::span<float> heads, int64_t pos) const;
   void attend(const LayerKvState &state, const float *q, float *heads, ThreadPool *pool);
@@ -101,6 +117,11 @@ class AttentionLayer {
   float eps_ = 1e-6f;
   RopeParams rope_;
   model::TensorView out_a_grouped_;  // attn_output_a viewed {H*hd/G, o_lora, G}
+  // Tensor parallel: this rank's output groups, and attn_output_b's columns
+  // of a part of them (a copy: they are not contiguous in the file).
+  int group_begin_ = 0, group_end_ = 0;
+  std::vector<uint8_t> out_b_columns_;
+  model::TensorView out_b_share_;
   std::optional<Indexer> indexer_;
   std::vector<float> attn_norm_, q_a_norm_, kv_norm_, sinks_;
 

@@ -54,6 +54,7 @@ void Forward::set_tensor_split(backend::Collective *collective) {
   if (share_.size > n_vocab_) throw Error("tensor split: more ranks than vocab rows");
   collective_ = collective;
   for (MoeLayer &m : moe_) m.set_share(share_);
+  for (AttentionLayer &a : attn_) a.set_share(share_);
 }
 
 std::vector<std::vector<uint64_t>> Forward::expert_usage() const {
@@ -370,6 +371,8 @@ void Forward::layers_chunk(std::span<const SessionTokens> parts, std::span<const
       hc_pre_batch(h, static_cast<int64_t>(m), hc_attn_[il], x);
       attn_[il].forward_tokens(x, static_cast<int64_t>(m), std::span<LayerKvState *const>(chunk_states_).subspan(at, m),
                                std::span<const int64_t>(chunk_pos_).subspan(at, m), f, pool_);
+      // Tensor parallel: each rank's heads' part, added in rank order.
+      if (collective_ != nullptr) collective_->sum(f, m * ne);
       hc_post_batch(f, static_cast<int64_t>(m), h);
       if (trace_) {
         const HcSplit &split = splits_[0];

@@ -97,11 +97,13 @@ class Forward final : public backend::Backend {
   // Tensor parallel (docs/distributed.md): this backend becomes rank
   // collective->rank() of a group that evaluates the model together, every
   // rank with the same sessions and calls. It runs the routed experts it owns
-  // (backend::TensorShare), the shared expert on rank 0, and its rows of the
-  // vocab head; attention, the HC mixes and norms run on every rank. Each
-  // MoE output is the ranks' parts added in rank order, and the logits are
-  // gathered, so every rank ends each call with the same state. `collective`
-  // must outlive this object; null: alone again.
+  // (backend::TensorShare), the shared expert on rank 0, the attention heads
+  // of its output groups (AttentionLayer::set_share) and its rows of the
+  // vocab head; the q_a/kv/compressor/indexer projections, the cache
+  // updates, the HC mixes and norms run on every rank. Each attention and
+  // MoE output is the ranks' parts added in rank order (two sums per layer),
+  // and the logits are gathered, so every rank ends each call with the same
+  // state. `collective` must outlive this object; null: alone again.
   void set_tensor_split(backend::Collective *collective);
   backend::TensorShare share() const { return share_; }
 
