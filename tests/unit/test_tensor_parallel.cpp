@@ -22,6 +22,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/forward.h"
 #include "core/error.h"
+#include "core/ggml_type.h"
 #include "dist/tensor_parallel.h"
 #include "model/deepseek4_hparams.h"
 #include "support/random_tokens.h"
@@ -197,6 +198,28 @@ TEST(TensorParallel, DeterministicAndTheSameOnEveryRank) {
       EXPECT_TRUE(std::ranges::equal(g.on_rank(r, *s).logits(), s->logits())) << "rank " << r;
     }
   }
+}
+
+// attn_output_b in Q6_K with o_lora 128: a group's columns start inside a
+// 256-element block, so the heads cannot be split at group boundaries; rank
+// 0 keeps every head, the other ranks add nothing to attention, and the
+// results stay one process's (within the quantized mix's bar).
+TEST(TensorParallel, HeadsStayOnRankZeroWhenGroupsSplitBlocks) {
+  model::Deepseek4HParams hp = model::preset_tiny();
+  hp.o_lora_rank = 128;
+  test::SyntheticModel m(hp, model::QuantMix::Q6_K, 49);
+  ASSERT_EQ(m.layer(0).attn_output_b.type, GgmlType::Q6_K);
+  const int64_t nv = m.hparams().n_vocab;
+  cpu::Forward one(m.model(), Numerics::Default, nullptr);
+  one.set_prefill_chunk(8);
+  const auto want = run_conversations(one, nv, 13);
+  Group g(m.model(), Numerics::Default, 2, 8);
+  const auto got = run_conversations(*g.backend, nv, 13);
+  double kl = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) kl += mean_kl(got[i], want[i], static_cast<size_t>(nv));
+  kl /= static_cast<double>(want.size());
+  std::printf("[tensor parallel] q6_K tiny (o_lora 128), 2 ranks: mean KL %.3g against one process\n", kl);
+  EXPECT_LE(kl, 5e-3);
 }
 
 // The vocab head split by rows and gathered: each logit is its row's own
