@@ -8,41 +8,14 @@
 set -euo pipefail
 server=$1
 mkmodel=$2
-fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do echo "--- $f" >&2; sed 's/^/  | /' "$f" >&2; done; exit 1; }
 command -v mpirun >/dev/null || { echo "mpirun not installed (scripts/install-deps.sh installs openmpi-bin)"; exit 77; }
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  local status=$?
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  sleep 1
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
+# shellcheck source=server_processes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/server_processes.sh"
 
 "$mkmodel" --preset tiny --mix f32 --seed 5 --out "$work/tiny.gguf" >/dev/null
 # As root in CI; --oversubscribe: two ranks on whatever cores there are;
 # TCP and shared memory only (no InfiniBand probing).
 mpi=(mpirun --allow-run-as-root --oversubscribe -n 2 --mca btl self,vader,tcp --mca pml ob1)
-
-start() {  # log-name args...
-  local name=$1
-  shift
-  DS4_LOCK_FILE="$work/$name.lock" "$@" >"$work/$name.log" 2>&1 &
-  pids+=($!)
-}
-port_of() {
-  local p=""
-  for _ in $(seq 1 300); do
-    p=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/$1.log" | head -n 1)
-    [ -n "$p" ] && { echo "$p"; return; }
-    sleep 0.2
-  done
-  fail "$1: no 'listening on' line after 60 s"
-}
 
 start single "$server" -m "$work/tiny.gguf" --port 0 -c 1024 -t 1 --cache-ram 0
 start mpi "${mpi[@]}" "$server" -m "$work/tiny.gguf" --port 0 -c 1024 -t 1 --cache-ram 0 --dist mpi --layers 0:2,2:output
@@ -59,8 +32,6 @@ grep -q '"complete":true' "$work/health.json" || fail "/health: $(cat "$work/hea
 grep -q '"layers":"2:output"' "$work/health.json" || fail "/health names no stage 2:output: $(cat "$work/health.json")"
 
 body='{"model":"deepseek-v4-flash","max_tokens":12,"temperature":0,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"Count to five."}]}'
-reply() { curl -fsS "http://127.0.0.1:$1/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" |
-  python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["choices"][0]["message"]["content"]))'; }
 a=$(reply "$mpi_port") || fail "the MPI pipeline did not answer"
 b=$(reply "$single_port") || fail "the single server did not answer"
 [ "$a" = "$b" ] || fail "replies differ: pipeline '$a', one process '$b'"

@@ -12,20 +12,9 @@ set -euo pipefail
 server=$1
 mkmodel=$2
 check=$3
-fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do echo "--- $f" >&2; sed 's/^/  | /' "$f" >&2; done; exit 1; }
 command -v mpirun >/dev/null || { echo "mpirun not installed (scripts/install-deps.sh installs openmpi-bin)"; exit 77; }
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  local status=$?
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  sleep 1
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
+# shellcheck source=server_processes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/server_processes.sh"
 
 "$mkmodel" --preset tiny --mix f32 --seed 7 --out "$work/tiny.gguf" >/dev/null
 # An array, not a function: a background job started from a function would be
@@ -35,24 +24,7 @@ mpi=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp --mca p
 "${mpi[@]}" -n 3 "$check" "$work/tiny.gguf" >"$work/check.log" 2>&1 || fail "mpi_tensor_parallel_check under 3 ranks"
 grep -q "^PASS: 3 ranks" "$work/check.log" || fail "mpi_tensor_parallel_check did not pass"
 
-start() {  # log-name args...
-  local name=$1
-  shift
-  DS4_LOCK_FILE="$work/$name.lock" "$@" >"$work/$name.log" 2>&1 &
-  pids+=($!)
-}
-port_of() {
-  local p=""
-  for _ in $(seq 1 300); do
-    p=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/$1.log" | head -n 1)
-    [ -n "$p" ] && { echo "$p"; return; }
-    sleep 0.2
-  done
-  fail "$1: no 'listening on' line after 60 s"
-}
 body='{"model":"deepseek-v4-flash","max_tokens":12,"temperature":0,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"Count to five."}]}'
-reply() { curl -fsS "http://127.0.0.1:$1/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" |
-  python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["choices"][0]["message"]["content"]))'; }
 
 args=(-m "$work/tiny.gguf" --port 0 -c 1024 -t 1 --cache-ram 0 --dist mpi --tensor-parallel)
 start tp1 "${mpi[@]}" -n 2 "$server" "${args[@]}"
