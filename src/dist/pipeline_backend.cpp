@@ -383,7 +383,11 @@ void PipelineBackend::scatter(std::unique_ptr<backend::Session> full, backend::S
         std::move(op), [&](int begin, int end) { return local_.save_layers(*full, backend::LayerRange{begin, end}); });
     for (const auto& a : answers) loaded = loaded && !a.unavailable && a.done.status == ResultStatus::Ok;
   }
-  s->local_->restore(*full);
+  // Only this process's layers stay here: the stages' rows would be dead
+  // weight (gather asks the stages for theirs).
+  const backend::LayerRange here{0, options_.first_remote};
+  s->local_->reset();
+  local_.load_layers(local_.save_layers(*full, here), *s->local_, here);
   s->tokens_.assign(full->tokens().begin(), full->tokens().end());
   s->logits_.assign(full->logits().begin(), full->logits().end());
   s->hash_ = token_prefix_hash(s->tokens_);

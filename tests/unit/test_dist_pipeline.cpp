@@ -273,6 +273,10 @@ TEST(DistPipeline, SessionStateAcrossTheRouteIsOneOrdinaryPayload) {
   auto loaded = pipe.new_session(kCtx);
   pipe.load_state(payload, *loaded);
   EXPECT_EQ(loaded->size(), static_cast<int64_t>(a.size()));
+  // The coordinator keeps only its own layers' rows of a loaded session, as
+  // of one it evaluated.
+  EXPECT_EQ(loaded->state_bytes(), s->state_bytes());
+  EXPECT_LT(loaded->state_bytes(), truth->state_bytes());
   whole.eval(*truth, b);
   pipe.eval(*loaded, b);
   EXPECT_EQ(0, std::memcmp(truth->logits().data(), loaded->logits().data(), truth->logits().size() * 4));
