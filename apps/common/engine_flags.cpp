@@ -1,5 +1,7 @@
 #include "engine_flags.h"
 
+#include <chrono>
+#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -101,6 +103,22 @@ void finish_dist_flags(engine::EngineOptions& eo, const std::string& layers, int
                 ": the coordinator evaluates the first layers, 0:N (the last worker serves N:output)");
   eo.dist_first_remote = end;
   eo.dist_ctx = ctx;
+}
+
+std::vector<dist::StageInfo> wait_for_route(const engine::Engine& engine, double seconds) {
+  if (!engine.route()) return {};
+  std::fprintf(stderr, "dist: waiting up to %.0f s for workers to serve every layer\n", seconds);
+  std::fflush(stderr);
+  if (!engine.wait_for_route(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000))))
+    throw Error("--dist-wait " + std::to_string(static_cast<int64_t>(seconds)) + ": no worker serves layers " +
+                engine.route()->missing);
+  const std::vector<dist::StageInfo> stages = engine.route()->stages;
+  for (size_t i = 0; i < stages.size(); ++i)
+    std::fprintf(stderr, "dist: hop %zu: layers %s on worker %s at %s\n", i + 1,
+                 dist::layer_range_text(stages[i].begin, stages[i].end).c_str(), stages[i].name.c_str(),
+                 stages[i].address.c_str());
+  std::fflush(stderr);
+  return stages;
 }
 
 }  // namespace ds4::app

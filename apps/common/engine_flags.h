@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 
@@ -28,6 +29,12 @@ void add_dist_flags(CLI::App& app, engine::EngineOptions& eo, std::string* layer
 // After parsing: checks them together and fills eo.dist_first_remote and
 // eo.dist_ctx (sessions of up to ctx tokens); ds4::Error naming the flag.
 void finish_dist_flags(engine::EngineOptions& eo, const std::string& layers, int64_t ctx);
+
+// With --dist-listen: waits up to `seconds` until workers serve every layer
+// after this process's (ds4::Error "--dist-wait N: no worker serves layers
+// ..." otherwise) and names each stage on stderr; the stages in route order.
+// Empty at once for one process.
+std::vector<dist::StageInfo> wait_for_route(const engine::Engine& engine, double seconds);
 
 inline bool quality(const engine::EngineOptions& eo) { return eo.numerics == backend::Numerics::Quality; }
 

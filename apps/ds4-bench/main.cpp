@@ -188,23 +188,6 @@ DecodeProbe decode_probe(ds4::backend::Backend& backend, const ds4::backend::Ses
   return out;
 }
 
-// --dist-listen: waits for the route, then names its stages (the hops whose
-// telemetry the CSV reports); empty for one process.
-std::vector<ds4::dist::StageInfo> wait_for_route(const ds4::engine::Engine& engine, double seconds) {
-  if (!engine.route()) return {};
-  std::fprintf(stderr, "dist: waiting up to %.0f s for workers to serve every layer\n", seconds);
-  std::fflush(stderr);
-  if (!engine.wait_for_route(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000))))
-    throw Error("--dist-wait " + std::to_string(static_cast<int64_t>(seconds)) + ": no worker serves layers " +
-                engine.route()->missing);
-  const std::vector<ds4::dist::StageInfo> stages = engine.route()->stages;
-  for (size_t i = 0; i < stages.size(); ++i)
-    std::fprintf(stderr, "dist: hop %zu: layers %s on worker %s at %s\n", i + 1,
-                 ds4::dist::layer_range_text(stages[i].begin, stages[i].end).c_str(), stages[i].name.c_str(),
-                 stages[i].address.c_str());
-  return stages;
-}
-
 // Per hop, what the route's telemetry moved between two readings.
 struct HopDelta {
   double eval_seconds = 0, wait_seconds = 0;
@@ -250,7 +233,7 @@ int run(const Options& o) {
   const auto t_load = Clock::now();
   ds4::engine::Engine engine(eo);
   const double load_secs = seconds_since(t_load);
-  const std::vector<ds4::dist::StageInfo> hops = wait_for_route(engine, o.dist_wait_seconds);
+  const std::vector<ds4::dist::StageInfo> hops = ds4::app::wait_for_route(engine, o.dist_wait_seconds);
   const ds4::engine::ModelFacts& facts = engine.facts();
   const PromptTokens prompt = load_prompt(o, engine);
   const auto available = static_cast<int64_t>(prompt.ids.size());

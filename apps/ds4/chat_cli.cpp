@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/engine_flags.h"
 #include "core/error.h"
 #include "core/gguf.h"
 #include "engine/engine.h"
@@ -89,6 +90,7 @@ struct ChatRuntime {
       : engine(o.engine),
         tokenizer(engine.tokenizer()),
         n_ctx(choose_ctx(o, engine.facts().n_ctx_train, 0)) {
+    wait_for_route(engine, o.dist_wait_seconds);
     mode = text::effective_thinking_mode(thinking_mode(o.think), n_ctx, &warning);
   }
 

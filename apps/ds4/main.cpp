@@ -80,6 +80,7 @@ int run_tokens(const Options& o) {
   check_model_present(o);
 
   ds4::engine::Engine engine(o.engine);
+  ds4::app::wait_for_route(engine, o.dist_wait_seconds);
   const ds4::engine::ModelFacts& facts = engine.facts();
   ds4::runtime::check_token_range(tokens, facts.n_vocab, o.tokens_file);
 
@@ -243,6 +244,10 @@ int main(int argc, char** argv) {
   app.add_option("-c,--ctx", o.ctx,
                  "Context size in tokens (default: min(model n_ctx_train, 32768), raised to the tokens the run "
                  "needs)");
+  ds4::app::add_dist_flags(app, o.engine, &o.dist_layers);
+  app.add_option("--dist-wait", o.dist_wait_seconds,
+                 "with --dist-listen: seconds to wait for workers to serve every layer before starting")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -258,6 +263,8 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // Workers must hold sessions as long as ours: --ctx, else the default cap.
+    ds4::app::finish_dist_flags(o.engine, o.dist_layers, o.ctx.value_or(ds4::app::kDefaultCtxCap));
     return run(o);
   } catch (const ds4::Error& e) {
     print_error(e.what());

@@ -51,6 +51,10 @@ struct Options {
   bool color = true;  // grey reasoning and the progress bar, only on a terminal
 
   std::optional<int64_t> ctx;
+  // --dist-listen ... --layers 0:N (apps/common/engine_flags.h): this process
+  // coordinates a pipeline; it waits at most dist_wait_seconds for workers.
+  std::string dist_layers;
+  double dist_wait_seconds = 120;
 
   static engine::EngineOptions default_engine_options() {
     engine::EngineOptions e;

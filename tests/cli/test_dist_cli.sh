@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The ds4 CLI as a pipeline coordinator (issue 25): `ds4 --dist-listen ...
+# --layers 0:2` with one ds4-worker serving 2:output over ZeroMQ/CURVE.
+# Truth: ds4 alone on the same model. The logits of every token
+# (--dump-logits) must be the same bytes, so the greedy ids and a one-shot
+# chat reply are the same too. No worker within --dist-wait: a clear error;
+# --layers without --dist-listen: refused.
+# Usage: test_dist_cli.sh DS4_BIN WORKER_BIN MKMODEL_BIN
+set -euo pipefail
+ds4=$1
+worker=$2
+mkmodel=$3
+# shellcheck source=server_processes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/server_processes.sh"
+
+"$mkmodel" --preset tiny --mix ds4-q2 --seed 3 --out "$work/tiny.gguf" >/dev/null
+"$worker" --gen-key "$work/key" 2>/dev/null
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 -c 'import json; print(json.dumps([(i * 7919 + 13) % 512 for i in range(40)]))' >"$work/tokens.json"
+start worker "$worker" -m "$work/tiny.gguf" --coordinator "127.0.0.1:$port" --layers 2:output --dist-key "$work/key" \
+  -t 1 -c 256
+dist=(--dist-listen "127.0.0.1:$port" --dist-key "$work/key" --layers 0:2 --dist-wait 60)
+common=(-m "$work/tiny.gguf" -t 1 -c 256)
+
+"$ds4" "${common[@]}" --tokens-file "$work/tokens.json" --dump-logits "$work/one.bin" --greedy 6 \
+  >"$work/one.ids" 2>"$work/one.log" || fail "ds4 alone"
+"$ds4" "${common[@]}" "${dist[@]}" --tokens-file "$work/tokens.json" --dump-logits "$work/pipe.bin" --greedy 6 \
+  >"$work/pipe.ids" 2>"$work/pipe.log" || fail "ds4 as the coordinator"
+cmp -s "$work/one.bin" "$work/pipe.bin" || fail "the logits through the pipeline differ from one process's"
+[ "$(cat "$work/one.ids")" = "$(cat "$work/pipe.ids")" ] || fail "greedy ids differ"
+grep -q "hop 1: layers 2:output" "$work/pipe.log" || fail "ds4 did not name the worker's stage"
+
+chat=(-p "Count to five." --nothink --temp 0 -n 8)
+a=$("$ds4" "${common[@]}" "${chat[@]}" 2>>"$work/one.log") || fail "one-shot alone"
+b=$("$ds4" "${common[@]}" "${dist[@]}" "${chat[@]}" 2>>"$work/pipe.log") || fail "one-shot as the coordinator"
+[ -n "$a" ] || fail "empty one-shot reply"
+[ "$a" = "$b" ] || fail "one-shot replies differ: '$a' and '$b'"
+
+other=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+if "$ds4" "${common[@]}" --dist-listen "127.0.0.1:$other" --dist-key "$work/key" --layers 0:2 --dist-wait 1 \
+    --tokens-file "$work/tokens.json" --greedy 2 >"$work/none.log" 2>&1; then
+  fail "ran with no worker"
+fi
+grep -q "dist-wait 1: no worker serves layers 2" "$work/none.log" || fail "no clear error without a worker"
+if "$ds4" "${common[@]}" --layers 0:2 --tokens-file "$work/tokens.json" --greedy 2 >"$work/bad.log" 2>&1; then
+  fail "--layers without --dist-listen was accepted"
+fi
+grep -q "layers needs --dist-listen" "$work/bad.log" || fail "no clear refusal of --layers alone"
+echo "PASS: ds4 as a pipeline coordinator equals one process"
