@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/expert_cache.h"
 #include "backend/cpu/forward.h"
 #include "core/error.h"
 #include "core/ggml_type.h"
@@ -47,10 +48,18 @@ struct Group {
   std::unique_ptr<TensorParallelBackend> backend;
   std::vector<std::thread> running;
 
-  Group(const model::Deepseek4Model &m, Numerics numerics, int ranks, int chunk) : threads(ranks) {
+  // expert_slots > 0: each rank reads its routed experts through an SSD
+  // streaming cache of that many slots.
+  Group(const model::Deepseek4Model &m, Numerics numerics, int ranks, int chunk, int64_t expert_slots = 0)
+      : threads(ranks) {
     for (int r = 0; r < ranks; ++r) {
       forwards.push_back(std::make_unique<cpu::Forward>(m, numerics, nullptr));
       forwards.back()->set_prefill_chunk(chunk);
+      if (expert_slots > 0) {
+        cpu::ExpertCacheOptions o;
+        o.slots = expert_slots;
+        forwards.back()->set_expert_source(std::make_unique<cpu::ExpertCache>(m, o));
+      }
       collectives.push_back(std::make_unique<test::ThreadCollective>(threads, r));
       forwards.back()->set_tensor_split(collectives.back().get());
       if (r > 0) followers.push_back(std::make_unique<TensorParallelFollower>(*forwards.back(), *collectives.back()));
@@ -220,6 +229,26 @@ TEST(TensorParallel, HeadsStayOnRankZeroWhenGroupsSplitBlocks) {
   kl /= static_cast<double>(want.size());
   std::printf("[tensor parallel] q6_K tiny (o_lora 128), 2 ranks: mean KL %.3g against one process\n", kl);
   EXPECT_LE(kl, 5e-3);
+}
+
+// Each rank streaming its experts from the file through a small cache (SSD
+// streaming: only its own experts are acquired and prefetched) gives the
+// group's resident answers bit for bit.
+TEST(TensorParallel, StreamedExpertsGiveTheResidentAnswers) {
+  test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 51);
+  const int64_t nv = m.hparams().n_vocab;
+  std::vector<std::vector<float>> resident;
+  {
+    Group g(m.model(), Numerics::Default, 2, 8);
+    resident = run_conversations(*g.backend, nv, 15);
+  }
+  Group g(m.model(), Numerics::Default, 2, 8, 3);
+  EXPECT_EQ(run_conversations(*g.backend, nv, 15), resident);
+  for (const auto &f : g.forwards) {
+    const auto *cache = dynamic_cast<const cpu::ExpertCache *>(f->expert_source());
+    ASSERT_NE(cache, nullptr);
+    EXPECT_GT(cache->stats().misses, 0u);
+  }
 }
 
 // The vocab head split by rows and gathered: each logit is its row's own
