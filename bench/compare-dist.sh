@@ -56,8 +56,13 @@ dist_args=(--dist-listen "127.0.0.1:$port" --dist-key "$work/key" --layers "0:$s
 common=(-m "$model" --tokens-file "$work/tokens.json" --ctx-start "$prompt" --ctx-max "$prompt" -n "$gen" -t "$threads" --warmup)
 
 cat "$model" >/dev/null  # page cache
-on_cpu 1 "$worker_bin" -m "$model" --coordinator "127.0.0.1:$port" --dist-key "$work/key" --layers "$split:$worker_end" \
-  -t "$threads" -c $((prompt + gen + 8)) >/dev/null 2>"$work/worker.log" &
+# The worker as its own background process (taskset execs it), not through
+# on_cpu: a function in the background is a subshell, and killing that at the
+# end would leave the worker running.
+worker_cmd=("$worker_bin" -m "$model" --coordinator "127.0.0.1:$port" --dist-key "$work/key" --layers "$split:$worker_end"
+  -t "$threads" -c $((prompt + gen + 8)))
+[[ $pin == 1 ]] && worker_cmd=(taskset -c 1 "${worker_cmd[@]}")
+"${worker_cmd[@]}" >/dev/null 2>"$work/worker.log" &
 worker_pid=$!
 
 results="$work/results.tsv"
