@@ -75,19 +75,4 @@ for ((r = 1; r <= runs; r++)); do
   echo "compare-dist: run $r: one $(tail -n 1 "$work/one.csv"); dist $(tail -n 1 "$work/dist.csv")" >&2
 done
 head -n 1 "$work/dist.csv" >"$work/header"
-python3 - "$results" "$work/header" <<'PY'
-import sys, statistics as st
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-head = open(sys.argv[2]).read().strip().split(",")
-col = lambda name: head.index(name)
-def series(kind, name):
-    return [float(r[1].split(",")[col(name)]) for r in rows if r[0] == kind]
-for name in ("prefill_tps", "gen_tps"):
-    one, dist = series("one", name), series("dist", name)
-    print(f"{name}: one process median {st.median(one):.2f} ({', '.join(f'{v:.2f}' for v in one)}); "
-          f"pipeline median {st.median(dist):.2f} ({', '.join(f'{v:.2f}' for v in dist)}); "
-          f"ratio {st.median(dist) / st.median(one):.3f}x")
-for name in [h for h in head if h.startswith("hop")]:
-    v = series("dist", name)
-    print(f"{name}: median {st.median(v):.3f} ms ({', '.join(f'{x:.3f}' for x in v)})")
-PY
+python3 "$repo_root/bench/ab_summary.py" "$results" "$work/header" one "one process" dist pipeline

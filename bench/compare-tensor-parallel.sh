@@ -57,16 +57,4 @@ for ((r = 1; r <= runs; r++)); do
   echo "compare-tensor-parallel: run $r: one $(tail -n 1 "$work/one.csv"); tp $(tail -n 1 "$work/tp.csv")" >&2
 done
 head -n 1 "$work/one.csv" >"$work/header"
-python3 - "$results" "$work/header" "$ranks" <<'PY'
-import sys, statistics as st
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-head = open(sys.argv[2]).read().strip().split(",")
-col = lambda name: head.index(name)
-def series(kind, name):
-    return [float(r[1].split(",")[col(name)]) for r in rows if r[0] == kind]
-for name in ("prefill_tps", "gen_tps"):
-    one, tp = series("one", name), series("tp", name)
-    print(f"{name}: one process median {st.median(one):.2f} ({', '.join(f'{v:.2f}' for v in one)}); "
-          f"{sys.argv[3]} ranks median {st.median(tp):.2f} ({', '.join(f'{v:.2f}' for v in tp)}); "
-          f"ratio {st.median(tp) / st.median(one):.3f}x")
-PY
+python3 "$repo_root/bench/ab_summary.py" "$results" "$work/header" one "one process" tp "$ranks ranks"
