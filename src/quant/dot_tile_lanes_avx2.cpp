@@ -154,7 +154,9 @@ struct KQuantLanes {
         const int k = kGroupsPerSub * s + g;
         const __m256i wk = load(laid + 32 * k);
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(wk, bcast4(a.x[t][i].qs + 4 * k)));
+        for (int t = 0; t < T; ++t) {
+          p[t] = in_register(_mm256_add_epi16(p[t], _mm256_maddubs_epi16(wk, bcast4(a.x[t][i].qs + 4 * k))));
+        }
       }
       const __m256i scale = load(laid + 32 * (kScales + s));
 #pragma GCC unroll 8
@@ -279,7 +281,7 @@ struct Iq2XxsFormat {
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           const __m256i prod = _mm256_maddubs_epi16(bcast4(a.xu[t] + kQK_K * i + 32 * b + 4 * g), wk);
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(prod, mul));
+          isum[t] = in_register(_mm256_add_epi32(isum[t], _mm256_madd_epi16(prod, mul)));
         }
       }
     }
@@ -334,7 +336,8 @@ struct Mxfp4Format {
         const __m256i wk = load(laid + 32 * (4 * h + g));
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
-          p[h][t] = _mm256_add_epi16(p[h][t], _mm256_maddubs_epi16(bcast4(a.xu[t] + kQKMxfp4 * i + 16 * h + 4 * g), wk));
+          p[h][t] = in_register(
+              _mm256_add_epi16(p[h][t], _mm256_maddubs_epi16(bcast4(a.xu[t] + kQKMxfp4 * i + 16 * h + 4 * g), wk)));
         }
       }
     }
