@@ -79,7 +79,7 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::f16_f32,
       tile_avx512::bf16_f32,
       tile_avx512::f32_f32,
-      tile_avx512::q6_K_q8_K<false>,
+      tile_avx512::q6_K_q8_K_plain,
   };
   static const TileKernels avx512vnni = {
       "avx512vnni",

@@ -64,9 +64,13 @@ void q4_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 template <bool kVnni>
 void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                   int64_t n_acts, float* out, int64_t ldo);
+// Q6_K: the VNNI levels' lane-per-row tile (dot_tile_kquant_avx512.cpp; <true>
+// only) and the plain level's block-decoding one (dot_tile_q6_avx512.cpp).
 template <bool kVnni>
 void q6_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                int64_t n_acts, float* out, int64_t ldo);
+void q6_K_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                     int64_t n_acts, float* out, int64_t ldo);
 // The avx512vbmi level's IQ2_XXS: the grid decoded from registers.
 void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo);

@@ -137,6 +137,15 @@ inline void transpose_qs_chunk(const Block* const* rows, int64_t b, int offset, 
   transpose_rows(q, t);
 }
 
+// t[k] lane r = dword k of the 32 bytes at `offset` in rows[r]'s block b.
+template <typename Block>
+inline void transpose_bytes_chunk(const Block* const* rows, int64_t b, size_t offset, __m512i t[8]) {
+  __m256i q[kGroupRows];
+#pragma GCC unroll 16
+  for (int r = 0; r < kGroupRows; ++r) q[r] = load256(reinterpret_cast<const uint8_t*>(&rows[r][b]) + offset);
+  transpose_rows(q, t);
+}
+
 // Lanes r of an (f16 d | f16 dmin << 16) dword per row -> d and dmin as f32.
 inline void store_d_dmin(__m512i packed, __m512i* d, __m512i* dmin) {
   _mm512_store_ps(reinterpret_cast<float*>(d), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(packed)));
@@ -187,6 +196,7 @@ inline Q4KHeaders q4_K_headers(const BlockQ4_K* const* rows, int64_t b) {
 // (min 2p, min 2p+1) against the activation's sub-block sums 2p, 2p+1.
 struct Q4KRows {
   using Block = BlockQ4_K;
+  static constexpr bool kWideGroups = false;
   static constexpr int kScaleRegs = 8;
   static constexpr int kMinRegs = 4;
 
@@ -421,6 +431,7 @@ void q4_K_decode(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows
 // (min 2p, min 2p+1) against bsums 2p, 2p+1 as stored.
 struct Q2KRows {
   using Block = BlockQ2_K;
+  static constexpr bool kWideGroups = false;
   static constexpr int kScaleRegs = 16;
   static constexpr int kMinRegs = 8;
 
@@ -461,6 +472,79 @@ struct Q2KRows {
 #pragma GCC unroll 16
     for (int r = 0; r < kGroupRows; ++r) std::memcpy(&d_dmin[r], &rows[r][b].d, 4);
     store_d_dmin(_mm512_load_si512(d_dmin), min + kMinRegs, min + kMinRegs + 1);
+  }
+
+  static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
+};
+
+// Q6_K: 16-element group g has its own signed 8-bit scale; the codes are
+// value + 32 (0..63). A group's code x activation sum reaches 16 * 63 * 128,
+// too wide for vpdpwssd's int16 words, so it meets its scale by vpmulld. The
+// offset is the min term: pair p = (-32 sc_2p, -32 sc_2p+1) against bsums 2p,
+// 2p+1 as stored, added to the block's integer (the one-row kernel,
+// dot_avx2.cpp's dot_q6_K_q8_K, forms one integer per block and takes it
+// times d_w * d_x).
+struct Q6KRows {
+  using Block = BlockQ6_K;
+  static constexpr int kScaleRegs = 16;
+  static constexpr int kMinRegs = 8;
+  static constexpr bool kWideGroups = true;
+
+  static void relayout_block(const Block* const* rows, int64_t b, __m512i* out) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(3);
+    // Half h: ql bytes 64h + j (A) and 64h + 32 + j (B), qh bytes 32h + j (H);
+    // dword j of each is elements 4j..4j+3 of the half's four 32-element runs:
+    // A's low nibbles with H's bits 0-1 (run 0), B's low with bits 2-3 (run 1),
+    // A's high with bits 4-5 (run 2), B's high with bits 6-7 (run 3).
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m512i a[8], bq[8], hb[8];
+      transpose_bytes_chunk(rows, b, offsetof(Block, ql) + 64 * h, a);
+      transpose_bytes_chunk(rows, b, offsetof(Block, ql) + 64 * h + 32, bq);
+      transpose_bytes_chunk(rows, b, offsetof(Block, qh) + 32 * h, hb);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        __m512i* run = out + 32 * h + j;
+        const __m512i top = hb[j];
+        run[0] = _mm512_or_si512(_mm512_and_si512(a[j], low4), _mm512_slli_epi16(_mm512_and_si512(top, low2), 4));
+        run[8] = _mm512_or_si512(_mm512_and_si512(bq[j], low4),
+                                 _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(top, 2), low2), 4));
+        run[16] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a[j], 4), low4),
+                                  _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(top, 4), low2), 4));
+        run[24] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(bq[j], 4), low4),
+                                  _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(top, 6), low2), 4));
+      }
+    }
+    // Scales: dword q of a lane holds scales 4q..4q+3 (int8).
+    __m512i sc[4];
+    transpose_16_bytes(rows, b, offsetof(Block, scales), sc);
+    __m512i* scale = out + kScaleReg;
+    __m512i* min = scale + kScaleRegs;
+    const __m512i low_word = _mm512_set1_epi32(0xffff);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      // Byte k sign-extended to the dword: shifted to the top, then back.
+      const __m512i s0 = _mm512_srai_epi32(_mm512_slli_epi32(sc[q], 24), 24);
+      const __m512i s1 = _mm512_srai_epi32(_mm512_slli_epi32(sc[q], 16), 24);
+      const __m512i s2 = _mm512_srai_epi32(_mm512_slli_epi32(sc[q], 8), 24);
+      const __m512i s3 = _mm512_srai_epi32(sc[q], 24);
+      _mm512_store_si512(scale + 4 * q + 0, s0);
+      _mm512_store_si512(scale + 4 * q + 1, s1);
+      _mm512_store_si512(scale + 4 * q + 2, s2);
+      _mm512_store_si512(scale + 4 * q + 3, s3);
+      // -32 * scale as int16 words, two groups per dword.
+      auto pair = [&](__m512i lo, __m512i hi) {
+        const __m512i m32 = _mm512_set1_epi32(-32);
+        return _mm512_or_si512(_mm512_and_si512(_mm512_mullo_epi32(lo, m32), low_word),
+                               _mm512_slli_epi32(_mm512_mullo_epi32(hi, m32), 16));
+      };
+      _mm512_store_si512(min + 2 * q, pair(s0, s1));
+      _mm512_store_si512(min + 2 * q + 1, pair(s2, s3));
+    }
+    alignas(32) uint16_t d[kGroupRows];
+#pragma GCC unroll 16
+    for (int r = 0; r < kGroupRows; ++r) d[r] = rows[r][b].d;
+    _mm512_store_ps(reinterpret_cast<float*>(min + kMinRegs), _mm512_cvtph_ps(load256(d)));
   }
 
   static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
@@ -554,7 +638,11 @@ void group_pass(int64_t nb, const __m512i* wg, const uint8_t* xs, float* out, in
         part = dot_bytes<kVnni>(part, c1, broadcast_dword(q + 4));
         part = dot_bytes<kVnni>(part, c2, broadcast_dword(q + 8));
         part = dot_bytes<kVnni>(part, c3, broadcast_dword(q + 12));
-        isum[t] = dot_words<kVnni>(isum[t], part, scale);
+        if constexpr (Rows::kWideGroups) {
+          isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(part, scale));
+        } else {
+          isum[t] = dot_words<kVnni>(isum[t], part, scale);
+        }
       }
     }
     const __m512 dw = _mm512_load_ps(reinterpret_cast<const float*>(wb + kDReg<Rows>));
@@ -570,11 +658,16 @@ void group_pass(int64_t nb, const __m512i* wg, const uint8_t* xs, float* out, in
       }
       float xd;
       std::memcpy(&xd, side + kActScale, 4);
-      // k_block_value lane by lane: (x.d * d) * isum - (x.d * dmin) * msum.
       const __m512 dall = _mm512_mul_ps(_mm512_set1_ps(xd), dw);
-      const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(xd), dminw);
-      sum[t] = _mm512_add_ps(sum[t], _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum[t])),
-                                                   _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum))));
+      if constexpr (Rows::kWideGroups) {
+        // Q6_K's one-row term: (d * x.d) * (isum + offset sum).
+        sum[t] = _mm512_add_ps(sum[t], _mm512_mul_ps(dall, _mm512_cvtepi32_ps(_mm512_add_epi32(isum[t], msum))));
+      } else {
+        // k_block_value lane by lane: (x.d * d) * isum - (x.d * dmin) * msum.
+        const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(xd), dminw);
+        sum[t] = _mm512_add_ps(sum[t], _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum[t])),
+                                                     _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum))));
+      }
     }
   }
 #pragma GCC unroll 16
@@ -665,6 +758,20 @@ void q2_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 template void q2_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
                                int64_t);
 template void q2_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
+
+// Q6_K below kMinActs: the one-row kernel (the avx512 levels use dot_avx2.cpp's), row by row.
+void q6_K_rows_one_row(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x,
+                       float* out) {
+  for (int64_t r = 0; r < n_rows; ++r)
+    out[r] = dot_q6_K_q8_K_avx2(n, reinterpret_cast<const BlockQ6_K*>(w + static_cast<uint64_t>(r) * row_bytes), x);
+}
+
+template <bool kVnni>
+void q6_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+               float* out, int64_t ldo) {
+  tile_or_rows<kVnni, Q6KRows>(q6_K_rows_one_row, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+template void q6_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
 
 }  // namespace tile_avx512
 }  // namespace ds4::quant

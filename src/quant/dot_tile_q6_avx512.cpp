@@ -1,6 +1,9 @@
-// Tile kernel (dot_tile.h) for Q6_K x Q8_K at the avx512 levels, for prefill
-// of Q6_K matrices (llama-quantize's K presets put Q6_K on some routed down
-// experts and the output head).
+// Tile kernel (dot_tile.h) for Q6_K x Q8_K at the plain avx512 level (no
+// VNNI), for prefill of Q6_K matrices (llama-quantize's K presets put Q6_K on
+// some routed down experts and the output head). The VNNI levels use the
+// lane-per-row tile of dot_tile_kquant_avx512.cpp instead: without vpdpbusd
+// its multiply-adds cost three instructions each and this one is faster
+// (ds4-bench-kernels tile/q6_K/64x4096x12, Zen 4: 61 against 98 us).
 //
 // Each weight block is decoded once per call and activation chunk: its 256
 // unsigned 6-bit codes in element order (four registers of 64) and, per
@@ -81,24 +84,22 @@ inline Q6Decoded decode(const BlockQ6_K& b) {
   return out;
 }
 
-template <bool kVnni>
 inline int32_t block_isum(const Q6Decoded& w, const BlockQ8_K& x) {
   __m512i acc = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int m = 0; m < 4; ++m) {
     const __m512i pairs = _mm512_maddubs_epi16(w.codes[m], _mm512_loadu_si512(x.qs + 64 * m));
-    acc = dot_words<kVnni>(acc, pairs, w.scale_words[m]);
+    acc = dot_words<false>(acc, pairs, w.scale_words[m]);
   }
   const __m512i bsums = _mm512_inserti64x4(_mm512_setzero_si512(), load256(x.bsums), 0);
-  acc = dot_words<kVnni>(acc, bsums, w.offset_words);
+  acc = dot_words<false>(acc, bsums, w.offset_words);
   return _mm512_reduce_add_epi32(acc);
 }
 
 }  // namespace
 
-template <bool kVnni>
-void q6_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-               int64_t n_acts, float* out, int64_t ldo) {
+void q6_K_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                     int64_t n_acts, float* out, int64_t ldo) {
   if (n_acts < kMinTile) {
     // Decode: a block decoded for one activation only is the one-row
     // kernel's work plus a horizontal sum of 16 lanes; that kernel is faster.
@@ -122,17 +123,12 @@ void q6_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
         const Q6Decoded block = decode(row[i]);
         for (int64_t t = 0; t < na; ++t) {
           const BlockQ8_K& x = static_cast<const BlockQ8_K*>(acts[t0 + t])[i];
-          sums[t] += (block.d * x.d) * static_cast<float>(block_isum<kVnni>(block, x));
+          sums[t] += (block.d * x.d) * static_cast<float>(block_isum(block, x));
         }
       }
       for (int64_t t = 0; t < na; ++t) out[(t0 + t) * ldo + r] = sums[t];
     }
   }
 }
-
-template void q6_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
-                               int64_t);
-template void q6_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
-                              int64_t);
 
 }  // namespace ds4::quant::tile_avx512
