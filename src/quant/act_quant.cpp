@@ -104,40 +104,54 @@ void quantize_row_q8_1_act_ggml_x86(const float* x, BlockQ8_1* y, int64_t n) {
   }
 }
 
-void quantize_row_q8_K(const float* x, BlockQ8_K* y, int64_t n) {
-  const int64_t nb = n / kQK_K;
-  for (int64_t i = 0; i < nb; ++i) {
-    const float* xb = x + i * kQK_K;
-    // The signed element of largest magnitude, first one on ties; scaling
-    // by -127/max maps it to exactly -127 (IQ2_XXS SIMD kernels rely on
-    // codes never being -128).
-    float max = 0;
-    float amax = 0;
-    for (int j = 0; j < kQK_K; ++j) {
-      const float ax = std::fabs(xb[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = xb[j];
-      }
+void quantize_row_q8_K_scalar_block(const float* xb, BlockQ8_K* y) {
+  // The signed element of largest magnitude, first one on ties; scaling by
+  // -127/max maps it to exactly -127 (IQ2_XXS SIMD kernels rely on codes
+  // never being -128).
+  float max = 0;
+  float amax = 0;
+  for (int j = 0; j < kQK_K; ++j) {
+    const float ax = std::fabs(xb[j]);
+    if (ax > amax) {
+      amax = ax;
+      max = xb[j];
     }
-    if (!amax) {
-      y[i].d = 0;
-      std::memset(y[i].qs, 0, sizeof(y[i].qs));
-      std::memset(y[i].bsums, 0, sizeof(y[i].bsums));
-      continue;
-    }
-    const float iscale = -127.f / max;
-    for (int j = 0; j < kQK_K; ++j) {
-      const int v = nearest_int(iscale * xb[j]);
-      y[i].qs[j] = static_cast<int8_t>(v > 127 ? 127 : v < -128 ? -128 : v);
-    }
-    for (int g = 0; g < kQK_K / 16; ++g) {
-      int sum = 0;
-      for (int j = 0; j < 16; ++j) sum += y[i].qs[16 * g + j];
-      y[i].bsums[g] = static_cast<int16_t>(sum);
-    }
-    y[i].d = 1 / iscale;
   }
+  if (!amax) {
+    y->d = 0;
+    std::memset(y->qs, 0, sizeof(y->qs));
+    std::memset(y->bsums, 0, sizeof(y->bsums));
+    return;
+  }
+  const float iscale = -127.f / max;
+  for (int j = 0; j < kQK_K; ++j) {
+    const int v = nearest_int(iscale * xb[j]);
+    y->qs[j] = static_cast<int8_t>(v > 127 ? 127 : v < -128 ? -128 : v);
+  }
+  for (int g = 0; g < kQK_K / 16; ++g) {
+    int sum = 0;
+    for (int j = 0; j < 16; ++j) sum += y->qs[16 * g + j];
+    y->bsums[g] = static_cast<int16_t>(sum);
+  }
+  y->d = 1 / iscale;
+}
+
+void quantize_row_q8_K_scalar(const float* x, BlockQ8_K* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  for (int64_t i = 0; i < nb; ++i) quantize_row_q8_K_scalar_block(x + i * kQK_K, y + i);
+}
+
+void quantize_row_q8_K(const float* x, BlockQ8_K* y, int64_t n) {
+  // As quantize_row_q8_0_act: the SIMD copy of the dot kernels' level (same
+  // bits; prefill quantizes every token's row for each K-quant or IQ matrix).
+  using Quantize = void (*)(const float*, BlockQ8_K*, int64_t);
+  static const Quantize quantize = []() -> Quantize {
+    const char* isa = dot_kernels().isa;
+    if (std::strncmp(isa, "avx512", 6) == 0) return &quantize_row_q8_K_avx512;
+    if (std::strcmp(isa, "avx2") == 0) return &quantize_row_q8_K_avx2;
+    return &quantize_row_q8_K_scalar;
+  }();
+  quantize(x, y, n);
 }
 
 void dequantize_row_q8_K(const BlockQ8_K* x, float* y, int64_t n) {

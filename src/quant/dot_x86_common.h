@@ -1,5 +1,6 @@
-// Helpers the AVX2 and AVX-512 dot kernels share (dot_avx2.cpp, dot_avx512.cpp);
-// include it only from those files, after core/x86_kernel_prelude.h.
+// Helpers the AVX2 and AVX-512 kernels share (the dot, tile and activation
+// quantizer files); include it only from per-ISA files, after
+// core/x86_kernel_prelude.h.
 //
 // Everything here is in an anonymous namespace, so each including file gets its
 // own copy compiled with its own ISA flags: an ordinary inline function would be
@@ -31,6 +32,22 @@ inline float e8m0_half_value(uint8_t e) {
 
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// A Q8_K block's 16 group sums from its 256 codes (vpmaddubsw with ones,
+// then three rounds of pairwise adds; exact: each sum is at most 16 * 128).
+inline void q8_K_bsums(const int8_t* qs, int16_t* bsums) {
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  __m256i s[8];  // lanes 0-3: group 2k in four 4-sums, lanes 4-7: group 2k + 1
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(qs + 32 * k)), ones16);
+  // Groups 0, 2, 4, 6 | 1, 3, 5, 7 and 8, 10, 12, 14 | 9, 11, 13, 15.
+  const __m256i lo = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+  const __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+  const __m256i words = _mm256_packs_epi32(lo, hi);  // even groups | odd groups
+  const __m128i even = _mm256_castsi256_si128(words), odd = _mm256_extracti128_si256(words, 1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(bsums), _mm_unpacklo_epi16(even, odd));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(bsums + 8), _mm_unpackhi_epi16(even, odd));
+}
 
 // Sum of the eight int32 lanes.
 inline int32_t hsum_i32(__m256i v) {

@@ -159,5 +159,10 @@ void quantize_row_q8_1_act_ggml_x86(const float* x, BlockQ8_1* y, int64_t n);
 // Identical to ggml's quantize_row_q8_K_ref (its nearest_int is also ties to
 // even, and M maps to exactly -127), which is also what ggml runs on x86.
 void quantize_row_q8_K(const float* x, BlockQ8_K* y, int64_t n);
+// Its implementations (quantize_row_q8_K picks by the dot kernels' level),
+// bit-identical; the AVX-512 and AVX2 ones only where the CPU has them.
+void quantize_row_q8_K_scalar(const float* x, BlockQ8_K* y, int64_t n);
+void quantize_row_q8_K_avx512(const float* x, BlockQ8_K* y, int64_t n);
+void quantize_row_q8_K_avx2(const float* x, BlockQ8_K* y, int64_t n);
 
 }  // namespace ds4::quant

@@ -2,6 +2,7 @@
 // MODEL.md §3 (Q8_0 per 32, Q8_K per 256).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -251,6 +252,62 @@ TEST(QuantActQ8_0, Avx512EqualsScalarBitForBit) {
 TEST(QuantActQ8_0, Avx2EqualsScalarBitForBit) {
   if (!dot_level_available("avx2")) GTEST_SKIP() << "this CPU has no AVX2";
   expect_q8_0_act_equals_scalar(quantize_row_q8_0_act_avx2);
+}
+
+// A SIMD copy of quantize_row_q8_K against the scalar one, bit for bit:
+// random blocks over many magnitudes, the largest |x| held by both signs
+// (the first one decides the scale's sign), exact .5 ties (max -127 makes
+// iscale 1), a zero block, a block of one repeated value, and blocks with NaN
+// or inf (the scalar's own path).
+void expect_q8_K_equals_scalar(void (*simd_quantize)(const float*, BlockQ8_K*, int64_t)) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  constexpr int64_t kBlocks = 1024;
+  constexpr size_t kN = 256;
+  std::vector<float> x(static_cast<size_t>(kBlocks) * kN);
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(b % 60) - 40);
+    for (size_t j = 0; j < kN; ++j) x[static_cast<size_t>(b) * kN + j] = normal(rng) * scale;
+  }
+  auto block = [&](int b) { return x.data() + static_cast<size_t>(b) * kN; };
+  for (size_t j = 0; j < kN; ++j) block(1)[j] = j == 3 ? -127.0f : static_cast<float>(static_cast<int>(j % 200) - 100) + 0.5f;
+  for (size_t j = 0; j < kN; ++j) block(2)[j] = 0.0f;
+  for (size_t j = 0; j < kN; ++j) block(3)[j] = -3.25f;
+  block(4)[100] = 9.0f;   // the maximum first positive ...
+  block(4)[200] = -9.0f;  // ... then negative
+  block(5)[17] = -9.0f;
+  block(5)[250] = 9.0f;
+  block(6)[7] = std::numeric_limits<float>::quiet_NaN();
+  block(7)[255] = std::numeric_limits<float>::infinity();
+  block(8)[0] = -std::numeric_limits<float>::infinity();
+  block(8)[5] = std::numeric_limits<float>::quiet_NaN();
+  for (size_t j = 0; j < kN; ++j) block(9)[j] = j == 40 ? 1e-40f : 0.0f;  // a denormal maximum
+  std::vector<BlockQ8_K> scalar(kBlocks), simd(kBlocks);
+  quantize_row_q8_K_scalar(x.data(), scalar.data(), static_cast<int64_t>(x.size()));
+  simd_quantize(x.data(), simd.data(), static_cast<int64_t>(x.size()));
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(scalar[b].d), std::bit_cast<uint32_t>(simd[b].d)) << "block " << b;
+    ASSERT_EQ(0, std::memcmp(scalar[b].qs, simd[b].qs, sizeof(scalar[b].qs))) << "block " << b;
+    ASSERT_EQ(0, std::memcmp(scalar[b].bsums, simd[b].bsums, sizeof(scalar[b].bsums))) << "block " << b;
+  }
+  // Ties went to even; the mixed-sign maxima took their first element's sign.
+  EXPECT_EQ(scalar[1].qs[0], -100);  // -99.5
+  EXPECT_EQ(scalar[1].qs[1], -98);   // -98.5
+  EXPECT_LT(scalar[4].d, 0.0f);
+  EXPECT_GT(scalar[5].d, 0.0f);
+  std::vector<BlockQ8_K> dispatched(kBlocks);
+  quantize_row_q8_K(x.data(), dispatched.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(0, std::memcmp(dispatched.data(), scalar.data(), sizeof(BlockQ8_K) * kBlocks));
+}
+
+TEST(QuantActQ8_K, Avx512EqualsScalarBitForBit) {
+  if (!dot_level_available("avx512")) GTEST_SKIP() << "this CPU has no AVX-512";
+  expect_q8_K_equals_scalar(quantize_row_q8_K_avx512);
+}
+
+TEST(QuantActQ8_K, Avx2EqualsScalarBitForBit) {
+  if (!dot_level_available("avx2")) GTEST_SKIP() << "this CPU has no AVX2";
+  expect_q8_K_equals_scalar(quantize_row_q8_K_avx2);
 }
 
 }  // namespace
