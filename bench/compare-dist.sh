@@ -9,17 +9,18 @@
 # which is the decode overhead of the hop. With --pin, the coordinator (and
 # the single process) run on CPU 0 and the worker on CPU 1.
 # Usage: bench/compare-dist.sh -m MODEL --layers N [--prompt 512] [--gen 32] [--runs 5] [--threads 1]
-#        [--build DIR] [--pin] [--chunk C] [--window W] [--head-here L]
+#        [--build DIR] [--pin] [--chunk C] [--window W] [--head-here L] [--bits 16]
 # --head-here L: the worker serves N:L (L = the model's layer count) and the
 # coordinator computes the output head (64 KiB back per decode step instead
-# of the logits).
+# of the logits). --bits 16: hidden states as f16 on the wire
+# (--dist-activation-bits 16; half the bytes, results no longer identical).
 # Not part of `make test`.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 die() { echo "compare-dist: $*" >&2; exit 1; }
 
-build="$repo_root/build" model="" split="" prompt=512 gen=32 runs=5 threads=1 pin=0 chunk="" window="" worker_end=output
+build="$repo_root/build" model="" split="" prompt=512 gen=32 runs=5 threads=1 pin=0 chunk="" window="" bits="" worker_end=output
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -m) model="$2"; shift 2 ;;
@@ -33,6 +34,7 @@ while [[ $# -gt 0 ]]; do
     --chunk) chunk="$2"; shift 2 ;;
     --window) window="$2"; shift 2 ;;
     --head-here) worker_end="$2"; shift 2 ;;
+    --bits) bits="$2"; shift 2 ;;
     -h|--help) sed -n 2,16p "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -53,6 +55,7 @@ on_cpu() { if [[ $pin == 1 ]]; then taskset -c "$1" "${@:2}"; else "${@:2}"; fi;
 dist_args=(--dist-listen "127.0.0.1:$port" --dist-key "$work/key" --layers "0:$split")
 [[ -n "$chunk" ]] && dist_args+=(--dist-prefill-chunk "$chunk")
 [[ -n "$window" ]] && dist_args+=(--dist-prefill-window "$window")
+[[ -n "$bits" ]] && dist_args+=(--dist-activation-bits "$bits")
 common=(-m "$model" --tokens-file "$work/tokens.json" --ctx-start "$prompt" --ctx-max "$prompt" -n "$gen" -t "$threads" --warmup)
 
 cat "$model" >/dev/null  # page cache

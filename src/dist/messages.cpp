@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "dist/wire.h"
+#include "quant/f16_rows.h"
 
 namespace ds4::dist {
 
@@ -37,13 +38,9 @@ void put_hidden(WireWriter& w, HiddenBits bits, const std::vector<float>& v) {
     w.put_raw(v.data(), v.size() * sizeof(float));
     return;
   }
-  auto& out = w.bytes();
-  const size_t at = out.size();
-  out.resize(at + v.size() * 2);
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint16_t h = f32_to_f16(v[i]);
-    std::memcpy(out.data() + at + 2 * i, &h, 2);
-  }
+  std::vector<uint16_t> h(v.size());
+  quant::f32_to_f16_row(v.data(), h.data(), v.size());
+  w.put_raw(h.data(), h.size() * sizeof(uint16_t));
 }
 
 std::vector<float> get_hidden(WireReader& r, HiddenBits* bits_out) {
@@ -53,7 +50,7 @@ std::vector<float> get_hidden(WireReader& r, HiddenBits* bits_out) {
   if (bits == 32) return r.get_array<float>("hidden", kMaxFloats);
   const std::vector<uint16_t> h = r.get_array<uint16_t>("hidden", kMaxFloats);
   std::vector<float> v(h.size());
-  for (size_t i = 0; i < h.size(); ++i) v[i] = f16_to_f32(h[i]);
+  quant::f16_to_f32_row(h.data(), v.data(), h.size());
   return v;
 }
 

@@ -43,6 +43,11 @@ size_t Worker::sessions() const {
   return session_count_;
 }
 
+size_t Worker::inline_evaluations() const {
+  std::lock_guard lock(mutex_);
+  return inline_evaluations_;
+}
+
 void Worker::log(const std::string& line) const {
   if (options_.log) options_.log(line);
 }
@@ -123,6 +128,8 @@ void Worker::run() {
         }
         case MessageType::Heartbeat: break;
         case MessageType::Eval:
+          if (evaluate_inline(*bytes)) break;
+          [[fallthrough]];
         case MessageType::SessionOp: {
           std::lock_guard lock(mutex_);
           jobs_.push_back(Job{type, std::move(*bytes)});
@@ -144,35 +151,89 @@ void Worker::evaluation_loop() {
     Job job;
     {
       std::unique_lock lock(mutex_);
-      jobs_ready_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      // A batch the I/O thread is evaluating finishes first (arrival order).
+      jobs_ready_.wait(lock, [&] { return stopping_ || (!jobs_.empty() && !evaluating_); });
       if (stopping_) return;
       job = std::move(jobs_.front());
       jobs_.pop_front();
+      evaluating_ = true;
     }
     handle(job);
     std::lock_guard lock(mutex_);
+    evaluating_ = false;
     session_count_ = sessions_.size();
+  }
+}
+
+namespace {
+
+size_t batch_tokens(const Eval& eval) {
+  size_t n = 0;
+  for (const EvalPart& p : eval.parts) n += p.tokens.size();
+  return n;
+}
+
+}  // namespace
+
+bool Worker::evaluate_inline(std::vector<uint8_t>& bytes) {
+  // Larger than any small batch's hidden states (plus its token lists): a
+  // prefill wave, not worth decoding here.
+  const size_t small_bytes = kInlineTokens * static_cast<size_t>(backend_.hidden_size()) * sizeof(float) + (1u << 20);
+  if (bytes.size() > small_bytes) return false;
+  Eval eval;
+  try {
+    eval = decode_eval(bytes, "the coordinator");
+  } catch (const Error&) {
+    return false;  // the evaluation thread answers it with the error
+  }
+  if (batch_tokens(eval) > kInlineTokens) return false;
+  {
+    std::lock_guard lock(mutex_);
+    if (!small_batches_quick_ || evaluating_ || !jobs_.empty() || stopping_) return false;
+    evaluating_ = true;
+  }
+  reply_eval(bytes, &eval);
+  std::lock_guard lock(mutex_);
+  evaluating_ = false;
+  ++inline_evaluations_;
+  session_count_ = sessions_.size();
+  jobs_ready_.notify_all();  // the evaluation thread may take what came meanwhile
+  return true;
+}
+
+// Evaluates an EVAL (decoded already, or from its bytes) and sends the
+// result; times small batches for evaluate_inline.
+void Worker::reply_eval(const std::vector<uint8_t>& bytes, const Eval* decoded) {
+  Result r;
+  const auto t0 = Clock::now();
+  size_t tokens = SIZE_MAX;
+  try {
+    Eval eval;
+    if (decoded == nullptr) {
+      eval = decode_eval(bytes, "the coordinator");
+      decoded = &eval;
+    }
+    tokens = batch_tokens(*decoded);
+    r = evaluate(*decoded);
+  } catch (const Error& e) {
+    r.status = ResultStatus::Failed;
+    r.error = e.what();
+    // The request id is the first field after the header; a message too
+    // short for it fails on the coordinator's side by its timeout.
+    if (bytes.size() >= 20) std::memcpy(&r.request, bytes.data() + 12, 8);
+  }
+  link_->send(encode(r));
+  if (tokens <= kInlineTokens) {
+    const bool quick = Clock::now() - t0 < options_.inline_budget;
+    std::lock_guard lock(mutex_);
+    small_batches_quick_ = quick;
   }
 }
 
 void Worker::handle(const Job& job) {
   switch (job.type) {
     case MessageType::Welcome: sessions_.clear(); return;
-    case MessageType::Eval: {
-      Result r;
-      try {
-        const Eval eval = decode_eval(job.bytes, "the coordinator");
-        r = evaluate(eval);
-      } catch (const Error& e) {
-        r.status = ResultStatus::Failed;
-        r.error = e.what();
-        // The request id is the first field after the header; a message too
-        // short for it fails on the coordinator's side by its timeout.
-        if (job.bytes.size() >= 20) std::memcpy(&r.request, job.bytes.data() + 12, 8);
-      }
-      link_->send(encode(r));
-      return;
-    }
+    case MessageType::Eval: reply_eval(job.bytes, nullptr); return;
     case MessageType::SessionOp: {
       SessionOpDone d;
       try {

@@ -9,7 +9,11 @@
 //
 // Two threads: the I/O thread receives, sends heartbeats every
 // kHeartbeatInterval (also during a long evaluation) and says HELLO until
-// welcomed; the evaluation thread runs the batches in arrival order.
+// welcomed; the evaluation thread runs the batches in arrival order. A small
+// batch (a decode step: at most kInlineTokens tokens) that finds nothing
+// queued or running is evaluated on the I/O thread itself, sparing the hop
+// two thread hand-offs, as long as such batches have taken under
+// WorkerOptions::inline_budget (so heartbeats are never held up for long).
 #pragma once
 
 #include <array>
@@ -33,6 +37,9 @@ namespace ds4::dist {
 inline constexpr std::chrono::milliseconds kHeartbeatInterval{250};
 // A peer that sends nothing (not even a heartbeat) for this long is gone.
 inline constexpr std::chrono::milliseconds kPeerTimeout{2000};
+// Batches the I/O thread may evaluate itself (see above).
+inline constexpr size_t kInlineTokens = 16;
+inline constexpr std::chrono::milliseconds kInlineBudget{50};
 
 struct WorkerOptions {
   backend::LayerRange layers;  // end -1: through the output head
@@ -40,6 +47,8 @@ struct WorkerOptions {
   std::string name;            // for the coordinator's logs
   std::array<uint8_t, 32> fingerprint{};
   std::chrono::milliseconds peer_timeout = kPeerTimeout;
+  // Small batches are evaluated on the I/O thread while they take less.
+  std::chrono::milliseconds inline_budget = kInlineBudget;
   // Lines for the log (joined, refused, coordinator lost); may be empty.
   std::function<void(const std::string&)> log;
 };
@@ -61,6 +70,8 @@ class Worker {
   // For tests and logs.
   bool welcomed() const;
   size_t sessions() const;
+  // Batches the I/O thread evaluated itself (see above).
+  size_t inline_evaluations() const;
 
  private:
   struct Job {
@@ -73,7 +84,12 @@ class Worker {
   };
 
   void evaluation_loop();
+  // Evaluates `bytes` (an EVAL) on the I/O thread when it is small, nothing
+  // is queued or running and small batches have been quick; false when it
+  // must be queued instead.
+  bool evaluate_inline(std::vector<uint8_t>& bytes);
   void handle(const Job& job);
+  void reply_eval(const std::vector<uint8_t>& bytes, const Eval* decoded);
   Result evaluate(const Eval& eval);
   static void keep_logit_rows(const Eval& eval, size_t hd, std::vector<float>& hidden);
   SessionOpDone session_op(const SessionOp& op);
@@ -90,10 +106,15 @@ class Worker {
   mutable std::mutex mutex_;
   std::condition_variable jobs_ready_;
   std::deque<Job> jobs_;
+  bool evaluating_ = false;  // a batch is being evaluated (by either thread)
+  // The last small batch's evaluation took under options_.inline_budget.
+  bool small_batches_quick_ = false;
+  size_t inline_evaluations_ = 0;
   bool stopping_ = false;
   bool welcomed_ = false;
   std::string refused_;
-  // Sessions belong to the evaluation thread (sessions() reads the count).
+  // Sessions belong to the thread evaluating (evaluating_ set under mutex_;
+  // sessions() reads the count).
   std::map<uint64_t, Held> sessions_;
   size_t session_count_ = 0;
 };
