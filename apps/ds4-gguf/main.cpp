@@ -1,5 +1,8 @@
-// ds4-gguf: inspect GGUF files.
-//   ds4-gguf info FILE   header, every metadata key, the tensor table, totals
+// ds4-gguf: inspect, split and merge GGUF files.
+//   ds4-gguf info FILE             header, every metadata key, the tensor table, totals
+//                                  (of the whole set when FILE is a shard set's first file)
+//   ds4-gguf split [how] IN PREFIX shards PREFIX-0000k-of-0000N.gguf, as llama.cpp's gguf-split
+//   ds4-gguf merge FIRST OUT       one file from a shard set
 // A file that fails validation prints one line "ds4-gguf: <error>" on stderr
 // and exits 1; a usage error exits 2.
 #include <CLI/CLI.hpp>
@@ -8,11 +11,13 @@
 #include <charconv>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/gguf_split.h"
 #include "version/version.h"
 
 namespace {
@@ -174,6 +179,14 @@ std::string info(const File& f, const Limits& lim) {
   out += "file size:    " + std::to_string(f.file_size()) + " bytes (" + human_bytes(f.file_size()) + ")\n";
   out += "metadata:     " + std::to_string(f.metadata().size()) + " keys\n";
   out += "tensors:      " + std::to_string(f.tensors().size()) + "\n";
+  if (f.is_split()) {
+    out += "shards:       " + std::to_string(f.shards().size()) + "\n";
+    for (size_t i = 0; i < f.shards().size(); ++i) {
+      const ds4::gguf::Shard& s = f.shards()[i];
+      out += "  " + std::to_string(i + 1) + ": " + s.path + ", " + std::to_string(s.tensor_count) + " tensors, " +
+             std::to_string(s.bytes.size()) + " bytes (" + human_bytes(s.bytes.size()) + ")\n";
+    }
+  }
 
   out += "\nmetadata:\n";
   std::vector<std::vector<std::string>> rows{{"#", "type", "n", "key", "value"}};
@@ -186,12 +199,14 @@ std::string info(const File& f, const Limits& lim) {
 
   out += "\ntensors:\n";
   rows = {{"#", "name", "type", "shape", "bytes", "offset"}};
+  if (f.is_split()) rows[0].push_back("shard");
   for (size_t i = 0; i < f.tensors().size(); ++i) {
     const auto& t = f.tensors()[i];
     rows.push_back({std::to_string(i), t.name, std::string(ds4::ggml_type_name(t.type)), shape_string(t.ne),
                     std::to_string(t.nbytes), std::to_string(t.offset)});
+    if (f.is_split()) rows.back().push_back(std::to_string(t.shard + 1));
   }
-  print_table(out, rows, {true, false, false, false, true, true});
+  print_table(out, rows, {true, false, false, false, true, true, true});
 
   out += "\ntotals:       " + std::to_string(f.tensors().size()) + " tensors, " + std::to_string(f.tensor_data_bytes()) +
          " bytes of tensor data (" + human_bytes(f.tensor_data_bytes()) + "), " +
@@ -199,10 +214,79 @@ std::string info(const File& f, const Limits& lim) {
   return out;
 }
 
+// "128M" / "4G": decimal megabytes and gigabytes, as gguf-split --split-max-size.
+uint64_t split_size(const std::string& s) {
+  uint64_t n = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), n);
+  const bool unit_ok = r.ptr + 1 == s.data() + s.size() && (*r.ptr == 'M' || *r.ptr == 'G');
+  if (r.ec != std::errc() || r.ptr == s.data() || !unit_ok || n == 0) {
+    throw ds4::Error("--split-max-size " + s + ": expected a positive whole number followed by M or G (10^6, 10^9 bytes)");
+  }
+  const uint64_t unit = *r.ptr == 'M' ? 1000ull * 1000 : 1000ull * 1000 * 1000;
+  if (n > std::numeric_limits<uint64_t>::max() / unit) throw ds4::Error("--split-max-size " + s + ": too large");
+  return n * unit;
+}
+
+// "22" or "22,43": the layers that start a shard.
+std::vector<uint32_t> layer_list(const std::string& s) {
+  std::vector<uint32_t> out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    uint32_t n = 0;
+    const auto r = std::from_chars(s.data() + at, s.data() + comma, n);
+    if (r.ec != std::errc() || r.ptr != s.data() + comma || comma == at) {
+      throw ds4::Error("--split-layers " + s + ": expected layer numbers separated by commas, e.g. 22 or 15,30");
+    }
+    out.push_back(n);
+    at = comma + 1;
+  }
+  return out;
+}
+
+struct SplitArgs {
+  std::string input, output;
+  uint32_t max_tensors = 0;
+  std::string max_size, layers;
+  bool no_tensor_first_split = false, dry_run = false;
+};
+
+int split(const SplitArgs& a) {
+  const File f = File::open(a.input);
+  ds4::gguf::SplitOptions o;
+  if (!a.max_size.empty()) {
+    o.by = ds4::gguf::SplitOptions::By::Size;
+    o.max_bytes = split_size(a.max_size);
+  } else if (!a.layers.empty()) {
+    o.by = ds4::gguf::SplitOptions::By::Layers;
+    o.layer_starts = layer_list(a.layers);
+  } else if (a.max_tensors > 0) {
+    o.max_tensors = a.max_tensors;
+  }
+  o.no_tensor_first_split = a.no_tensor_first_split;
+  const auto plan = ds4::gguf::plan_split(f, o);
+  std::cout << "n_split: " << plan.size() << "\n";
+  for (size_t k = 0; k < plan.size(); ++k) {
+    uint64_t bytes = 0;
+    for (size_t i : plan[k]) bytes += f.tensors()[i].nbytes;
+    std::string first, last;
+    if (!plan[k].empty()) {
+      first = f.tensors()[plan[k].front()].name;
+      last = f.tensors()[plan[k].back()].name;
+    }
+    std::cout << ds4::gguf::shard_path(a.output, static_cast<uint32_t>(k), static_cast<uint32_t>(plan.size()))
+              << ": " << plan[k].size() << " tensors, " << human_bytes(bytes)
+              << (plan[k].empty() ? std::string() : ", " + first + " .. " + last) << "\n";
+  }
+  if (a.dry_run) return 0;
+  for (const std::string& p : ds4::gguf::write_split(f, plan, a.output)) std::cout << "wrote " << p << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Inspect GGUF files", "ds4-gguf"};
+  CLI::App app{"Inspect, split and merge GGUF files", "ds4-gguf"};
   app.require_subcommand(1);
   app.set_version_flag("--version", ds4::version_line("ds4-gguf"), "Print the version and git commit and exit");
   std::string path;
@@ -211,6 +295,31 @@ int main(int argc, char** argv) {
   info_cmd->add_option("file", path, "GGUF file")->required();
   info_cmd->add_option("--max-elements", lim.max_elements, "Array elements shown per key")->capture_default_str();
   info_cmd->add_option("--max-string", lim.max_string, "String bytes shown per value")->capture_default_str();
+  bool this_file = false;
+  info_cmd->add_flag("--this-file", this_file, "Only FILE, not the rest of its shard set");
+
+  SplitArgs sa;
+  CLI::App* split_cmd = app.add_subcommand(
+      "split", "Split a GGUF into PREFIX-00001-of-0000N.gguf ... (llama.cpp's gguf-split layout; both engines load it)");
+  split_cmd->add_option("input", sa.input, "GGUF file (or a shard set's first file)")->required();
+  split_cmd->add_option("prefix", sa.output, "Output prefix: shards are PREFIX-0000k-of-0000N.gguf")->required();
+  auto* by_tensors =
+      split_cmd->add_option("--split-max-tensors", sa.max_tensors, "Tensors per shard (the default way: 128)");
+  auto* by_size = split_cmd->add_option("--split-max-size", sa.max_size,
+                                        "Tensor bytes per shard, N followed by M or G (10^6 / 10^9, as gguf-split)");
+  auto* by_layers = split_cmd->add_option(
+      "--split-layers", sa.layers,
+      "Layers that start a shard, e.g. 22 for stages 0:21 and 22:output (pipeline hosts)");
+  by_tensors->excludes(by_size)->excludes(by_layers);
+  by_size->excludes(by_layers);
+  split_cmd->add_flag("--no-tensor-first-split", sa.no_tensor_first_split,
+                      "The first shard holds only the metadata");
+  split_cmd->add_flag("--dry-run", sa.dry_run, "Print the plan; write nothing");
+
+  std::string merge_in, merge_out;
+  CLI::App* merge_cmd = app.add_subcommand("merge", "Merge a shard set into one GGUF file");
+  merge_cmd->add_option("first", merge_in, "The set's first file, PREFIX-00001-of-0000N.gguf")->required();
+  merge_cmd->add_option("output", merge_out, "The GGUF file to write (must not exist)")->required();
 
   try {
     app.parse(argc, argv);
@@ -222,8 +331,15 @@ int main(int argc, char** argv) {
 
   try {
     if (info_cmd->parsed()) {
-      const File f = File::open(path);
+      const File f = this_file ? File::open_one(path) : File::open(path);
       std::cout << info(f, lim) << std::flush;
+    } else if (split_cmd->parsed()) {
+      return split(sa);
+    } else if (merge_cmd->parsed()) {
+      const File f = File::open(merge_in);
+      ds4::gguf::write_merged(f, merge_out);
+      std::cout << "wrote " << merge_out << ": " << f.tensors().size() << " tensors from " << f.shards().size()
+                << (f.shards().size() == 1 ? " file\n" : " shards\n");
     }
   } catch (const ds4::Error& e) {
     std::cerr << "ds4-gguf: " << e.what() << "\n";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -438,6 +439,8 @@ struct File::Impl {
   std::unordered_map<std::string_view, size_t> tensor_index;  // names view the mapping
   uint64_t tensor_bytes = 0;
   uint64_t parameters = 0;
+  std::vector<Shard> shards;                   // this file first, then the rest of its set
+  std::vector<std::unique_ptr<Impl>> others;  // the other shards' mappings (their views stay valid)
 };
 
 namespace {
@@ -745,15 +748,105 @@ File::~File() = default;
 
 File File::parse_into(std::unique_ptr<Impl> impl) {
   Parser(*impl).run();
+  impl->shards.push_back(Shard{impl->name, impl->bytes, impl->data_offset, impl->tensors.size()});
   return File(std::move(impl));
 }
 
-File File::open(const std::string& path) {
+std::unique_ptr<File::Impl> File::map_and_parse(const std::string& path) {
   auto impl = std::make_unique<Impl>();
   impl->map.emplace(path);
   impl->name = path;
   impl->bytes = impl->map->bytes();
-  return parse_into(std::move(impl));
+  return std::move(parse_into(std::move(impl)).impl_);
+}
+
+File File::open_one(const std::string& path) { return File(map_and_parse(path)); }
+
+File File::open(const std::string& path) {
+  File f(map_and_parse(path));
+  f.open_other_shards();
+  return f;
+}
+
+namespace {
+
+const Value* find_key(const File::Impl& f, std::string_view key);
+
+std::string shard_words(uint32_t index, uint32_t count) {
+  return "shard " + std::to_string(index + 1) + " of " + std::to_string(count);
+}
+
+}  // namespace
+
+void File::open_other_shards() {
+  Impl& f = *impl_;
+  const Value* count_value = find(kSplitCountKey);
+  if (count_value == nullptr) return;
+  const uint32_t count = count_value->as_u16();
+  if (count <= 1) return;  // gguf-split's merge leaves split.count = 0 behind
+  const uint32_t no = get(kSplitNoKey).as_u16();
+  if (no != 0) {
+    const std::optional<std::string> prefix = shard_prefix(f.name, no, count);
+    throw Error(f.name + ": " + shard_words(no, count) + " of a split model; open its first shard" +
+                (prefix ? ", " + shard_path(*prefix, 0, count) : std::string()));
+  }
+  const std::optional<std::string> prefix = shard_prefix(f.name, 0, count);
+  if (!prefix) {
+    throw Error(f.name + ": the model is split in " + std::to_string(count) +
+                " files, and its first file must be named PREFIX" + shard_path("", 0, count) +
+                " (the others are found by that name)");
+  }
+  const uint64_t expected_tensors = get(kSplitTensorsCountKey).as_u64();
+  for (uint32_t i = 1; i < count; ++i) {
+    const std::string path = shard_path(*prefix, i, count);
+    std::unique_ptr<Impl> part;
+    try {
+      part = map_and_parse(path);
+    } catch (const Error& e) {
+      throw Error(f.name + ": " + shard_words(i, count) + ": " + e.what());
+    }
+    for (std::string_view key : {kSplitNoKey, kSplitCountKey}) {
+      const Value* v = find_key(*part, key);
+      const uint32_t want = key == kSplitNoKey ? i : count;
+      if (v == nullptr) throw Error(path + ": metadata key " + quote_name(key) + " missing (" + shard_words(i, count) + ")");
+      if (v->as_u16() != want) {
+        throw Error(path + ": metadata key " + quote_name(key) + " is " + std::to_string(v->as_u16()) + ", expected " +
+                    std::to_string(want) + " (" + shard_words(i, count) + " of " + f.name + ")");
+      }
+    }
+    const size_t base = f.tensors.size();
+    for (const auto& [name, index] : part->tensor_index) {
+      if (auto it = f.tensor_index.find(name); it != f.tensor_index.end()) {
+        throw Error(path + ": tensor " + quote_name(name) + " is also in " +
+                    shard_words(f.tensors[it->second].shard, count) + ", " + f.shards[f.tensors[it->second].shard].path);
+      }
+      f.tensor_index.emplace(name, base + index);
+    }
+    for (TensorInfo& t : part->tensors) {
+      t.shard = i;
+      f.tensors.push_back(std::move(t));
+    }
+    f.tensor_bytes += part->tensor_bytes;
+    f.parameters += part->parameters;
+    f.shards.push_back(part->shards.front());
+    f.others.push_back(std::move(part));
+  }
+  if (f.tensors.size() != expected_tensors) {
+    throw Error(f.name + ": the " + std::to_string(count) + " shards hold " + std::to_string(f.tensors.size()) +
+                " tensors, but " + std::string(kSplitTensorsCountKey) + " says " + std::to_string(expected_tensors));
+  }
+}
+
+std::string shard_path(std::string_view prefix, uint32_t index, uint32_t count) {
+  char tail[40];
+  std::snprintf(tail, sizeof tail, "-%05u-of-%05u.gguf", index + 1, count);
+  return std::string(prefix) + tail;
+}
+
+std::optional<std::string> shard_prefix(std::string_view path, uint32_t index, uint32_t count) {
+  const std::string tail = shard_path("", index, count);
+  if (path.size() <= tail.size() || !path.ends_with(tail)) return std::nullopt;
+  return std::string(path.substr(0, path.size() - tail.size()));
 }
 
 File File::parse(std::span<const uint8_t> bytes, std::string display_name) {
@@ -767,12 +860,26 @@ const std::string& File::path() const { return impl_->name; }
 uint32_t File::version() const { return impl_->version; }
 uint64_t File::alignment() const { return impl_->alignment; }
 uint64_t File::data_offset() const { return impl_->data_offset; }
-uint64_t File::file_size() const { return impl_->bytes.size(); }
+uint64_t File::file_size() const {
+  uint64_t total = 0;
+  for (const Shard& s : impl_->shards) total += s.bytes.size();
+  return total;
+}
 std::span<const uint8_t> File::bytes() const { return impl_->bytes; }
+const std::vector<Shard>& File::shards() const { return impl_->shards; }
 const std::vector<MetadataEntry>& File::metadata() const { return impl_->metadata; }
 const std::vector<TensorInfo>& File::tensors() const { return impl_->tensors; }
 uint64_t File::tensor_data_bytes() const { return impl_->tensor_bytes; }
 uint64_t File::parameter_count() const { return impl_->parameters; }
+
+namespace {
+
+const Value* find_key(const File::Impl& f, std::string_view key) {
+  auto it = f.key_index.find(key);
+  return it == f.key_index.end() ? nullptr : &f.metadata[it->second].value;
+}
+
+}  // namespace
 
 const Value* File::find(std::string_view key) const {
   auto it = impl_->key_index.find(key);

@@ -26,6 +26,16 @@
 // The data section starts at align_up(end of tensor infos, alignment); a
 // tensor's file offset is data_offset() + offset.
 //
+// Shard sets (llama.cpp's gguf-split: PREFIX-00001-of-0000N.gguf ... ): the
+// first file holds the metadata and split.count = N > 1, split.no = 0 and
+// split.tensors.count; every shard holds split.no = its index and split.count
+// = N, and the tensor directory is the union of the shards' directories, in
+// shard order. File::open of a first shard opens the whole set (each file
+// validated as above, each mapped on its own) and checks the shard numbers and
+// counts, the tensor total, and that no tensor name repeats across shards; it
+// refuses a later shard, naming the first. A TensorInfo says which shard holds
+// it; metadata() is the first file's (the others carry only split.* keys).
+//
 // A File is immutable once opened, so any number of threads may read it. Its
 // Values, TensorInfos and the views they hand out stay valid while the File
 // lives, also across moves of the File. (As with any mapping, a file that
@@ -52,6 +62,18 @@ inline constexpr uint32_t kMaxDims = 4;            // ggml's GGML_MAX_DIMS
 inline constexpr uint32_t kMaxArrayDepth = 8;      // arrays inside arrays, counting the outermost
 inline constexpr size_t kMaxTensorNameBytes = 63;  // ggml's GGML_MAX_NAME minus the terminator
 inline constexpr std::string_view kAlignmentKey = "general.alignment";
+// llama.cpp's shard keys (LLM_KV_SPLIT_*): u16, u16, i32 as gguf-split writes them.
+inline constexpr std::string_view kSplitNoKey = "split.no";
+inline constexpr std::string_view kSplitCountKey = "split.count";
+inline constexpr std::string_view kSplitTensorsCountKey = "split.tensors.count";
+// A shard set holds at most this many files (split.count is a u16).
+inline constexpr uint32_t kMaxShards = 65535;
+
+// The name of shard `index` (0-based) of `count`, as llama.cpp's
+// llama_split_path: "PREFIX-%05d-of-%05d.gguf" with index + 1.
+std::string shard_path(std::string_view prefix, uint32_t index, uint32_t count);
+// PREFIX when `path` is shard_path(PREFIX, index, count); nullopt otherwise.
+std::optional<std::string> shard_prefix(std::string_view path, uint32_t index, uint32_t count);
 
 enum class ValueType : uint32_t {
   U8 = 0,
@@ -184,11 +206,12 @@ struct TensorInfo {
   std::string name;
   GgmlType type;
   std::vector<uint64_t> ne;  // 1..4 dims as stored; ne[0] is the contiguous row length
-  uint64_t offset;           // relative to the data section
-  uint64_t file_offset;      // absolute: data_offset() + offset
+  uint64_t offset;           // relative to its shard's data section
+  uint64_t file_offset;      // absolute within its shard's file: the shard's data_offset + offset
   uint64_t n_elements;
   uint64_t nbytes;
-  const uint8_t* data;  // file_offset inside the mapping
+  const uint8_t* data;  // file_offset inside its shard's mapping
+  uint32_t shard;       // index into File::shards(); 0 for a single file
 
   uint32_t n_dims() const { return static_cast<uint32_t>(ne.size()); }
   // ne[i], and 1 for every dimension past the stored ones (ggml's convention).
@@ -198,10 +221,23 @@ struct TensorInfo {
   std::span<const uint8_t> bytes() const { return {data, static_cast<size_t>(nbytes)}; }
 };
 
+// One file of a File: the whole of it for a single file.
+struct Shard {
+  std::string path;                // the path or display name
+  std::span<const uint8_t> bytes;  // the whole file
+  uint64_t data_offset;            // absolute start of its data section
+  uint64_t tensor_count;           // tensors in its directory
+};
+
 class File {
  public:
-  // Maps and validates `path`; throws ds4::Error.
+  // Maps and validates `path`, and the rest of its shard set when it is the
+  // first shard of one; throws ds4::Error (a later shard is refused, naming
+  // the first).
   static File open(const std::string& path);
+  // Maps and validates `path` alone, whatever its split.* keys say (a tool
+  // looking at one shard).
+  static File open_one(const std::string& path);
   // Validates bytes owned by the caller (kept alive by the caller, not copied);
   // display_name stands in for the path in messages.
   static File parse(std::span<const uint8_t> bytes, std::string display_name);
@@ -210,12 +246,15 @@ class File {
   File& operator=(File&&) noexcept;
   ~File();
 
-  const std::string& path() const;  // the path or display name
+  const std::string& path() const;  // the (first) path or display name
   uint32_t version() const;
-  uint64_t alignment() const;
-  uint64_t data_offset() const;  // absolute start of the data section
-  uint64_t file_size() const;
-  std::span<const uint8_t> bytes() const;  // the whole file
+  uint64_t alignment() const;    // the first file's
+  uint64_t data_offset() const;  // absolute start of the first file's data section
+  uint64_t file_size() const;    // bytes of all its files together
+  std::span<const uint8_t> bytes() const;  // the first file, whole (the only one unless split)
+  // Its files in shard order; one entry unless it is a shard set.
+  const std::vector<Shard>& shards() const;
+  bool is_split() const { return shards().size() > 1; }
 
   // Metadata, in file order.
   const std::vector<MetadataEntry>& metadata() const;
@@ -256,6 +295,8 @@ class File {
  private:
   explicit File(std::unique_ptr<Impl> impl);
   static File parse_into(std::unique_ptr<Impl> impl);
+  static std::unique_ptr<Impl> map_and_parse(const std::string& path);
+  void open_other_shards();
   std::unique_ptr<Impl> impl_;
 };
 

@@ -352,6 +352,20 @@ void Writer::add_tensor(std::string name, GgmlType type, std::vector<uint64_t> n
   });
 }
 
+void Writer::add_tensor_view(std::string name, GgmlType type, std::vector<uint64_t> ne,
+                             std::span<const uint8_t> bytes) {
+  const std::string shown = quote_name(name);
+  add_tensor(std::move(name), type, std::move(ne), Fill{});
+  if (bytes.size() != tensors_.back().nbytes) {
+    data_bytes_ -= align_up(tensors_.back().nbytes, alignment_);
+    const uint64_t need = tensors_.back().nbytes;
+    tensors_.pop_back();
+    throw Error("gguf::Writer: tensor " + shown + ": " + std::to_string(bytes.size()) +
+                " bytes given, its shape and type need " + std::to_string(need));
+  }
+  tensors_.back().view = bytes;
+}
+
 uint64_t Writer::tensor_data_bytes() const { return data_bytes_; }
 
 std::vector<uint8_t> Writer::encode_directory() const {
@@ -386,6 +400,13 @@ void Writer::write(const std::string& path) const {
   std::vector<uint8_t> buf;
   uint64_t written = 0;  // bytes of the data section so far
   for (const Tensor& t : tensors_) {
+    if (!t.view.empty()) {
+      file.write(t.view.data(), t.view.size());
+      written += t.nbytes;
+      file.zeros(static_cast<size_t>(align_up(written, alignment_) - written));
+      written = align_up(written, alignment_);
+      continue;
+    }
     if (t.nbytes > std::numeric_limits<size_t>::max()) {
       throw Error(path + ": tensor " + quote_name(t.name) + " is too large for memory");
     }

@@ -121,6 +121,11 @@ class Writer {
   // Same with the bytes given up front; their size must match exactly.
   void add_tensor(std::string name, GgmlType type, std::vector<uint64_t> ne, std::vector<uint8_t> bytes);
 
+  // Same with the bytes viewed, not copied (a tensor of a mapped file being
+  // split or merged): write() writes them straight from `bytes`, which must
+  // stay valid until then; their size must match exactly.
+  void add_tensor_view(std::string name, GgmlType type, std::vector<uint64_t> ne, std::span<const uint8_t> bytes);
+
   size_t metadata_count() const { return kv_.size(); }
   size_t tensor_count() const { return tensors_.size(); }
   uint32_t alignment() const { return alignment_; }
@@ -136,6 +141,9 @@ class Writer {
   // the layouts of multi-hundred-GB files (binding, memory accounting) without
   // their data.
   void write_without_data(const std::string& path) const;
+  // The bytes write() puts before the data section: header, metadata and
+  // tensor infos, padded to the alignment.
+  std::vector<uint8_t> directory() const { return encode_directory(); }
 
  private:
   struct Entry {
@@ -149,6 +157,7 @@ class Writer {
     uint64_t nbytes;
     uint64_t offset;  // relative to the data section
     Fill fill;
+    std::span<const uint8_t> view = {};  // add_tensor_view: written as it is
   };
 
   // The header, metadata and tensor infos, padded to the alignment.

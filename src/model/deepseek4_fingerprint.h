@@ -5,7 +5,10 @@
 // its first and last kFingerprintSampleBytes bytes of data (all of it when
 // the tensor is no longer than twice that). Two files of the same shape made
 // with different seeds or quant mixes differ; a 100 GB file is not read in
-// full. Not cached: each call hashes again (a few MB at most for Flash).
+// full. A shard set (gguf.h) hashes the directory of the single file it
+// merges into (gguf_split.h) in place of its files' own, so a split model and
+// its merged file (of a canonical source, the source itself) are one model.
+// Not cached: each call hashes again (a few MB at most for Flash).
 #pragma once
 
 #include <array>

@@ -22,11 +22,9 @@ Deepseek4Model Deepseek4Model::open(const std::string& path, const LoadOptions& 
     }
   }();
   Deepseek4Model model = bind(std::move(file));
-  const std::vector<std::span<const uint8_t>> ranges =
-      load.stream_routed_experts ? model.non_routed_ranges()
-                                 : std::vector<std::span<const uint8_t>>{model.file_.bytes()};
+  const std::vector<FileRange> ranges = load.stream_routed_experts ? model.non_routed_ranges() : model.file_ranges();
   auto each = [&](auto&& f) {
-    for (const auto& r : ranges) f(r);
+    for (const FileRange& r : ranges) f(r.bytes);
   };
   // The kernels stream the weights: 2 MiB pages wherever the kernel can.
   each([](auto r) { advise_pages(r, MapAccess::HugePages); });
@@ -42,27 +40,27 @@ Deepseek4Model Deepseek4Model::open(const std::string& path, const LoadOptions& 
     });
     if (huge < total / 10 * 9) {
       // Read again what the page cache held in small pages.
-      each([&](auto r) {
-        drop_cached_pages(r, path);
-        advise_pages(r, MapAccess::WillNeed);
-        prefault_pages(r);
-      });
+      for (const FileRange& r : ranges) {
+        drop_cached_pages(r.bytes, *r.path);
+        advise_pages(r.bytes, MapAccess::WillNeed);
+        prefault_pages(r.bytes);
+      }
     }
   }
   if (load.mlock) {
     // mlock reads every page in itself, so it also warms.
-    each([&](auto r) {
-      lock_pages(r, path);
-      model.locked_bytes_ += (r.size() + page_bytes() - 1) / page_bytes() * page_bytes();
-    });
+    for (const FileRange& r : ranges) {
+      lock_pages(r.bytes, *r.path);
+      model.locked_bytes_ += (r.bytes.size() + page_bytes() - 1) / page_bytes() * page_bytes();
+    }
   } else if (load.stream_routed_experts) {
     // Streaming: every token needs the resident part, and the expert cache
     // must not push it out. Locked where the limit allows; else pageable.
     try {
-      each([&](auto r) {
-        lock_pages(r, path, "");
-        model.locked_bytes_ += (r.size() + page_bytes() - 1) / page_bytes() * page_bytes();
-      });
+      for (const FileRange& r : ranges) {
+        lock_pages(r.bytes, *r.path, "");
+        model.locked_bytes_ += (r.bytes.size() + page_bytes() - 1) / page_bytes() * page_bytes();
+      }
     } catch (const Error& e) {
       std::fprintf(stderr, "ds4: warning: --ssd-streaming: the resident weights stay pageable: %s\n", e.what());
       if (load.warm) each([](auto r) {
@@ -79,26 +77,34 @@ Deepseek4Model Deepseek4Model::open(const std::string& path, const LoadOptions& 
   return model;
 }
 
-std::vector<std::span<const uint8_t>> Deepseek4Model::non_routed_ranges() const {
-  const std::span<const uint8_t> all = file_.bytes();
+std::vector<Deepseek4Model::FileRange> Deepseek4Model::file_ranges() const {
+  std::vector<FileRange> out;
+  for (const gguf::Shard& s : file_.shards()) out.push_back({s.bytes, &s.path});
+  return out;
+}
+
+std::vector<Deepseek4Model::FileRange> Deepseek4Model::non_routed_ranges() const {
   const uint64_t page = page_bytes();
-  std::vector<std::pair<uint64_t, uint64_t>> experts;  // [begin, end) offsets, inner pages only
-  for (const auto& l : weights_.layers) {
-    for (const TensorView* t : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps}) {
-      if (!t->present()) continue;
-      const auto b = static_cast<uint64_t>(t->data - all.data());
-      const uint64_t first = (b + page - 1) / page * page, end = (b + t->nbytes) / page * page;
-      if (end > first) experts.emplace_back(first, end);  // no whole page: stays with its neighbours
+  std::vector<FileRange> out;
+  for (const gguf::Shard& shard : file_.shards()) {
+    const std::span<const uint8_t> all = shard.bytes;
+    std::vector<std::pair<uint64_t, uint64_t>> experts;  // [begin, end) offsets, inner pages only
+    for (const auto& l : weights_.layers) {
+      for (const TensorView* t : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps}) {
+        if (!t->present() || t->data < all.data() || t->data >= all.data() + all.size()) continue;
+        const auto b = static_cast<uint64_t>(t->data - all.data());
+        const uint64_t first = (b + page - 1) / page * page, end = (b + t->nbytes) / page * page;
+        if (end > first) experts.emplace_back(first, end);  // no whole page: stays with its neighbours
+      }
     }
+    std::sort(experts.begin(), experts.end());
+    uint64_t at = 0;
+    for (const auto& [b, e] : experts) {
+      if (b > at) out.push_back({all.subspan(at, b - at), &shard.path});
+      at = std::max(at, e);
+    }
+    if (at < all.size()) out.push_back({all.subspan(at), &shard.path});
   }
-  std::sort(experts.begin(), experts.end());
-  std::vector<std::span<const uint8_t>> out;
-  uint64_t at = 0;
-  for (const auto& [b, e] : experts) {
-    if (b > at) out.push_back(all.subspan(at, b - at));
-    at = std::max(at, e);
-  }
-  if (at < all.size()) out.push_back(all.subspan(at));
   return out;
 }
 
@@ -108,7 +114,11 @@ uint64_t Deepseek4Model::routed_expert_bytes() const {
   return n;
 }
 
-uint64_t Deepseek4Model::huge_page_bytes() const { return ds4::huge_page_bytes(file_.bytes()); }
+uint64_t Deepseek4Model::huge_page_bytes() const {
+  uint64_t n = 0;
+  for (const gguf::Shard& s : file_.shards()) n += ds4::huge_page_bytes(s.bytes);
+  return n;
+}
 
 Deepseek4Model Deepseek4Model::bind(gguf::File file) {
   Deepseek4Config config = read_config(file);

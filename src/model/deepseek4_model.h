@@ -54,11 +54,18 @@ class Deepseek4Model {
   const Deepseek4Weights& weights() const { return weights_; }
   // Bytes of the file locked in RAM by LoadOptions::mlock (whole pages); 0 without it.
   uint64_t locked_bytes() const { return locked_bytes_; }
-  // Bytes of the file's mapping in 2 MiB pages now (huge_page_bytes of file_map.h).
+  // Bytes of the files' mappings in 2 MiB pages now (huge_page_bytes of file_map.h).
   uint64_t huge_page_bytes() const;
-  // The file's bytes without the routed experts' tensors, as page-aligned
+  // Bytes of one of the model's files (one unless it is a shard set) and that file's path.
+  struct FileRange {
+    std::span<const uint8_t> bytes;
+    const std::string* path;  // owned by file()
+  };
+  // Every file, whole.
+  std::vector<FileRange> file_ranges() const;
+  // The files' bytes without the routed experts' tensors, as page-aligned
   // ranges (what --ssd-streaming keeps resident), and their total.
-  std::vector<std::span<const uint8_t>> non_routed_ranges() const;
+  std::vector<FileRange> non_routed_ranges() const;
   uint64_t routed_expert_bytes() const;
 
  private:

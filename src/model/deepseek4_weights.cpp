@@ -210,7 +210,8 @@ Deepseek4Weights bind_weights(const gguf::File& f, const Deepseek4Config& cfg) {
                   "; allowed: " + type_list(allowed));
     // The reader checks this at open; kept so a binding can never hand out a
     // view past the mapping.
-    if (t->file_offset > f.file_size() || t->nbytes > f.file_size() - t->file_offset)
+    const uint64_t file_size = f.shards()[t->shard].bytes.size();
+    if (t->file_offset > file_size || t->nbytes > file_size - t->file_offset)
       throw Error(path + ": tensor '" + s.name + "' data runs past the end of the file (truncated file?)");
     slot->name = t->name;
     slot->type = t->type;

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/gguf.h"
 #include "support/file_io.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -209,7 +210,20 @@ Bytes run_cached(const std::string& mode, const std::vector<std::string>& option
   key.add_field(mode);
   for (const auto& o : options) key.add_field(o);
   key.add_field(std::string_view(model.empty() ? "no-model" : "model"));
-  if (!model.empty()) key.add_file(model);
+  if (!model.empty()) {
+    // A shard set's first file stands for the whole set: hash every shard.
+    std::vector<std::string> files{model};
+    try {
+      const gguf::File set = gguf::File::open(model);
+      if (set.is_split()) {
+        files.clear();
+        for (const gguf::Shard& s : set.shards()) files.push_back(s.path);
+      }
+    } catch (const Error&) {
+      // Not a file we can read: the runner will say why; its bytes key the entry.
+    }
+    for (const std::string& f : files) key.add_file(f);
+  }
   for (const auto& in : inputs) {
     key.add_field(in.option);
     key.add_field(in.bytes);

@@ -52,23 +52,30 @@ struct Read {
   uint64_t off = 0, len = 0, need = 0, done = 0;
   const model::TensorView* tensor = nullptr;
   int expert = 0;
+  uint32_t file = 0;  // index into Impl::files
   int32_t slot = -1;
   bool prefetch = false;  // queued behind the reads an acquire waits for
 };
 
 }  // namespace
 
+// One file of the model (one per shard of a shard set).
+struct SourceFile {
+  std::string path;
+  const uint8_t* base = nullptr;  // its mapping
+  uint64_t size = 0;
+  int fd_direct = -1;    // O_DIRECT, while the file system takes it
+  int fd_buffered = -1;  // the page cache path
+};
+
 struct ExpertCache::Impl {
   const model::Deepseek4Model& model;
-  const uint8_t* file_base = nullptr;
-  std::string path;
+  std::vector<SourceFile> files;
   int n_layer = 0, n_expert = 0;
   uint64_t region[kMatrices] = {0, 0, 0};  // capacity of each matrix's region in a slot
   uint64_t slot_size = 0;
 
-  int fd_direct = -1;    // O_DIRECT, while the file system takes it
-  int fd_buffered = -1;  // the page cache path
-  bool direct = false;
+  bool direct = false;  // every file reads with O_DIRECT
   bool said_buffered = false;
   io_uring ring{};
   bool have_ring = false;
@@ -137,9 +144,19 @@ struct ExpertCache::Impl {
   void use_buffered(const char* why);
   std::string read_failure(const Read& r, const std::string& what) const;
   ExpertMatrices view(const model::LayerWeights& layer, int expert, int32_t slot) const;
-  uint64_t matrix_offset(const model::TensorView& t, int expert) const {
-    return static_cast<uint64_t>(t.data - file_base) + static_cast<uint64_t>(expert) * t.matrix_bytes();
+  // The file holding `t`, and expert `expert`'s matrix's offset in it.
+  uint32_t file_of(const model::TensorView& t) const {
+    const auto at = reinterpret_cast<uintptr_t>(t.data);
+    for (uint32_t f = 0; f < files.size(); ++f) {
+      const auto base = reinterpret_cast<uintptr_t>(files[f].base);
+      if (at >= base && at - base < files[f].size) return f;
+    }
+    throw Error("expert streaming: " + std::string(t.name) + " lies in none of the model's files");
   }
+  uint64_t matrix_offset(const model::TensorView& t, int expert) const {
+    return static_cast<uint64_t>(t.data - files[file_of(t)].base) + static_cast<uint64_t>(expert) * t.matrix_bytes();
+  }
+  int fd_for(const Read& r) const { return direct ? files[r.file].fd_direct : files[r.file].fd_buffered; }
   // The first failure among the current acquire's held slots, or empty.
   std::string acquire_failure() const;
   // Blocks until no read is queued or in flight.
@@ -159,8 +176,10 @@ ExpertCache::Impl::~Impl() {
     }
     io_uring_queue_exit(&ring);
   }
-  if (fd_direct >= 0) ::close(fd_direct);
-  if (fd_buffered >= 0) ::close(fd_buffered);
+  for (const SourceFile& f : files) {
+    if (f.fd_direct >= 0) ::close(f.fd_direct);
+    if (f.fd_buffered >= 0) ::close(f.fd_buffered);
+  }
   for (auto& [p, n] : slabs) ::munmap(p, n);
 }
 
@@ -176,18 +195,33 @@ uint64_t ExpertCache::slot_bytes(const model::Deepseek4Model& model) {
 }
 
 void ExpertCache::Impl::open_file(const ExpertCacheOptions& o) {
-  path = o.path.empty() ? model.file().path() : o.path;
-  fd_buffered = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_buffered < 0) throw Error(path + ": cannot open for expert streaming: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd_buffered, &st) != 0) throw Error(path + ": " + std::strerror(errno));
-  if (static_cast<uint64_t>(st.st_size) != model.file().file_size()) {
-    throw Error(path + " is " + std::to_string(st.st_size) + " bytes but the model file was " +
-                std::to_string(model.file().file_size()) + ": not the file the model was loaded from (changed or truncated?)");
+  const std::vector<gguf::Shard>& shards = model.file().shards();
+  if (!o.path.empty() && shards.size() != 1) {
+    throw Error("expert streaming: a path in place of the model's own applies to a single-file model, not to " +
+                std::to_string(shards.size()) + " shards");
   }
-  fd_direct = o.direct_io ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
-  direct = fd_direct >= 0;
-  if (!direct && o.direct_io) use_buffered(std::strerror(errno));
+  direct = o.direct_io;
+  int direct_errno = 0;
+  for (const gguf::Shard& shard : shards) {
+    SourceFile& f = files.emplace_back();
+    f.path = o.path.empty() ? shard.path : o.path;
+    f.base = shard.bytes.data();
+    f.size = shard.bytes.size();
+    f.fd_buffered = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f.fd_buffered < 0) throw Error(f.path + ": cannot open for expert streaming: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(f.fd_buffered, &st) != 0) throw Error(f.path + ": " + std::strerror(errno));
+    if (static_cast<uint64_t>(st.st_size) != f.size) {
+      throw Error(f.path + " is " + std::to_string(st.st_size) + " bytes but the model file was " +
+                  std::to_string(f.size) + ": not the file the model was loaded from (changed or truncated?)");
+    }
+    f.fd_direct = o.direct_io ? ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
+    if (o.direct_io && f.fd_direct < 0 && direct) {
+      direct = false;
+      direct_errno = errno;
+    }
+  }
+  if (!direct && o.direct_io) use_buffered(std::strerror(direct_errno));
   stats.direct_io = direct;
   depth = std::max(1u, o.queue_depth);
   const int rc = o.io_uring ? io_uring_queue_init(depth, &ring, 0) : -ENOSYS;
@@ -205,7 +239,7 @@ void ExpertCache::Impl::use_buffered(const char* why) {
     std::fprintf(stderr,
                  "ds4: expert streaming: %s refuses direct reads (%s); reading through the page cache and dropping "
                  "the pages after each read\n",
-                 path.c_str(), why);
+                 files.size() == 1 ? files[0].path.c_str() : "a model file", why);
     said_buffered = true;
   }
 }
@@ -261,7 +295,6 @@ ExpertCache::ExpertCache(const model::Deepseek4Model& model, const ExpertCacheOp
   const auto& hp = model.hparams();
   m.n_layer = static_cast<int>(model.weights().layers.size());
   m.n_expert = static_cast<int>(hp.n_expert);
-  m.file_base = model.file().bytes().data();
   for (int k = 0; k < kMatrices; ++k) {
     uint64_t largest = 0;
     for (const auto& l : model.weights().layers) largest = std::max(largest, matrix_of(l, k).matrix_bytes());
@@ -340,6 +373,7 @@ void ExpertCache::Impl::bind(const model::LayerWeights& layer, int e, int32_t sl
     const model::TensorView& t = matrix_of(layer, k);
     const uint64_t off = matrix_offset(t, e);
     Read r;
+    r.file = file_of(t);
     r.off = off / kAlign * kAlign;
     r.need = off + t.matrix_bytes() - r.off;
     r.len = round_up(r.need, kAlign);
@@ -599,7 +633,7 @@ double ExpertCache::measure_read_rate(int64_t n, uint64_t seed) {
 }
 
 std::string ExpertCache::Impl::read_failure(const Read& r, const std::string& what) const {
-  return path + ": reading expert " + std::to_string(r.expert) + " of " + std::string(r.tensor->name) +
+  return files[r.file].path + ": reading expert " + std::to_string(r.expert) + " of " + std::string(r.tensor->name) +
          " (file bytes " + std::to_string(r.off) + ".." + std::to_string(r.off + r.need) + "): " + what;
 }
 
@@ -644,7 +678,7 @@ void ExpertCache::Impl::submit() {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring);
     if (sqe == nullptr) break;  // the submission queue is full: later
     q.pop_front();
-    io_uring_prep_read(sqe, direct ? fd_direct : fd_buffered, r.dst + r.done, static_cast<unsigned>(r.len - r.done),
+    io_uring_prep_read(sqe, fd_for(r), r.dst + r.done, static_cast<unsigned>(r.len - r.done),
                        r.off + r.done);
     io_uring_sqe_set_data64(sqe, i);
     ++inflight;
@@ -723,7 +757,7 @@ void ExpertCache::Impl::advance(Read& r, int res) {
     if (r.done >= r.need) {
       if (!direct) {
         // Buffered: the page cache need not keep what the slot now holds.
-        ::posix_fadvise(fd_buffered, static_cast<off_t>(r.off), static_cast<off_t>(r.len), POSIX_FADV_DONTNEED);
+        ::posix_fadvise(files[r.file].fd_buffered, static_cast<off_t>(r.off), static_cast<off_t>(r.len), POSIX_FADV_DONTNEED);
       }
       r.done = r.len;
     }
@@ -752,7 +786,7 @@ void ExpertCache::Impl::read_now(size_t i) {
   Read& r = reads[i];
   const auto s = static_cast<size_t>(r.slot);
   while (slot_error[s].empty() && r.done < r.len) {
-    const ssize_t got = ::pread(direct ? fd_direct : fd_buffered, r.dst + r.done, r.len - r.done,
+    const ssize_t got = ::pread(fd_for(r), r.dst + r.done, r.len - r.done,
                                 static_cast<off_t>(r.off + r.done));
     if (got < 0 && errno == EINTR) continue;
     const int res = got < 0 ? -errno : static_cast<int>(got);
