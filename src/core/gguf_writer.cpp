@@ -35,10 +35,11 @@ uint64_t align_up(uint64_t n, uint64_t alignment) { return (n + alignment - 1) /
 // Unlinks the temporary file unless the write completed.
 class TempFile {
  public:
-  TempFile(std::string tmp_path, std::string final_path)
-      : tmp_(std::move(tmp_path)), final_(std::move(final_path)) {
+  // `keep`: an unfinished file stays for a later write to resume.
+  TempFile(std::string tmp_path, std::string final_path, bool keep = false)
+      : tmp_(std::move(tmp_path)), final_(std::move(final_path)), keep_(keep) {
     do {
-      fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | (keep ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
     } while (fd_ < 0 && errno == EINTR);
     if (fd_ < 0) throw Error(final_ + ": cannot create " + tmp_ + ": " + std::strerror(errno));
   }
@@ -46,7 +47,39 @@ class TempFile {
   TempFile& operator=(const TempFile&) = delete;
   ~TempFile() {
     if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
+    if (!committed_ && !keep_) ::unlink(tmp_.c_str());
+  }
+
+  // The first n bytes now in the file (fewer when it is shorter).
+  std::vector<uint8_t> head(size_t n) {
+    std::vector<uint8_t> out(n);
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd_, out.data() + got, n - got, static_cast<off_t>(got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    out.resize(got);
+    return out;
+  }
+
+  uint64_t size() {
+    const off_t end = ::lseek(fd_, 0, SEEK_END);
+    if (end < 0) throw Error(final_ + ": cannot size " + tmp_ + ": " + std::strerror(errno));
+    return static_cast<uint64_t>(end);
+  }
+
+  // Cuts the file to `size` bytes and goes on writing there.
+  void truncate_and_seek(uint64_t size) {
+    extend_to(size);
+    if (::lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0) {
+      throw Error(final_ + ": cannot seek in " + tmp_ + ": " + std::strerror(errno));
+    }
+  }
+
+  void sync() {
+    if (::fdatasync(fd_) != 0) throw Error(final_ + ": cannot flush " + tmp_ + " to disk: " + std::strerror(errno));
   }
 
   void write(const uint8_t* p, size_t n) {
@@ -93,6 +126,7 @@ class TempFile {
  private:
   std::string tmp_;
   std::string final_;
+  bool keep_ = false;
   int fd_ = -1;
   bool committed_ = false;
 };
@@ -391,33 +425,54 @@ std::vector<uint8_t> Writer::encode_directory() const {
   return out;
 }
 
-void Writer::write(const std::string& path) const {
-  TempFile file(path + ".tmp", path);
+void Writer::write(const std::string& path) const { write(path, WriteOptions{}); }
+
+size_t Writer::write(const std::string& path, const WriteOptions& options) const {
+  TempFile file(path + options.temp_suffix, path, options.resume);
   const std::vector<uint8_t> directory = encode_directory();
-  file.write(directory.data(), directory.size());
+  // What an interrupted write left: kept when it was this same file, up to its
+  // last whole tensor (sequential writes; synced after each tensor when durable).
+  size_t kept = 0;
+  uint64_t written = 0;  // bytes of the data section so far
+  if (options.resume && file.size() > directory.size() && file.head(directory.size()) == directory) {
+    const uint64_t have = file.size() - directory.size();
+    while (kept < tensors_.size() && tensors_[kept].offset + tensors_[kept].nbytes <= have) ++kept;
+  }
+  if (kept > 0) {
+    // Padding a kill may have cut short is written again.
+    const uint64_t end = tensors_[kept - 1].offset + tensors_[kept - 1].nbytes;
+    file.truncate_and_seek(directory.size() + end);
+    file.zeros(static_cast<size_t>(align_up(end, alignment_) - end));
+    written = align_up(end, alignment_);
+  } else {
+    file.truncate_and_seek(0);
+    file.write(directory.data(), directory.size());
+  }
+  if (options.progress) options.progress(kept, written);
 
   // One buffer, reused: only the largest tensor is ever in memory.
   std::vector<uint8_t> buf;
-  uint64_t written = 0;  // bytes of the data section so far
-  for (const Tensor& t : tensors_) {
+  for (size_t i = kept; i < tensors_.size(); ++i) {
+    const Tensor& t = tensors_[i];
     if (!t.view.empty()) {
       file.write(t.view.data(), t.view.size());
-      written += t.nbytes;
-      file.zeros(static_cast<size_t>(align_up(written, alignment_) - written));
-      written = align_up(written, alignment_);
-      continue;
+    } else {
+      if (t.nbytes > std::numeric_limits<size_t>::max()) {
+        throw Error(path + ": tensor " + quote_name(t.name) + " is too large for memory");
+      }
+      buf.assign(static_cast<size_t>(t.nbytes), 0);
+      if (t.fill) t.fill(std::span<uint8_t>(buf.data(), buf.size()));
+      file.write(buf.data(), buf.size());
     }
-    if (t.nbytes > std::numeric_limits<size_t>::max()) {
-      throw Error(path + ": tensor " + quote_name(t.name) + " is too large for memory");
-    }
-    buf.assign(static_cast<size_t>(t.nbytes), 0);
-    if (t.fill) t.fill(std::span<uint8_t>(buf.data(), buf.size()));
-    file.write(buf.data(), buf.size());
     written += t.nbytes;
     file.zeros(static_cast<size_t>(align_up(written, alignment_) - written));
     written = align_up(written, alignment_);
+    if (options.durable) file.sync();
+    if (options.progress) options.progress(i + 1, written);
   }
+  if (options.durable) file.sync();
   file.commit();
+  return kept;
 }
 
 void Writer::write_without_data(const std::string& path) const {

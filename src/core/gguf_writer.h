@@ -135,6 +135,22 @@ class Writer {
   // path on an I/O error (the temporary file is removed); an exception from a
   // fill function is passed on, also removing the temporary file.
   void write(const std::string& path) const;
+
+  struct WriteOptions {
+    std::string temp_suffix = ".tmp";  // written as path + temp_suffix, then renamed
+    // Continue what an interrupted write of this same file left at path +
+    // temp_suffix (kept on failure in this mode): when its directory bytes
+    // equal this writer's, the tensors wholly in it are kept (not filled
+    // again) and writing goes on after the last; otherwise it starts over.
+    bool resume = false;
+    // fdatasync after every tensor and before the rename, so that what a
+    // resume keeps survived a crash too.
+    bool durable = false;
+    // After the kept part and after each tensor: (tensors done, data bytes done).
+    std::function<void(size_t tensors, uint64_t bytes)> progress;
+  };
+  // As write(path), with options; returns how many tensors a resume kept.
+  size_t write(const std::string& path, const WriteOptions& options) const;
   // The same file with every tensor's bytes left unwritten (zeros): the header,
   // metadata and tensor infos, then the file extended to its full size, a
   // hole on file systems with sparse files. No fill function is called. For

@@ -354,3 +354,62 @@ TEST(GgufWriter, FailingFillLeavesNoFile) {
   EXPECT_FALSE(fs::exists(path));
   EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
 }
+
+// A resumable write (WriteOptions::resume): an interrupted run leaves its
+// temporary file; the next run with the same directory keeps the tensors
+// wholly in it (their fill functions are not called again) and the result is
+// the file an uninterrupted write makes, byte for byte. A temporary file of
+// another layout, or one cut inside the directory, is started over.
+TEST(GgufWriter, ResumeKeepsWholeTensorsOfTheSameFile) {
+  std::vector<int> fills(4, 0);
+  auto make = [&fills](uint8_t salt) {
+    Writer w;
+    w.set_string("general.architecture", "test");
+    for (int i = 0; i < 4; ++i) {
+      w.add_tensor("t" + std::to_string(i), GgmlType::F32, {static_cast<uint64_t>(5 + i)},
+                   [&fills, i, salt](std::span<uint8_t> dst) {
+                     ++fills[static_cast<size_t>(i)];
+                     for (size_t k = 0; k < dst.size(); ++k) dst[k] = static_cast<uint8_t>(k * 7 + i + salt);
+                   });
+    }
+    return w;
+  };
+  const fs::path dir = program_temp_dir();
+  const std::string fresh = (dir / "resume_fresh.gguf").string(), path = (dir / "resume.gguf").string();
+  make(0).write(fresh);
+
+  Writer::WriteOptions o;
+  o.temp_suffix = ".part";
+  o.resume = true;
+  o.progress = [](size_t tensors, uint64_t) {
+    if (tensors == 3) throw ds4::Error("interrupted");
+  };
+  EXPECT_EQ(error_of([&] { make(0).write(path, o); }), "interrupted");
+  ASSERT_TRUE(fs::exists(path + ".part")) << "kept for a resume";
+  EXPECT_FALSE(fs::exists(path));
+
+  // Cut in the middle of tensor 3's bytes, as a kill would.
+  fs::resize_file(path + ".part", fs::file_size(path + ".part") - 5);
+  fills.assign(4, 0);
+  size_t first_progress = 99;
+  o.progress = [&first_progress](size_t tensors, uint64_t) { first_progress = std::min(first_progress, tensors); };
+  EXPECT_EQ(make(0).write(path, o), 2u) << "tensors 0 and 1 were whole";
+  EXPECT_EQ(first_progress, 2u);
+  EXPECT_EQ(fills, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(read_bytes(path), read_bytes(fresh));
+  EXPECT_FALSE(fs::exists(path + ".part"));
+
+  // Another file's leftovers (other metadata): started over.
+  Writer other;
+  other.set_string("general.architecture", "other");
+  other.add_tensor("x", GgmlType::F32, {64}, std::vector<uint8_t>(256, 9));
+  other.write(path + ".part.src");
+  fs::rename(path + ".part.src", path + ".part");
+  fs::remove(path);
+  EXPECT_EQ(make(0).write(path, o), 0u);
+  EXPECT_EQ(read_bytes(path), read_bytes(fresh));
+  // Without resume nothing is kept either.
+  o.resume = false;
+  make(1).write(path + ".b", o);
+  EXPECT_NE(read_bytes(path + ".b"), read_bytes(fresh));
+}
