@@ -1,5 +1,5 @@
 // ds4-quantize: write a deepseek4 GGUF again in another quant mix.
-//   ds4-quantize [--mix M] [--tensor-type REGEX=TYPE]... [--types-from FILE] IN OUT
+//   ds4-quantize [--mix M] [--tensor-type REGEX=TYPE]... [--types-from FILE] [--imatrix F] IN OUT
 // IN may be a shard set's first file. OUT is written as OUT.part and renamed;
 // a run that was interrupted goes on after the last whole tensor when started
 // again with the same arguments (--restart ignores what is there). Errors: one
@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/thread_pool.h"
+#include "model/imatrix.h"
 #include "model/quant_mix.h"
 #include "model/requantize.h"
 #include "version/version.h"
@@ -105,7 +107,7 @@ void print_plan(const std::vector<ds4::model::TensorPlan>& plan) {
 int main(int argc, char** argv) {
   CLI::App app{"Write a deepseek4 GGUF again in another quant mix (requantize)", "ds4-quantize"};
   app.set_version_flag("--version", ds4::version_line("ds4-quantize"), "Print the version and git commit and exit");
-  std::string in, out, mix_name = "ds4-q2", types_from;
+  std::string in, out, mix_name = "ds4-q2", types_from, imatrix_path;
   std::vector<std::string> overrides;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool restart = false, dry_run = false, quiet = false;
@@ -117,6 +119,8 @@ int main(int argc, char** argv) {
   app.add_option("--tensor-type", overrides,
                  "REGEX=TYPE: tensors whose name matches REGEX get TYPE (the first match wins; as llama-quantize)");
   app.add_option("--types-from", types_from, "Give each tensor the type it has in this GGUF (copy a layout)");
+  app.add_option("--imatrix", imatrix_path,
+                 "Importance matrix (llama-imatrix's GGUF or legacy .dat, or ds4-imatrix's) for the quantizers");
   app.add_option("-t,--threads", threads, "Threads")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_flag("--restart", restart, "Start over even when OUTPUT.part holds an interrupted run of the same output");
   app.add_flag("--dry-run", dry_run, "Print what each tensor becomes; write nothing");
@@ -141,7 +145,38 @@ int main(int argc, char** argv) {
       layout.emplace(ds4::gguf::File::open(types_from));
       o.types_from = &*layout;
     }
+    std::optional<ds4::model::Imatrix> imatrix;
+    if (!imatrix_path.empty()) {
+      imatrix.emplace(ds4::model::Imatrix::load(imatrix_path));
+      o.importance = [&imatrix](const std::string& name, uint64_t n_matrices, uint64_t cols) {
+        return imatrix->importance(name, n_matrices, cols).value_or(std::vector<float>{});
+      };
+      // Provenance, under llama-quantize's keys.
+      using ds4::gguf::MetaValue;
+      o.extra_metadata.emplace_back("quantize.imatrix.file", MetaValue::string(imatrix_path));
+      if (!imatrix->datasets.empty())
+        o.extra_metadata.emplace_back("quantize.imatrix.dataset", MetaValue::string(imatrix->datasets.front()));
+      o.extra_metadata.emplace_back("quantize.imatrix.entries_count",
+                                    MetaValue::i32(static_cast<int32_t>(imatrix->entries.size())));
+      o.extra_metadata.emplace_back("quantize.imatrix.chunks_count",
+                                    MetaValue::i32(static_cast<int32_t>(imatrix->chunk_count)));
+    }
     const std::vector<ds4::model::TensorPlan> plan = ds4::model::plan_requantize(source, o);
+    if (imatrix) {
+      // Say which quantized tensors the imatrix does not cover (they get no
+      // importance, or weight energy where the type needs some).
+      std::vector<std::string> missing;
+      for (const auto& t : plan) {
+        if (t.copy) continue;
+        if (!imatrix->entries.count(t.source->name)) missing.push_back(t.source->name);
+        // An entry of the wrong size is refused now, before anything is written.
+        (void)imatrix->importance(t.source->name, t.source->dim(2) * t.source->dim(3), t.source->ne[0]);
+      }
+      if (!missing.empty() && !quiet) {
+        std::fprintf(stderr, "ds4-quantize: warning: %zu quantized tensors have no entry in %s (first: %s)\n",
+                     missing.size(), imatrix_path.c_str(), missing.front().c_str());
+      }
+    }
     if (dry_run) {
       print_plan(plan);
       return 0;

@@ -163,6 +163,7 @@ gguf::Writer requantize_writer(const gguf::File& source, const std::vector<Tenso
     }
     w.set_value(std::string(e.key), e.value);
   }
+  for (const auto& [key, value] : options.extra_metadata) w.set_value(key, value);
   for (const TensorPlan& t : plan) {
     if (t.copy) {
       w.add_tensor_view(t.source->name, t.type, t.source->ne, t.source->bytes());

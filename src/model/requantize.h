@@ -58,6 +58,8 @@ struct RequantizeOptions {
   // file llama-quantize made); overrides still come first.
   const gguf::File* types_from = nullptr;
   ImportanceLookup importance;  // may be empty
+  // Keys added after the source's (e.g. llama-quantize's quantize.imatrix.* provenance).
+  std::vector<std::pair<std::string, gguf::MetaValue>> extra_metadata;
 };
 
 // What happens to one tensor.

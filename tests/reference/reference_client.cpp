@@ -358,4 +358,12 @@ void quantize_model(const std::string& model, const std::string& preset, bool im
   write_bytes(out, gguf);
 }
 
+void quantize_model_with_imatrix(const std::string& model, const std::string& preset, const std::string& imatrix,
+                                 const std::string& out) {
+  const std::vector<std::string> options{"--ftype", preset, "--threads", "2"};
+  const Bytes gguf =
+      run_cached("model-quantize", options, model, {{"--imatrix-file", test::read_bytes(imatrix)}}, Output::kFile);
+  write_bytes(out, gguf);
+}
+
 }  // namespace ds4::reference

@@ -48,5 +48,9 @@ std::vector<uint8_t> quantize(GgmlType type, std::span<const float> x, int64_t r
 // need one. Cached like the other modes (by the input file's bytes).
 void quantize_model(const std::string& model, const std::string& preset, bool imatrix_from_weights,
                     const std::string& out);
+// The same with the importance read from an imatrix file (GGUF or legacy
+// .dat) as llama-quantize reads one (values = sums / counts per matrix).
+void quantize_model_with_imatrix(const std::string& model, const std::string& preset, const std::string& imatrix,
+                                 const std::string& out);
 
 }  // namespace ds4::reference

@@ -19,10 +19,12 @@
 #include "core/gguf.h"
 #include "core/thread_pool.h"
 #include "model/deepseek4_hparams.h"
+#include "model/imatrix.h"
 #include "model/quant_mix.h"
 #include "model/requantize.h"
 #include "quant/quant.h"
 #include "reference_client.h"
+#include "support/file_io.h"
 #include "support/synthetic_model.h"
 #include "support/temp_dir.h"
 
@@ -115,6 +117,95 @@ TEST_P(Requantize, EveryTensorEqualsLlamaQuantizesBytes) {
   for (const auto& [type, n] : quantized) types += " " + type + " x" + std::to_string(n);
   std::printf("[requantize] %-8s %zu tensors equal: %d copied,%s\n", p.name, plan.size(), copied, types.c_str());
   EXPECT_FALSE(quantized.empty());
+}
+
+// An importance matrix file of ours (GGUF form) and a legacy .dat, read by
+// llama-quantize's loading rules in the runner and by ds4-quantize's
+// Imatrix: the quantized bytes must agree. The sums are random and positive,
+// the counts random, one matrix of one expert tensor with count 0 (its
+// importance is 1 everywhere) and one fractional count (llama-quantize rounds it).
+model::Imatrix random_imatrix(const gguf::File& source, uint64_t seed) {
+  model::Imatrix m;
+  m.datasets = {"random"};
+  m.chunk_count = 3;
+  m.chunk_size = 512;
+  uint64_t state = seed;
+  auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>((state >> 40) & 0xffffff) / static_cast<float>(1 << 24);
+  };
+  for (const gguf::TensorInfo& t : source.tensors()) {
+    if (t.n_dims() < 2 || !t.name.ends_with(".weight") || t.type == GgmlType::I32) continue;
+    const uint64_t n_mat = t.dim(2) * t.dim(3);
+    model::ImatrixEntry e;
+    for (uint64_t i = 0; i < n_mat * t.ne[0]; ++i) e.sums.push_back(0.01f + 3.0f * next());
+    for (uint64_t j = 0; j < n_mat; ++j) e.counts.push_back(static_cast<float>(1 + static_cast<int>(next() * 40)));
+    if (n_mat > 1) {
+      e.counts[1] = 0.0f;
+      e.counts[2] = 7.4f;
+    }
+    m.entries.emplace(t.name, std::move(e));
+  }
+  return m;
+}
+
+// The legacy .dat of the same entries (ncall = each entry's first count).
+void write_legacy(const model::Imatrix& m, const std::string& path) {
+  std::vector<uint8_t> b;
+  auto put = [&b](const void* p, size_t n) { b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+  const auto n = static_cast<int32_t>(m.entries.size());
+  put(&n, 4);
+  for (const auto& [name, e] : m.entries) {
+    const auto len = static_cast<int32_t>(name.size());
+    const auto ncall = static_cast<int32_t>(e.counts[0]), nval = static_cast<int32_t>(e.sums.size());
+    put(&len, 4);
+    put(name.data(), name.size());
+    put(&ncall, 4);
+    put(&nval, 4);
+    put(e.sums.data(), e.sums.size() * 4);
+  }
+  const int32_t chunks = 3, dlen = 6;
+  put(&chunks, 4);
+  put(&dlen, 4);
+  put("random", 6);
+  test::write_bytes(path, b);
+}
+
+TEST_F(Requantize, AnImatrixFileDrivesBothQuantizersAlike) {
+  ASSERT_TRUE(reference::available()) << "runner missing: " << reference::runner_path();
+  const gguf::File source = gguf::File::open(source_->path());
+  test::TempDir dir("ds4-requantize-imatrix-");
+  const model::Imatrix ours = random_imatrix(source, 99);
+  ours.save(dir.file("imatrix.gguf"));
+  write_legacy(ours, dir.file("imatrix.dat"));
+  const std::pair<const char*, const char*> cases[] = {
+      {"IQ2_XXS", "imatrix.gguf"}, {"Q4_K_M", "imatrix.gguf"}, {"IQ4_XS", "imatrix.dat"}};
+  ThreadPool pool(2);
+  for (const auto& [preset, file] : cases) {
+    const std::string theirs_path = dir.file(std::string(preset) + ".gguf");
+    reference::quantize_model_with_imatrix(source_->path(), preset, dir.file(file), theirs_path);
+    const gguf::File theirs = gguf::File::open(theirs_path);
+    const model::Imatrix loaded = model::Imatrix::load(dir.file(file));
+    EXPECT_EQ(loaded.legacy, std::string(file).ends_with(".dat"));
+    EXPECT_EQ(loaded.entries.size(), ours.entries.size());
+    EXPECT_EQ(loaded.chunk_count, 3u);
+    model::RequantizeOptions o;
+    o.types_from = &theirs;
+    o.importance = [&loaded](const std::string& name, uint64_t n_matrices, uint64_t cols) {
+      return loaded.importance(name, n_matrices, cols).value_or(std::vector<float>{});
+    };
+    int compared = 0;
+    for (const model::TensorPlan& t : model::plan_requantize(source, o)) {
+      if (t.copy) continue;
+      const gguf::TensorInfo& want = theirs.tensor(t.source->name);
+      std::vector<uint8_t> got(want.nbytes);
+      model::requantize_tensor(t, o, pool, got);
+      EXPECT_TRUE(std::ranges::equal(got, want.bytes()))
+          << preset << " with " << file << ": " << t.source->name << " as " << ggml_type_name(t.type) << " differs";
+      ++compared;
+    }
+    std::printf("[requantize] %-8s with %s: %d quantized tensors equal\n", preset, file, compared);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(LlamaQuantizePresets, Requantize, testing::ValuesIn(kPresets),

@@ -495,8 +495,67 @@ WeightImportance importance_from_weights(const std::string& path) {
   return imp;
 }
 
+// An imatrix file read as llama-quantize reads it (common_imatrix_load, then
+// load_imatrix): GGUF NAME.in_sum2 / NAME.counts, the values sums / count per
+// matrix (1 where the count is 0; counts rounded to integers); a legacy .dat
+// (entries of name, ncall, nval, sums), the values sums / ncall.
+WeightImportance importance_from_file(const std::string& path) {
+  WeightImportance imp;
+  ggml_context* raw_ctx = nullptr;
+  const gguf_init_params gp{/*no_alloc=*/false, &raw_ctx};
+  std::unique_ptr<gguf_context, GgufDeleter> g(gguf_init_from_file(path.c_str(), gp));
+  std::unique_ptr<ggml_context, GgmlContextDeleter> ctx(raw_ctx);
+  if (g) {
+    std::map<std::string, std::pair<const ggml_tensor*, const ggml_tensor*>> found;
+    for (int64_t i = 0; i < gguf_get_n_tensors(g.get()); ++i) {
+      std::string n = gguf_get_tensor_name(g.get(), i);
+      const ggml_tensor* t = ggml_get_tensor(ctx.get(), n.c_str());
+      if (n.size() > 8 && n.compare(n.size() - 8, 8, ".in_sum2") == 0) found[n.substr(0, n.size() - 8)].first = t;
+      if (n.size() > 7 && n.compare(n.size() - 7, 7, ".counts") == 0) found[n.substr(0, n.size() - 7)].second = t;
+    }
+    for (const auto& [name, st] : found) {
+      if (!st.first || !st.second || st.first->type != GGML_TYPE_F32 || st.second->type != GGML_TYPE_F32)
+        throw Failure(path + ": bad imatrix entry " + name);
+      const float* sums = static_cast<const float*>(st.first->data);
+      const float* counts = static_cast<const float*>(st.second->data);
+      const int64_t nsums = ggml_nelements(st.first), ncounts = ggml_nelements(st.second), ne0 = nsums / ncounts;
+      std::vector<float> v(static_cast<size_t>(nsums));
+      for (int64_t j = 0; j < ncounts; ++j) {
+        const auto count = static_cast<float>(std::lround(counts[j]));
+        for (int64_t i = 0; i < ne0; ++i) v[static_cast<size_t>(j * ne0 + i)] = count > 0.0f ? sums[j * ne0 + i] / count : 1.0f;
+      }
+      imp.names.push_back(name);
+      imp.values.push_back(std::move(v));
+    }
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    int32_t n = 0;
+    if (!in.read(reinterpret_cast<char*>(&n), 4) || n < 1) throw Failure(path + ": not an imatrix file");
+    for (int32_t i = 0; i < n; ++i) {
+      int32_t len = 0, ncall = 0, nval = 0;
+      in.read(reinterpret_cast<char*>(&len), 4);
+      std::string name(static_cast<size_t>(std::max(0, len)), '\0');
+      in.read(name.data(), len);
+      in.read(reinterpret_cast<char*>(&ncall), 4);
+      in.read(reinterpret_cast<char*>(&nval), 4);
+      std::vector<float> v(static_cast<size_t>(std::max(0, nval)));
+      in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+      if (!in) throw Failure(path + ": truncated legacy imatrix");
+      if (ncall > 0)
+        for (float& x : v) x = x / static_cast<float>(static_cast<int64_t>(ncall));
+      imp.names.push_back(name);
+      imp.values.push_back(std::move(v));
+    }
+  }
+  for (size_t i = 0; i < imp.names.size(); ++i)
+    imp.entries.push_back({imp.names[i].c_str(), imp.values[i].data(), imp.values[i].size()});
+  imp.entries.push_back({nullptr, nullptr, 0});
+  return imp;
+}
+
 void run_model_quantize(const std::string& in_path, const std::string& out_path, const std::string& preset,
-                        bool imatrix_from_weights, bool allow_requantize, int threads) {
+                        bool imatrix_from_weights, const std::string& imatrix_file, bool allow_requantize,
+                        int threads) {
   llama_model_quantize_params params = llama_model_quantize_default_params();
   params.ftype = ftype_from_name(preset);
   params.nthread = threads;
@@ -504,6 +563,9 @@ void run_model_quantize(const std::string& in_path, const std::string& out_path,
   WeightImportance imp;
   if (imatrix_from_weights) {
     imp = importance_from_weights(in_path);
+    params.imatrix = imp.entries.data();
+  } else if (!imatrix_file.empty()) {
+    imp = importance_from_file(imatrix_file);
     params.imatrix = imp.entries.data();
   }
   // llama_model_quantize reports most problems by throwing inside and
@@ -587,6 +649,9 @@ int main(int argc, char** argv) {
   bool imatrix_from_weights = false;
   model_quantize->add_flag("--imatrix-from-weights", imatrix_from_weights,
                            "importance = per-column sum of squared weights (stands in for llama-imatrix's)");
+  std::string imatrix_file;
+  model_quantize->add_option("--imatrix-file", imatrix_file,
+                             "importance from an imatrix file (GGUF or legacy .dat), read as llama-quantize reads it");
   model_quantize->add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
 
   try {
@@ -609,7 +674,7 @@ int main(int argc, char** argv) {
       run_quantize(type_name, in, out, row, imatrix);
     } else if (*model_quantize) {
       llama_backend_init();
-      run_model_quantize(model, out, preset, imatrix_from_weights, allow_requantize, threads);
+      run_model_quantize(model, out, preset, imatrix_from_weights, imatrix_file, allow_requantize, threads);
       llama_backend_free();
     } else {
       if (cpu_variant.empty()) {

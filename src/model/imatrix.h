@@ -1,0 +1,57 @@
+// Importance matrices in llama.cpp's formats (what llama-imatrix writes and
+// llama-quantize reads), so that its files drive our quantizer and ours drive
+// its.
+//
+// GGUF form (current): general.type = "imatrix", imatrix.datasets (array of
+// strings), imatrix.chunk_count and imatrix.chunk_size (u32); per weight
+// tensor NAME two F32 tensors, NAME.in_sum2 [n_per_row, n_mat] (per column
+// of each matrix, the sum of squared activations that met it) and
+// NAME.counts [1, n_mat] (the activation rows each matrix met; n_mat is the
+// expert count of a routed expert tensor, else 1). Other tensors (.in_sum,
+// statistics) are ignored, as llama-quantize does.
+// Legacy .dat: i32 entry count; per entry i32 name length, the name, i32
+// ncall, i32 nval, nval f32 sums; then optionally i32 chunk count, i32
+// dataset-name length and the name.
+//
+// The importance a quantizer gets (llama-quantize's load_imatrix): per
+// matrix, sums / count, or 1 for every column where the count is 0; legacy,
+// sums / ncall (the sums as they are when ncall is 0).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ds4::model {
+
+struct ImatrixEntry {
+  std::vector<float> sums;    // n_mat x n_per_row, matrix-major
+  std::vector<float> counts;  // n_mat (legacy: one value, its ncall)
+};
+
+class Imatrix {
+ public:
+  // Reads either form (GGUF by its magic, else legacy); throws ds4::Error
+  // naming the file and the entry at fault (truncated, sizes that disagree,
+  // non-F32 data, a .in_sum2 without its .counts).
+  static Imatrix load(const std::string& path);
+  // Writes the GGUF form (as llama-imatrix does; entries in name order).
+  void save(const std::string& path) const;
+
+  // The quantizer's importance for `tensor`, n_matrices x n_columns values;
+  // nullopt without an entry. Throws when the entry's size does not fit the
+  // tensor (llama-quantize refuses that too).
+  std::optional<std::vector<float>> importance(const std::string& tensor, uint64_t n_matrices,
+                                               uint64_t n_columns) const;
+
+  std::map<std::string, ImatrixEntry> entries;
+  std::vector<std::string> datasets;
+  uint32_t chunk_count = 0;
+  uint32_t chunk_size = 0;
+  bool legacy = false;  // loaded from a .dat
+  std::string path;     // where it was loaded from (messages, provenance keys)
+};
+
+}  // namespace ds4::model
