@@ -18,6 +18,7 @@
 #include "core/gguf_writer.h"
 #include "model/deepseek4_hparams.h"
 #include "model/deepseek4_tensors.h"
+#include "model/imatrix.h"
 #include "model/quant_mix.h"
 #include "model/synthetic_tokenizer.h"
 #include "model/synthetic_weights.h"
@@ -27,6 +28,30 @@ namespace {
 
 using ds4::Error;
 using namespace ds4::model;
+
+// A random importance matrix for every weight matrix of hp (not the norms,
+// biases or the hash table): per column sums uniform in [0.01, 3) times the
+// matrix's count, counts 64..1087 per matrix (per expert), as llama-imatrix's
+// GGUF. Reproducible from the seed.
+void write_random_imatrix(const Deepseek4HParams& hp, uint64_t seed, const std::string& path) {
+  Imatrix m;
+  m.datasets = {"ds4-mkmodel random"};
+  m.chunk_count = 1;
+  m.chunk_size = 512;
+  for (const TensorSpec& t : deepseek4_tensors(hp)) {
+    if (t.ne.size() < 2 || t.kind == TensorKind::FfnGateTid2Eid || !t.name.ends_with(".weight")) continue;
+    Rng rng(stream_seed(seed ^ 0x1a7a1c5ull, t.name, 0));
+    const uint64_t n_mat = t.ne.size() > 2 ? t.ne[2] : 1;
+    ImatrixEntry e;
+    for (uint64_t j = 0; j < n_mat; ++j) {
+      const float count = static_cast<float>(64 + rng.below(1024));
+      e.counts.push_back(count);
+      for (uint64_t c = 0; c < t.ne[0]; ++c) e.sums.push_back(count * (0.01f + 2.99f * static_cast<float>(rng.uniform())));
+    }
+    m.entries.emplace(t.name, std::move(e));
+  }
+  m.save(path);
+}
 
 std::vector<uint32_t> parse_ratio_list(const std::string& s) {
   std::vector<uint32_t> out;
@@ -85,6 +110,10 @@ int run(int argc, char** argv) {
   app.add_option("--tokenizer", tokenizer_path, "Import this Hugging Face tokenizer.json instead of the synthetic one")
       ->check(CLI::ExistingFile);
   app.add_option("--threads", threads, "Threads that generate weights")->capture_default_str();
+  std::string imatrix_out;
+  app.add_option("--imatrix-out", imatrix_out,
+                 "Also write a random importance matrix for every weight matrix (llama-imatrix's GGUF form; for "
+                 "testing and timing quantizers)");
   app.add_flag("--no-data", no_data,
                "Write the header, metadata and tensor table only; the tensor data is left a hole (zeros) of the "
                "file's full size: the layout of a full-size model without its weights");
@@ -190,6 +219,8 @@ int run(int argc, char** argv) {
   } else {
     w.write(out);
   }
+
+  if (!imatrix_out.empty()) write_random_imatrix(hp, seed, imatrix_out);
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uint64_t params = 0;

@@ -1,6 +1,8 @@
 // ds4-quantize: write a deepseek4 GGUF again in another quant mix.
 //   ds4-quantize [--mix M] [--tensor-type REGEX=TYPE]... [--types-from FILE] [--imatrix F] IN OUT
-// IN may be a shard set's first file. OUT is written as OUT.part and renamed;
+// IN is a GGUF (or a shard set's first file), or an official safetensors
+// checkpoint: its folder (config.json, model.safetensors.index.json,
+// tokenizer.json), index or single .safetensors file. OUT is written as OUT.part and renamed;
 // a run that was interrupted goes on after the last whole tensor when started
 // again with the same arguments (--restart ignores what is there). Errors: one
 // line "ds4-quantize: <error>" and exit 1; usage errors exit 2.
@@ -8,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -18,9 +21,12 @@
 
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "core/file_map.h"
 #include "core/gguf.h"
 #include "core/thread_pool.h"
+#include "model/hf_checkpoint.h"
 #include "model/imatrix.h"
+#include "model/safetensors.h"
 #include "model/quant_mix.h"
 #include "model/requantize.h"
 #include "version/version.h"
@@ -83,11 +89,17 @@ class Progress {
   int last_decile_ = -1;
 };
 
+bool is_checkpoint(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p(path);
+  return std::filesystem::is_directory(p, ec) || p.extension() == ".json" || p.extension() == ".safetensors";
+}
+
 void print_plan(const std::vector<ds4::model::TensorPlan>& plan) {
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_type;  // tensors, bytes
   for (const auto& t : plan) {
-    const uint64_t bytes = *ds4::ggml_nbytes(t.type, t.source->n_elements);
-    std::printf("%-40s %-8s -> %-8s %s%s\n", t.source->name.c_str(), std::string(ds4::ggml_type_name(t.source->type)).c_str(),
+    const uint64_t bytes = *ds4::ggml_nbytes(t.type, t.source->n_elements());
+    std::printf("%-40s %-8s -> %-8s %s%s\n", t.source->name.c_str(), t.source->origin.c_str(),
                 std::string(ds4::ggml_type_name(t.type)).c_str(), t.copy ? "copied, " : "", t.why.c_str());
     auto& [n, b] = by_type[std::string(ds4::ggml_type_name(t.type))];
     ++n;
@@ -105,13 +117,15 @@ void print_plan(const std::vector<ds4::model::TensorPlan>& plan) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Write a deepseek4 GGUF again in another quant mix (requantize)", "ds4-quantize"};
+  CLI::App app{"Write a deepseek4 GGUF in a quant mix from a GGUF or the official safetensors checkpoint", "ds4-quantize"};
   app.set_version_flag("--version", ds4::version_line("ds4-quantize"), "Print the version and git commit and exit");
   std::string in, out, mix_name = "ds4-q2", types_from, imatrix_path;
   std::vector<std::string> overrides;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool restart = false, dry_run = false, quiet = false;
-  app.add_option("input", in, "Source GGUF (or a shard set's first file): BF16, F16, F32, Q8_0, MXFP4 or quantized")
+  app.add_option("input", in,
+                 "Source: a GGUF (or a shard set's first file) in any type, or an official safetensors checkpoint "
+                 "folder (FP8 / FP4 / BF16)")
       ->required();
   app.add_option("output", out, "GGUF to write (as OUTPUT.part, then renamed)")->required();
   app.add_option("--mix", mix_name, std::string("Quant mix: ") + std::string(ds4::model::quant_mix_names()))
@@ -139,7 +153,18 @@ int main(int argc, char** argv) {
     if (!mix) throw ds4::Error("--mix " + mix_name + ": not a mix; one of " + std::string(ds4::model::quant_mix_names()));
     o.mix = *mix;
     for (const std::string& s : overrides) o.overrides.push_back(ds4::model::parse_type_override(s));
-    const ds4::gguf::File source = ds4::gguf::File::open(in);
+    // The source: a checkpoint folder (or its index / .safetensors file), else a GGUF.
+    std::optional<ds4::gguf::File> gguf_source;
+    std::optional<ds4::model::SafetensorsSet> checkpoint;
+    ds4::model::RequantizeInput source;
+    if (is_checkpoint(in)) {
+      checkpoint.emplace(ds4::model::SafetensorsSet::open(in));
+      const std::string config = (std::filesystem::path(checkpoint->folder()) / "config.json").string();
+      source = ds4::model::checkpoint_input(*checkpoint, ds4::model::hparams_from_config(config));
+    } else {
+      gguf_source.emplace(ds4::gguf::File::open(in));
+      source = ds4::model::gguf_input(*gguf_source);
+    }
     std::optional<ds4::gguf::File> layout;
     if (!types_from.empty()) {
       layout.emplace(ds4::gguf::File::open(types_from));
@@ -170,7 +195,7 @@ int main(int argc, char** argv) {
         if (t.copy) continue;
         if (!imatrix->entries.count(t.source->name)) missing.push_back(t.source->name);
         // An entry of the wrong size is refused now, before anything is written.
-        (void)imatrix->importance(t.source->name, t.source->dim(2) * t.source->dim(3), t.source->ne[0]);
+        (void)imatrix->importance(t.source->name, t.source->n_matrices(), t.source->ne[0]);
       }
       if (!missing.empty() && !quiet) {
         std::fprintf(stderr, "ds4-quantize: warning: %zu quantized tensors have no entry in %s (first: %s)\n",
@@ -188,7 +213,12 @@ int main(int argc, char** argv) {
     wo.temp_suffix = ".part";
     wo.resume = !restart;
     wo.durable = true;
-    wo.progress = [&progress](size_t n, uint64_t bytes) { progress(n, bytes); };
+    wo.progress = [&progress, &plan](size_t n, uint64_t bytes) {
+      // A source tensor is read once: its pages leave our RSS when it is done.
+      if (n > 0)
+        for (const auto& r : plan[n - 1].source->reads) ds4::release_pages(r);
+      progress(n, bytes);
+    };
     const auto began = Clock::now();
     writer.write(out, wo);
     if (!quiet) {

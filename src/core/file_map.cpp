@@ -209,6 +209,12 @@ void drop_cached_pages(std::span<const uint8_t> range, const std::string& path) 
   ::close(fd);
 }
 
+void release_pages(std::span<const uint8_t> range) noexcept {
+  if (range.empty()) return;
+  const PageRange pages = page_range(range);
+  (void)::madvise(pages.start, pages.length, MADV_DONTNEED);
+}
+
 uint64_t resident_bytes(std::span<const uint8_t> range) {
   if (range.empty()) return 0;
   const PageRange pages = page_range(range);

@@ -59,6 +59,12 @@ uint64_t huge_page_bytes_in_smaps(std::string_view smaps, uintptr_t begin, uintp
 // MapAccess::HugePages. Best effort: failures change no byte that is read.
 void drop_cached_pages(std::span<const uint8_t> range, const std::string& path) noexcept;
 
+// Unmaps `range`'s pages (widened to whole pages) from this process
+// (MADV_DONTNEED on a read-only file mapping): they leave its RSS, stay in the
+// page cache, and a later read maps them again. For a tool that streams
+// through a file once (ds4-quantize). Advice only: failures are ignored.
+void release_pages(std::span<const uint8_t> range) noexcept;
+
 // Bytes of `range`'s pages that are in RAM (mincore(2)), in whole pages; the
 // page that holds range's last byte counts fully. Throws ds4::Error when the
 // range is not mapped.

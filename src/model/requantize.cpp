@@ -20,8 +20,7 @@ bool needs_importance(GgmlType t) {
 // every thread gets work on the smaller matrices.
 constexpr uint64_t kRowsPerTask = 16;
 
-GgmlType planned_type(const gguf::TensorInfo& t, const TensorSpec& spec, const RequantizeOptions& o,
-                      std::string& why) {
+GgmlType planned_type(const SourceTensor& t, const TensorSpec& spec, const RequantizeOptions& o, std::string& why) {
   for (const TypeOverride& ov : o.overrides) {
     if (std::regex_search(t.name, ov.regex)) {
       why = "--tensor-type " + ov.pattern + "=" + std::string(ggml_type_name(ov.type));
@@ -73,22 +72,64 @@ TypeOverride parse_type_override(const std::string& arg) {
   }
 }
 
-std::vector<TensorPlan> plan_requantize(const gguf::File& source, const RequantizeOptions& o) {
-  const Deepseek4HParams hp = read_metadata(source);
-  validate_tensor_directory(source, hp);
-  std::vector<TensorSpec> specs = deepseek4_tensors(hp);
+uint64_t SourceTensor::n_elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : ne) n *= d;
+  return n;
+}
+
+RequantizeInput gguf_input(const gguf::File& file) {
+  RequantizeInput in;
+  in.path = file.path();
+  in.alignment = static_cast<uint32_t>(file.alignment());
+  in.hp = read_metadata(file);
+  validate_tensor_directory(file, in.hp);
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    SourceTensor s;
+    s.name = t.name;
+    s.ne = t.ne;
+    s.native = t.type;
+    s.origin = std::string(ggml_type_name(t.type));
+    s.view = t.bytes();
+    s.reads = {t.bytes()};
+    const gguf::TensorInfo* info = &t;
+    s.native_bytes = [info](std::span<uint8_t> dst) { std::memcpy(dst.data(), info->data, dst.size()); };
+    if (t.type != GgmlType::I32) {
+      s.rows_f32 = [info](uint64_t row0, uint64_t n, float* dst) {
+        const uint64_t rb = info->row_bytes(), cols = info->ne[0];
+        for (uint64_t r = 0; r < n; ++r)
+          quant::dequantize_row(info->type, info->data + (row0 + r) * rb, dst + r * cols, static_cast<int64_t>(cols));
+      };
+    }
+    in.tensors.push_back(std::move(s));
+  }
+  const gguf::File* f = &file;
+  in.write_metadata = [f](gguf::Writer& w) {
+    for (const gguf::MetadataEntry& e : f->metadata()) {
+      if (e.key == gguf::kSplitNoKey || e.key == gguf::kSplitCountKey || e.key == gguf::kSplitTensorsCountKey ||
+          e.key == "general.file_type") {
+        continue;
+      }
+      w.set_value(std::string(e.key), e.value);
+    }
+  };
+  return in;
+}
+
+std::vector<TensorPlan> plan_requantize(const RequantizeInput& input, const RequantizeOptions& o) {
+  const std::vector<TensorSpec> specs = deepseek4_tensors(input.hp);
   std::vector<TensorPlan> plan;
-  for (const gguf::TensorInfo& t : source.tensors()) {
+  for (const SourceTensor& t : input.tensors) {
     const auto spec = std::find_if(specs.begin(), specs.end(), [&](const TensorSpec& s) { return s.name == t.name; });
-    if (spec == specs.end()) throw Error(source.path() + ": tensor " + gguf::quote_name(t.name) + " is not a deepseek4 tensor");
-    TensorPlan p{&t, *spec, t.type, true, ""};
+    if (spec == specs.end()) throw Error(input.path + ": tensor " + gguf::quote_name(t.name) + " is not a deepseek4 tensor");
+    TensorPlan p{&t, *spec, GgmlType::F32, true, ""};
     p.type = planned_type(t, *spec, o, p.why);
-    p.copy = p.type == t.type;
-    const std::string where = source.path() + ": tensor " + gguf::quote_name(t.name) + " (" + p.why + "): ";
+    p.copy = t.native && p.type == *t.native;
+    const std::string where = input.path + ": tensor " + gguf::quote_name(t.name) + " (" + p.why + "): ";
     if (!p.copy) {
       if (!quant::quantize_supported(p.type)) throw Error(where + "cannot quantize to " + std::string(ggml_type_name(p.type)));
-      if (t.type == GgmlType::I32 || p.type == GgmlType::I32) {
-        throw Error(where + "an I32 tensor (the hash routing table) keeps its type; asked for " +
+      if (!t.rows_f32 || p.type == GgmlType::I32) {
+        throw Error(where + "an integer tensor (the hash routing table) keeps its type (" + t.origin + "); asked for " +
                     std::string(ggml_type_name(p.type)));
       }
       const uint32_t block = ggml_type_traits(p.type).block_elems;
@@ -103,16 +144,15 @@ std::vector<TensorPlan> plan_requantize(const gguf::File& source, const Requanti
 }
 
 void requantize_tensor(const TensorPlan& t, const RequantizeOptions& o, ThreadPool& pool, std::span<uint8_t> dst) {
-  const gguf::TensorInfo& src = *t.source;
+  const SourceTensor& src = *t.source;
   if (t.copy) {
-    std::memcpy(dst.data(), src.data, dst.size());
+    src.native_bytes(dst);
     return;
   }
   const uint64_t cols = src.ne[0];
   const uint64_t rows = src.n_rows();
-  const uint64_t n_matrices = src.dim(2) * src.dim(3);
+  const uint64_t n_matrices = src.n_matrices();
   const uint64_t rows_per_matrix = rows / n_matrices;
-  const uint64_t src_row_bytes = src.row_bytes();
   const uint64_t dst_row_bytes = dst.size() / rows;
 
   // Importance per matrix: the imatrix's, else weight energy where the type needs some.
@@ -126,10 +166,7 @@ void requantize_tensor(const TensorPlan& t, const RequantizeOptions& o, ThreadPo
     importance.resize(n_matrices * cols);
     pool.run(static_cast<int>(n_matrices), [&](int m, int) {
       std::vector<float> w(rows_per_matrix * cols);
-      for (uint64_t r = 0; r < rows_per_matrix; ++r) {
-        const uint64_t row = static_cast<uint64_t>(m) * rows_per_matrix + r;
-        quant::dequantize_row(src.type, src.data + row * src_row_bytes, w.data() + r * cols, static_cast<int64_t>(cols));
-      }
+      src.rows_f32(static_cast<uint64_t>(m) * rows_per_matrix, rows_per_matrix, w.data());
       const std::vector<float> e = weight_energy(w.data(), rows_per_matrix, cols);
       std::copy(e.begin(), e.end(), importance.begin() + static_cast<ptrdiff_t>(static_cast<uint64_t>(m) * cols));
     });
@@ -143,30 +180,25 @@ void requantize_tensor(const TensorPlan& t, const RequantizeOptions& o, ThreadPo
     pool.run(static_cast<int>(count), [&](int task, int) {
       const uint64_t r0 = (first + static_cast<uint64_t>(task)) * kRowsPerTask;
       const uint64_t r1 = std::min(rows, r0 + kRowsPerTask);
-      std::vector<float> x(cols);
+      std::vector<float> x((r1 - r0) * cols);
+      src.rows_f32(r0, r1 - r0, x.data());
       for (uint64_t r = r0; r < r1; ++r) {
-        quant::dequantize_row(src.type, src.data + r * src_row_bytes, x.data(), static_cast<int64_t>(cols));
         const float* imp = importance.empty() ? nullptr : importance.data() + (r / rows_per_matrix) * cols;
-        quant::quantize_row(t.type, x.data(), dst.data() + r * dst_row_bytes, static_cast<int64_t>(cols), imp);
+        quant::quantize_row(t.type, x.data() + (r - r0) * cols, dst.data() + r * dst_row_bytes,
+                            static_cast<int64_t>(cols), imp);
       }
     });
   }
 }
 
-gguf::Writer requantize_writer(const gguf::File& source, const std::vector<TensorPlan>& plan,
+gguf::Writer requantize_writer(const RequantizeInput& input, const std::vector<TensorPlan>& plan,
                                const RequantizeOptions& options, ThreadPool& pool) {
-  gguf::Writer w(static_cast<uint32_t>(source.alignment()));
-  for (const gguf::MetadataEntry& e : source.metadata()) {
-    if (e.key == gguf::kSplitNoKey || e.key == gguf::kSplitCountKey || e.key == gguf::kSplitTensorsCountKey ||
-        e.key == "general.file_type") {
-      continue;
-    }
-    w.set_value(std::string(e.key), e.value);
-  }
+  gguf::Writer w(input.alignment);
+  input.write_metadata(w);
   for (const auto& [key, value] : options.extra_metadata) w.set_value(key, value);
   for (const TensorPlan& t : plan) {
-    if (t.copy) {
-      w.add_tensor_view(t.source->name, t.type, t.source->ne, t.source->bytes());
+    if (t.copy && !t.source->view.empty()) {
+      w.add_tensor_view(t.source->name, t.type, t.source->ne, t.source->view);
     } else {
       w.add_tensor(t.source->name, t.type, t.source->ne,
                    [&t, &options, &pool](std::span<uint8_t> dst) { requantize_tensor(t, options, pool, dst); });

@@ -1,10 +1,12 @@
-// Requantizing a deepseek4 GGUF (ds4-quantize): every tensor of a source
-// file (any type the engine reads: BF16, F16, F32, Q8_0, MXFP4, the K and IQ
-// quants; one file or a shard set) written again in the type a quant mix, a
-// per-tensor override or another file's layout gives it.
+// Requantizing a deepseek4 model (ds4-quantize): every tensor of a source
+// (a GGUF in any type the engine reads: BF16, F16, F32, Q8_0, MXFP4, the K and
+// IQ quants, one file or a shard set; or the official safetensors checkpoint,
+// model/hf_checkpoint.h) written in the type a quant mix, a per-tensor
+// override or another file's layout gives it.
 //
 // A tensor whose type does not change is copied byte for byte (MXFP4 experts
-// into the mxfp4 mix stay exactly the source's). Any other is dequantized to
+// into the mxfp4 mix stay exactly the source's; a checkpoint's FP4 experts are
+// repacked into MXFP4 without loss). Any other is dequantized to
 // f32 (ggml's to_float, bit for bit) and quantized with the reference
 // quantizers (ggml_quantize_chunk's bytes), row by row, so the output does not
 // depend on the thread count. Importance: an imatrix entry when one is given
@@ -22,6 +24,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <span>
 #include <regex>
 #include <string>
 #include <vector>
@@ -30,6 +34,7 @@
 #include "core/gguf.h"
 #include "core/gguf_writer.h"
 #include "core/thread_pool.h"
+#include "model/deepseek4_hparams.h"
 #include "model/deepseek4_tensors.h"
 #include "model/quant_mix.h"
 
@@ -51,6 +56,47 @@ TypeOverride parse_type_override(const std::string& arg);
 using ImportanceLookup = std::function<std::vector<float>(const std::string& tensor_name, uint64_t n_matrices,
                                                          uint64_t n_columns)>;
 
+// One tensor to write, from a GGUF being requantized or a checkpoint being
+// converted (model/hf_checkpoint.h).
+struct SourceTensor {
+  std::string name;           // the GGUF name
+  std::vector<uint64_t> ne;   // GGUF order
+  // The type it becomes without loss (copied when the plan asks for it): a
+  // GGUF tensor's own type; a checkpoint's BF16 / F32 tensors, FP4 experts
+  // (MXFP4) and hash table (I32). None for FP8 matrices.
+  std::optional<GgmlType> native;
+  std::string origin;  // what it is stored as, for --dry-run: "bf16", "F8_E4M3 x F8_E8M0 (128x128)"
+  // Rows [row0, row0 + n) of the tensor (ne[0] values each; rows of a 3-D
+  // tensor run matrix by matrix) as f32. Null for integer tables.
+  std::function<void(uint64_t row0, uint64_t n, float* dst)> rows_f32;
+  // The tensor in `native`, exactly its bytes.
+  std::function<void(std::span<uint8_t> dst)> native_bytes;
+  // The native bytes when they lie in a mapping as they are (written
+  // without a copy).
+  std::span<const uint8_t> view;
+  // The mapped bytes it is read from (released from the process after use).
+  std::vector<std::span<const uint8_t>> reads;
+
+  uint64_t n_elements() const;
+  uint64_t n_rows() const { return n_elements() / ne[0]; }
+  uint64_t n_matrices() const { return (ne.size() > 2 ? ne[2] : 1) * (ne.size() > 3 ? ne[3] : 1); }
+};
+
+// What is being written: the model's hyperparameters, every tensor in
+// output order, and the metadata the output starts with.
+struct RequantizeInput {
+  std::string path;  // for messages
+  Deepseek4HParams hp;
+  std::vector<SourceTensor> tensors;
+  std::function<void(gguf::Writer&)> write_metadata;
+  uint32_t alignment = gguf::kDefaultAlignment;
+};
+
+// A deepseek4 GGUF (one file or a shard set), checked as the loader checks
+// it; its metadata less split.* and general.file_type (which would describe
+// the source). `file` must outlive the input.
+RequantizeInput gguf_input(const gguf::File& file);
+
 struct RequantizeOptions {
   QuantMix mix = QuantMix::Ds4Q2;
   std::vector<TypeOverride> overrides;
@@ -64,25 +110,23 @@ struct RequantizeOptions {
 
 // What happens to one tensor.
 struct TensorPlan {
-  const gguf::TensorInfo* source;
+  const SourceTensor* source;
   TensorSpec spec;
-  GgmlType type;  // in the output
-  bool copy;      // same type as the source: its bytes as they are
+  GgmlType type;    // in the output
+  bool copy;        // its native type: its bytes as they are
   std::string why;  // "mix ds4-q2", "--tensor-type ffn_down=q4_K", "layout of FILE"
 };
 
-// The plan for every tensor of `source` (a deepseek4 file, checked as the
-// loader checks it), in the source's order. Throws ds4::Error naming the
-// tensor when a type cannot hold its rows (row length not a whole number of
-// blocks), cannot be quantized to, or `types_from` lacks the tensor or gives
-// it another shape.
-std::vector<TensorPlan> plan_requantize(const gguf::File& source, const RequantizeOptions& options);
+// The plan for every tensor of `input`, in its order. Throws ds4::Error
+// naming the tensor when a type cannot hold its rows (row length not a whole
+// number of blocks), cannot be quantized to, or `types_from` lacks the
+// tensor or gives it another shape.
+std::vector<TensorPlan> plan_requantize(const RequantizeInput& input, const RequantizeOptions& options);
 
-// A writer for the output: the source's metadata (less split.* and
-// general.file_type, which would misdescribe the result) and every tensor,
-// filled by quantizing on `pool` when the writer reaches it. `source`, `plan`,
-// `options` and `pool` must outlive the writer's write().
-gguf::Writer requantize_writer(const gguf::File& source, const std::vector<TensorPlan>& plan,
+// A writer for the output: the input's metadata, options.extra_metadata and
+// every tensor, filled by quantizing on `pool` when the writer reaches it.
+// `input`, `plan`, `options` and `pool` must outlive the writer's write().
+gguf::Writer requantize_writer(const RequantizeInput& input, const std::vector<TensorPlan>& plan,
                                const RequantizeOptions& options, ThreadPool& pool);
 
 // One tensor of the plan quantized into dst (exactly its output bytes).

@@ -96,7 +96,8 @@ TEST_P(Requantize, EveryTensorEqualsLlamaQuantizesBytes) {
       return runner_importance(source, name, n_matrices, cols);
     };
   }
-  const std::vector<model::TensorPlan> plan = model::plan_requantize(source, o);
+  const model::RequantizeInput in = model::gguf_input(source);
+  const std::vector<model::TensorPlan> plan = model::plan_requantize(in, o);
   ThreadPool pool(2);
   std::map<std::string, int> quantized;  // type -> tensors compared after quantizing
   int copied = 0;
@@ -195,7 +196,8 @@ TEST_F(Requantize, AnImatrixFileDrivesBothQuantizersAlike) {
       return loaded.importance(name, n_matrices, cols).value_or(std::vector<float>{});
     };
     int compared = 0;
-    for (const model::TensorPlan& t : model::plan_requantize(source, o)) {
+    const model::RequantizeInput in = model::gguf_input(source);
+    for (const model::TensorPlan& t : model::plan_requantize(in, o)) {
       if (t.copy) continue;
       const gguf::TensorInfo& want = theirs.tensor(t.source->name);
       std::vector<uint8_t> got(want.nbytes);

@@ -47,9 +47,10 @@ TEST(Requantize, MixThenOverridesFirstMatchFirst) {
   o.mix = QuantMix::Ds4Q4;
   o.overrides = {parse_type_override("blk\\.1\\.ffn_down_exps=q6_K"), parse_type_override("ffn_down_exps=Q8_0"),
                  parse_type_override("^output\\.weight$=bf16")};
-  const std::vector<TensorPlan> plan = plan_requantize(src, o);
+  const RequantizeInput in = gguf_input(src);
+  const std::vector<TensorPlan> plan = plan_requantize(in, o);
   ASSERT_EQ(plan.size(), src.tensors().size());
-  for (size_t i = 0; i < plan.size(); ++i) EXPECT_EQ(plan[i].source, &src.tensors()[i]) << "source order";
+  for (size_t i = 0; i < plan.size(); ++i) EXPECT_EQ(plan[i].source->name, src.tensors()[i].name) << "source order";
   EXPECT_EQ(find(plan, "blk.1.ffn_down_exps.weight").type, GgmlType::Q6_K);
   EXPECT_EQ(find(plan, "blk.1.ffn_down_exps.weight").why, "--tensor-type blk\\.1\\.ffn_down_exps=q6_K");
   EXPECT_EQ(find(plan, "blk.2.ffn_down_exps.weight").type, GgmlType::Q8_0);
@@ -70,16 +71,18 @@ TEST(Requantize, RefusesWhatCannotBe) {
   EXPECT_NE(error_of([] { parse_type_override("x=q8_K"); }).find("cannot quantize to q8_K"), std::string::npos);
 
   const gguf::File src = gguf::File::open(bf16_source().path());
+  const RequantizeInput in = gguf_input(src);
   RequantizeOptions o;
   o.overrides = {parse_type_override("hc_attn_scale=q8_0")};
-  std::string msg = error_of([&] { plan_requantize(src, o); });
+  std::string msg = error_of([&] { plan_requantize(in, o); });
   EXPECT_NE(msg.find("tensor 'blk.0.hc_attn_scale.weight' (--tensor-type hc_attn_scale=q8_0): rows of 3 are not a "
                      "whole number of q8_0 blocks (32)"),
             std::string::npos)
       << msg;
   o.overrides = {parse_type_override("tid2eid=f16")};
-  msg = error_of([&] { plan_requantize(src, o); });
-  EXPECT_NE(msg.find("an I32 tensor (the hash routing table) keeps its type; asked for f16"), std::string::npos) << msg;
+  msg = error_of([&] { plan_requantize(in, o); });
+  EXPECT_NE(msg.find("an integer tensor (the hash routing table) keeps its type (i32); asked for f16"), std::string::npos)
+      << msg;
 
   // --types-from a file that lacks a tensor, or gives it another shape.
   test::TempDir dir;
@@ -90,14 +93,14 @@ TEST(Requantize, RefusesWhatCannotBe) {
   const gguf::File layout = gguf::File::open(dir.file("layout.gguf"));
   o.overrides.clear();
   o.types_from = &layout;
-  msg = error_of([&] { plan_requantize(src, o); });
+  msg = error_of([&] { plan_requantize(in, o); });
   EXPECT_NE(msg.find(dir.file("layout.gguf") + ": has no tensor 'blk.0."), std::string::npos) << msg;
   gguf::Writer v;
   v.add_tensor("token_embd.weight", GgmlType::F32, {embd.ne[0], embd.ne[1] - 1}, [](std::span<uint8_t>) {});
   v.write(dir.file("layout2.gguf"));
   const gguf::File layout2 = gguf::File::open(dir.file("layout2.gguf"));
   o.types_from = &layout2;
-  msg = error_of([&] { plan_requantize(src, o); });
+  msg = error_of([&] { plan_requantize(in, o); });
   EXPECT_NE(msg.find("tensor 'token_embd.weight' has shape"), std::string::npos) << msg;
 }
 
@@ -107,11 +110,12 @@ TEST(Requantize, SameBytesForAnyThreadCountAndCopiesUnchangedTypes) {
   o.mix = QuantMix::Ds4Q2;
   // Layer 1 keeps the mix's IQ2_XXS (weight-energy importance, per expert); the rest Q4_K, quicker.
   o.overrides = {parse_type_override("blk\\.[02-9]\\.ffn_(gate|up)_exps=q4_K")};
-  const std::vector<TensorPlan> plan = plan_requantize(src, o);
+  const RequantizeInput in = gguf_input(src);
+  const std::vector<TensorPlan> plan = plan_requantize(in, o);
   test::TempDir dir;
   ThreadPool one(1), two(2);
-  requantize_writer(src, plan, o, one).write(dir.file("one.gguf"));
-  requantize_writer(src, plan, o, two).write(dir.file("two.gguf"));
+  requantize_writer(in, plan, o, one).write(dir.file("one.gguf"));
+  requantize_writer(in, plan, o, two).write(dir.file("two.gguf"));
   EXPECT_EQ(test::read_bytes(dir.file("one.gguf")), test::read_bytes(dir.file("two.gguf")));
 
   const Deepseek4Model m = Deepseek4Model::open(dir.file("two.gguf"));
@@ -125,8 +129,9 @@ TEST(Requantize, SameBytesForAnyThreadCountAndCopiesUnchangedTypes) {
   RequantizeOptions q8;
   q8.mix = QuantMix::Mxfp4;
   q8.overrides = {parse_type_override("attn_q_a\\.weight=q4_K")};
-  const std::vector<TensorPlan> mplan = plan_requantize(mxf, q8);
-  requantize_writer(mxf, mplan, q8, two).write(dir.file("mx.gguf"));
+  const RequantizeInput min = gguf_input(mxf);
+  const std::vector<TensorPlan> mplan = plan_requantize(min, q8);
+  requantize_writer(min, mplan, q8, two).write(dir.file("mx.gguf"));
   const gguf::File out = gguf::File::open(dir.file("mx.gguf"));
   const gguf::TensorInfo& a = out.tensor("blk.2.ffn_up_exps.weight");
   EXPECT_EQ(a.type, GgmlType::MXFP4);
