@@ -116,19 +116,15 @@ struct StEntry {
   std::vector<uint8_t> bytes;
 };
 
-// Nearest code among `values` (ties: the smaller code), skipping NaN codes.
-uint8_t nearest(const std::vector<float>& values, float x) {
-  uint8_t best = 0;
-  float err = INFINITY;
-  for (size_t c = 0; c < values.size(); ++c) {
-    if (std::isnan(values[c])) continue;
-    const float e = std::fabs(values[c] - x);
-    if (e < err) {
-      err = e;
-      best = static_cast<uint8_t>(c);
-    }
-  }
-  return best;
+// Nearest code to x for a sign-magnitude format whose positive codes
+// 0 .. n-1 have increasing `magnitudes` and whose sign is bit `sign_bit`
+// (ties: the smaller magnitude).
+uint8_t nearest(const std::vector<float>& magnitudes, uint8_t sign_bit, float x) {
+  const float a = std::fabs(x);
+  const auto it = std::lower_bound(magnitudes.begin(), magnitudes.end(), a);
+  size_t c = static_cast<size_t>(it - magnitudes.begin());
+  if (c == magnitudes.size() || (c > 0 && a - magnitudes[c - 1] <= magnitudes[c] - a)) --c;
+  return static_cast<uint8_t>(c | (x < 0 ? sign_bit : 0));
 }
 
 // The power-of-two scale exponent (E8M0 byte) that fits amax into max.
@@ -208,8 +204,8 @@ void add_tensor(std::map<std::string, StEntry>& out, const model::TensorSpec& sp
       return;
     }
     case Store::Fp8: {
-      std::vector<float> codes(256);
-      for (int c = 0; c < 256; ++c) codes[static_cast<size_t>(c)] = fp8_e4m3_value(static_cast<uint8_t>(c));
+      std::vector<float> codes(127);  // 0x00 .. 0x7e; 0x7f is NaN
+      for (int c = 0; c < 127; ++c) codes[static_cast<size_t>(c)] = fp8_e4m3_value(static_cast<uint8_t>(c));
       const uint64_t rows = shape[0], cols = shape[1], br = (rows + 127) / 128, bc = (cols + 127) / 128;
       const std::vector<float> w = draw(spec, hp, seed, 0, rows * cols);
       StEntry q{"F8_E4M3", shape, std::vector<uint8_t>(rows * cols)};
@@ -223,7 +219,7 @@ void add_tensor(std::map<std::string, StEntry>& out, const model::TensorSpec& sp
           s.bytes[i0 * bc + j0] = e;
           for (uint64_t i = i0 * 128; i < std::min(rows, i0 * 128 + 128); ++i)
             for (uint64_t j = j0 * 128; j < std::min(cols, j0 * 128 + 128); ++j)
-              q.bytes[i * cols + j] = nearest(codes, w[i * cols + j] / e8m0_scale(e));
+              q.bytes[i * cols + j] = nearest(codes, 0x80, w[i * cols + j] / e8m0_scale(e));
         }
       }
       const std::string name = release_name(spec.kind, layer);
@@ -232,8 +228,8 @@ void add_tensor(std::map<std::string, StEntry>& out, const model::TensorSpec& sp
       return;
     }
     case Store::Fp4Experts: {
-      std::vector<float> codes(16);
-      for (int c = 0; c < 16; ++c) codes[static_cast<size_t>(c)] = fp4_e2m1_value(static_cast<uint8_t>(c));
+      std::vector<float> codes(8);
+      for (int c = 0; c < 8; ++c) codes[static_cast<size_t>(c)] = fp4_e2m1_value(static_cast<uint8_t>(c));
       const uint64_t in = spec.ne[0], out_rows = spec.ne[1];
       for (uint32_t x = 0; x < spec.ne[2]; ++x) {
         const std::vector<float> w = draw(spec, hp, seed, x + 1, in * out_rows);
@@ -246,8 +242,8 @@ void add_tensor(std::map<std::string, StEntry>& out, const model::TensorSpec& sp
             const uint8_t e = pow2_scale(amax, 6.0f);
             s.bytes[i * (in / 32) + b] = e;
             for (uint64_t j = b * 32; j < b * 32 + 32; j += 2) {
-              const uint8_t lo = nearest(codes, w[i * in + j] / e8m0_scale(e));
-              const uint8_t hi = nearest(codes, w[i * in + j + 1] / e8m0_scale(e));
+              const uint8_t lo = nearest(codes, 0x8, w[i * in + j] / e8m0_scale(e));
+              const uint8_t hi = nearest(codes, 0x8, w[i * in + j + 1] / e8m0_scale(e));
               q.bytes[i * (in / 2) + j / 2] = static_cast<uint8_t>(lo | (hi << 4));
             }
           }

@@ -59,17 +59,21 @@ void convert(const std::string& folder, const std::string& out) {
   requantize_writer(in, plan, o, pool).write(out);
 }
 
-// One checkpoint for the whole program, converted once.
-struct Converted {
+// One checkpoint per test program, converted when a test needs the GGUF.
+struct Checkpoint {
   test::TempDir dir{"ds4-checkpoint-"};
   std::string folder = dir.file("ckpt"), gguf_path = dir.file("converted.gguf");
-  Converted() {
-    test::write_synthetic_checkpoint(shape(), 3, folder);
-    convert(folder, gguf_path);
-  }
+  Checkpoint() { test::write_synthetic_checkpoint(shape(), 3, folder); }
 };
-const Converted& converted() {
-  static const Converted c;
+const Checkpoint& checkpoint() {
+  static const Checkpoint c;
+  return c;
+}
+const Checkpoint& converted() {
+  static const Checkpoint& c = [] () -> const Checkpoint& {
+    convert(checkpoint().folder, checkpoint().gguf_path);
+    return checkpoint();
+  }();
   return c;
 }
 
@@ -90,7 +94,7 @@ TEST(HfCheckpoint, ScalarDecodersFollowTheFormats) {
 }
 
 TEST(HfCheckpoint, ConfigGivesTheHyperparameters) {
-  const Deepseek4HParams got = hparams_from_config(converted().folder + "/config.json");
+  const Deepseek4HParams got = hparams_from_config(checkpoint().folder + "/config.json");
   EXPECT_EQ(got, shape()) << "config.json round trip (the MTP entry of compress_ratios dropped)";
   EXPECT_EQ(checkpoint_name("blk.3.attn_q_a.weight"), "layers.3.attn.wq_a.weight");
   EXPECT_EQ(checkpoint_name("blk.0.indexer_compressor_ape.weight"), "layers.0.attn.indexer.compressor.ape");
@@ -100,7 +104,7 @@ TEST(HfCheckpoint, ConfigGivesTheHyperparameters) {
 }
 
 TEST(HfCheckpoint, ConvertsLosslesslyWhereTheFormatAllows) {
-  const Converted& c = converted();
+  const Checkpoint& c = converted();
   const SafetensorsSet set = SafetensorsSet::open(c.folder);
   const gguf::File out = gguf::File::open(c.gguf_path);
   const Deepseek4HParams hp = shape();
@@ -203,13 +207,13 @@ TEST(HfCheckpoint, MalformedInputNamesTheFileAndTensor) {
   uint64_t at = 0;
   {
     const SafetensorsSet set = SafetensorsSet::open(folder);
-    const StTensor& ids = set.get("layers.1.ffn.gate.tid2eid");
+    const StTensor& ids = set.get("layers.0.ffn.gate.tid2eid");
     shard = *ids.shard;
     const std::vector<uint8_t> bytes = test::read_bytes(shard);
     uint64_t header = 0;
     std::memcpy(&header, bytes.data(), 8);
     const auto h = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<ptrdiff_t>(header));
-    at = 8 + header + h["layers.1.ffn.gate.tid2eid"]["data_offsets"][0].get<uint64_t>();
+    at = 8 + header + h["layers.0.ffn.gate.tid2eid"]["data_offsets"][0].get<uint64_t>();
   }
   {
     std::vector<uint8_t> bytes = test::read_bytes(shard);
@@ -217,7 +221,7 @@ TEST(HfCheckpoint, MalformedInputNamesTheFileAndTensor) {
     std::memcpy(bytes.data() + at + 8 * 5, &bad_id, 8);
     test::write_bytes(shard, bytes);
     const std::string msg = error_of([&] { convert(folder, dir.file("x.gguf")); });
-    EXPECT_NE(msg.find(shard + ": tensor 'layers.1.ffn.gate.tid2eid' (blk.1.ffn_gate_tid2eid.weight): entry 5 is expert 99"),
+    EXPECT_NE(msg.find(shard + ": tensor 'layers.0.ffn.gate.tid2eid' (blk.0.ffn_gate_tid2eid.weight): entry 5 is expert 99"),
               std::string::npos)
         << msg;
   }
@@ -261,7 +265,7 @@ TEST(HfCheckpoint, MalformedInputNamesTheFileAndTensor) {
 }
 
 TEST(HfCheckpoint, DsQuantizeTakesAFolder) {
-  const Converted& c = converted();
+  const Checkpoint& c = checkpoint();
   test::TempDir dir;
   const test::ProcessResult r =
       test::run_app(DS4_BIN_DIR, "ds4-quantize", {"-q", "--mix", "ds4-q2", c.folder, dir.file("q2.gguf")});
