@@ -9,6 +9,9 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <string_view>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -305,6 +308,31 @@ SourceTensor experts_source(const SafetensorsSet& set, const TensorSpec& spec, c
   return s;
 }
 
+// config.json's required whole-number keys and the fields they set.
+constexpr std::pair<std::string_view, uint32_t Deepseek4HParams::*> kRequiredU32[] = {
+    {"num_hidden_layers", &Deepseek4HParams::n_layer},
+    {"max_position_embeddings", &Deepseek4HParams::n_ctx_train},
+    {"hidden_size", &Deepseek4HParams::n_embd},
+    {"vocab_size", &Deepseek4HParams::n_vocab},
+    {"num_attention_heads", &Deepseek4HParams::n_head},
+    {"head_dim", &Deepseek4HParams::head_dim},
+    {"qk_rope_head_dim", &Deepseek4HParams::n_rot},
+    {"q_lora_rank", &Deepseek4HParams::q_lora_rank},
+    {"o_groups", &Deepseek4HParams::o_groups},
+    {"o_lora_rank", &Deepseek4HParams::o_lora_rank},
+    {"sliding_window", &Deepseek4HParams::n_swa},
+    {"index_n_heads", &Deepseek4HParams::indexer_n_head},
+    {"index_head_dim", &Deepseek4HParams::indexer_head_dim},
+    {"index_topk", &Deepseek4HParams::indexer_top_k},
+    {"n_routed_experts", &Deepseek4HParams::n_expert},
+    {"num_experts_per_tok", &Deepseek4HParams::n_expert_used},
+    {"n_shared_experts", &Deepseek4HParams::n_expert_shared},
+    {"moe_intermediate_size", &Deepseek4HParams::n_ff_exp},
+    {"num_hash_layers", &Deepseek4HParams::n_hash_layers},
+    {"hc_mult", &Deepseek4HParams::hc_count},
+    {"hc_sinkhorn_iters", &Deepseek4HParams::hc_sinkhorn_iters},
+};
+
 template <typename T>
 T config_value(const json& c, const std::string& key, const std::string& path) {
   if (!c.contains(key)) throw Error(path + ": key \"" + key + "\" missing");
@@ -365,18 +393,8 @@ Deepseek4HParams hparams_from_config(const std::string& path) {
   Deepseek4HParams hp;
   hp.name = c.value("_name_or_path", std::string("deepseek4"));
   if (hp.name.empty()) hp.name = "deepseek4";
-  hp.n_layer = config_value<uint32_t>(c, "num_hidden_layers", path);
-  hp.n_ctx_train = config_value<uint32_t>(c, "max_position_embeddings", path);
-  hp.n_embd = config_value<uint32_t>(c, "hidden_size", path);
-  hp.n_vocab = config_value<uint32_t>(c, "vocab_size", path);
-  hp.n_head = config_value<uint32_t>(c, "num_attention_heads", path);
+  for (const auto& [key, field] : kRequiredU32) hp.*field = config_value<uint32_t>(c, std::string(key), path);
   hp.n_head_kv = c.contains("num_key_value_heads") ? config_value<uint32_t>(c, "num_key_value_heads", path) : 1;
-  hp.head_dim = config_value<uint32_t>(c, "head_dim", path);
-  hp.n_rot = config_value<uint32_t>(c, "qk_rope_head_dim", path);
-  hp.q_lora_rank = config_value<uint32_t>(c, "q_lora_rank", path);
-  hp.o_groups = config_value<uint32_t>(c, "o_groups", path);
-  hp.o_lora_rank = config_value<uint32_t>(c, "o_lora_rank", path);
-  hp.n_swa = config_value<uint32_t>(c, "sliding_window", path);
   std::vector<uint32_t> ratios = config_value<std::vector<uint32_t>>(c, "compress_ratios", path);
   if (ratios.size() < hp.n_layer) {
     throw Error(path + ": \"compress_ratios\" has " + std::to_string(ratios.size()) + " entries for " +
@@ -384,14 +402,7 @@ Deepseek4HParams hparams_from_config(const std::string& path) {
   }
   ratios.resize(hp.n_layer);  // the entries past the layers belong to the MTP block
   hp.compress_ratios = ratios;
-  hp.indexer_n_head = config_value<uint32_t>(c, "index_n_heads", path);
-  hp.indexer_head_dim = config_value<uint32_t>(c, "index_head_dim", path);
-  hp.indexer_top_k = config_value<uint32_t>(c, "index_topk", path);
-  hp.n_expert = config_value<uint32_t>(c, "n_routed_experts", path);
-  hp.n_expert_used = config_value<uint32_t>(c, "num_experts_per_tok", path);
-  hp.n_expert_shared = config_value<uint32_t>(c, "n_shared_experts", path);
-  hp.n_ff_exp = config_value<uint32_t>(c, "moe_intermediate_size", path);
-  hp.n_hash_layers = std::min(config_value<uint32_t>(c, "num_hash_layers", path), hp.n_layer);
+  hp.n_hash_layers = std::min(hp.n_hash_layers, hp.n_layer);
   if (c.contains("scoring_func") && config_value<std::string>(c, "scoring_func", path) != "sqrtsoftplus") {
     throw Error(path + ": \"scoring_func\" is " + c["scoring_func"].dump() + "; the deepseek4 family routes by sqrtsoftplus");
   }
@@ -399,8 +410,6 @@ Deepseek4HParams hparams_from_config(const std::string& path) {
   hp.expert_weights_norm = c.contains("norm_topk_prob") ? config_value<bool>(c, "norm_topk_prob", path) : true;
   const float clamp = c.contains("swiglu_limit") ? config_value<float>(c, "swiglu_limit", path) : 0.0f;
   hp.swiglu_clamp_exp.assign(hp.n_layer, clamp);
-  hp.hc_count = config_value<uint32_t>(c, "hc_mult", path);
-  hp.hc_sinkhorn_iters = config_value<uint32_t>(c, "hc_sinkhorn_iters", path);
   hp.hc_eps = config_value<float>(c, "hc_eps", path);
   hp.rms_eps = config_value<float>(c, "rms_norm_eps", path);
   hp.rope_freq_base = config_value<float>(c, "rope_theta", path);
