@@ -158,11 +158,22 @@ void Worker::evaluation_loop() {
       jobs_.pop_front();
       evaluating_ = true;
     }
-    handle(job);
-    std::lock_guard lock(mutex_);
-    evaluating_ = false;
-    session_count_ = sessions_.size();
+    finish(answer(job));
   }
+}
+
+// The reply is queued on the link under the same lock that ends the
+// evaluation: a batch arriving after the reply (the next decode step) finds
+// no evaluation running and may go inline, while one queued or evaluated
+// inline meanwhile cannot overtake it (replies leave in evaluation order,
+// which the coordinator's forwarding of prefill waves relies on).
+void Worker::finish(Reply reply) {
+  std::lock_guard lock(mutex_);
+  if (reply.small_batch_quick) small_batches_quick_ = *reply.small_batch_quick;
+  if (!reply.bytes.empty()) link_->send(std::move(reply.bytes));
+  evaluating_ = false;
+  session_count_ = sessions_.size();
+  jobs_ready_.notify_all();  // the evaluation thread may take what came meanwhile
 }
 
 namespace {
@@ -192,18 +203,18 @@ bool Worker::evaluate_inline(std::vector<uint8_t>& bytes) {
     if (!small_batches_quick_ || evaluating_ || !jobs_.empty() || stopping_) return false;
     evaluating_ = true;
   }
-  reply_eval(bytes, &eval);
-  std::lock_guard lock(mutex_);
-  evaluating_ = false;
-  ++inline_evaluations_;
-  session_count_ = sessions_.size();
-  jobs_ready_.notify_all();  // the evaluation thread may take what came meanwhile
+  Reply reply = answer_eval(bytes, &eval);
+  {
+    std::lock_guard lock(mutex_);
+    ++inline_evaluations_;
+  }
+  finish(std::move(reply));
   return true;
 }
 
-// Evaluates an EVAL (decoded already, or from its bytes) and sends the
-// result; times small batches for evaluate_inline.
-void Worker::reply_eval(const std::vector<uint8_t>& bytes, const Eval* decoded) {
+// Evaluates an EVAL (decoded already, or from its bytes) into its RESULT;
+// times small batches for evaluate_inline.
+Worker::Reply Worker::answer_eval(const std::vector<uint8_t>& bytes, const Eval* decoded) {
   Result r;
   const auto t0 = Clock::now();
   size_t tokens = SIZE_MAX;
@@ -222,18 +233,16 @@ void Worker::reply_eval(const std::vector<uint8_t>& bytes, const Eval* decoded) 
     // short for it fails on the coordinator's side by its timeout.
     if (bytes.size() >= 20) std::memcpy(&r.request, bytes.data() + 12, 8);
   }
-  link_->send(encode(r));
-  if (tokens <= kInlineTokens) {
-    const bool quick = Clock::now() - t0 < options_.inline_budget;
-    std::lock_guard lock(mutex_);
-    small_batches_quick_ = quick;
-  }
+  Reply reply;
+  if (tokens <= kInlineTokens) reply.small_batch_quick = Clock::now() - t0 < options_.inline_budget;
+  reply.bytes = encode(r);
+  return reply;
 }
 
-void Worker::handle(const Job& job) {
+Worker::Reply Worker::answer(const Job& job) {
   switch (job.type) {
-    case MessageType::Welcome: sessions_.clear(); return;
-    case MessageType::Eval: reply_eval(job.bytes, nullptr); return;
+    case MessageType::Welcome: sessions_.clear(); return {};
+    case MessageType::Eval: return answer_eval(job.bytes, nullptr);
     case MessageType::SessionOp: {
       SessionOpDone d;
       try {
@@ -243,10 +252,11 @@ void Worker::handle(const Job& job) {
         d.error = e.what();
         if (job.bytes.size() >= 20) std::memcpy(&d.request, job.bytes.data() + 12, 8);
       }
-      link_->send(encode(d));
-      return;
+      Reply reply;
+      reply.bytes = encode(d);
+      return reply;
     }
-    default: return;
+    default: return {};
   }
 }
 

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,13 +84,22 @@ class Worker {
     uint64_t hash = kEmptyPrefixHash;
   };
 
+  // What an evaluation sends back (nothing for a WELCOME), and for a small
+  // batch whether it was quick.
+  struct Reply {
+    std::vector<uint8_t> bytes;
+    std::optional<bool> small_batch_quick;
+  };
+
   void evaluation_loop();
   // Evaluates `bytes` (an EVAL) on the I/O thread when it is small, nothing
   // is queued or running and small batches have been quick; false when it
   // must be queued instead.
   bool evaluate_inline(std::vector<uint8_t>& bytes);
-  void handle(const Job& job);
-  void reply_eval(const std::vector<uint8_t>& bytes, const Eval* decoded);
+  Reply answer(const Job& job);
+  Reply answer_eval(const std::vector<uint8_t>& bytes, const Eval* decoded);
+  // Sends the reply and ends the evaluation, under one lock (see worker.cpp).
+  void finish(Reply reply);
   Result evaluate(const Eval& eval);
   static void keep_logit_rows(const Eval& eval, size_t hd, std::vector<float>& hidden);
   SessionOpDone session_op(const SessionOp& op);
