@@ -51,7 +51,21 @@ has_avx512() {
   done
 }
 
-stage() { echo; echo "==== $* ===="; }
+# Each stage's wall time goes into the summary: CI shows only the tail, and
+# the suite's budget (45 minutes on 2 cores) is watched stage by stage.
+stage_name=""
+stage_start=0
+stage_times=""
+stage_end() {
+  [ -n "$stage_name" ] && stage_times+="  $stage_name: $(($(date +%s) - stage_start)) s"$'\n'
+  stage_name=""
+}
+stage() {
+  stage_end
+  stage_name="$*"
+  stage_start=$(date +%s)
+  echo; echo "==== $* ===="
+}
 start=$(date +%s)
 
 stage "main build"
@@ -92,8 +106,10 @@ else
   echo "fuzzing FAILED"; failed=$((failed + 1))
 fi
 
+stage_end
 end=$(date +%s)
 echo
+printf "stage times:\n%s" "$stage_times"
 if [ -s "$log_dir/failed_names" ]; then
   echo "failed:"
   cat "$log_dir/failed_names"
