@@ -8,6 +8,10 @@
 
 namespace ds4::backend {
 
+void Backend::set_matrix_inputs(MatrixInputs * /*inputs*/) {
+  throw Error("the " + name() + " backend cannot report the inputs of its weight matrices");
+}
+
 int Backend::n_layer() const { return static_cast<int>(model().hparams().n_layer); }
 int Backend::n_vocab() const { return static_cast<int>(model().hparams().n_vocab); }
 

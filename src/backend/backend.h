@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/matrix_inputs.h"
 #include "backend/numerics.h"
 
 namespace ds4::model {
@@ -130,6 +131,11 @@ class Backend {
   // configuration: the disk KV cache records it.
   virtual void set_prefill_chunk(int n) = 0;
   virtual int prefill_chunk() const = 0;
+
+  // Reports the input rows of every weight matrix to `inputs` during the
+  // evaluations that follow (backend/matrix_inputs.h; null: stop). ds4::Error
+  // on a backend that cannot (one whose layers run elsewhere).
+  virtual void set_matrix_inputs(MatrixInputs *inputs);
 
   // Per-session state as the DSV4 session payload (PROTOCOL.md 6.4), and
   // back (ds4::Error, session unchanged, when it does not fit).

@@ -122,6 +122,7 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
   facts_.decode_weight_bytes_per_token = model::decode_weight_bytes_per_token(model_->weights(), hp);
   if (const auto eos = model_->file().find_u32("tokenizer.ggml.eos_token_id"); eos && *eos < hp.n_vocab)
     facts_.eos = static_cast<int32_t>(*eos);
+  facts_.add_bos = model_->file().find_bool("tokenizer.ggml.add_bos_token").value_or(false);
   facts_.kernel_isa = quant::dot_kernels().isa;
   facts_.streamed_bytes = options.ssd_streaming ? model_->routed_expert_bytes() : 0;
   facts_.resident_bytes = facts_.file_bytes - facts_.streamed_bytes;

@@ -115,6 +115,10 @@ struct ModelFacts {
   uint64_t decode_weight_bytes_per_token = 0;
   // The file's EOS id (tokenizer.ggml.eos_token_id) when it names a token.
   std::optional<int32_t> eos;
+  // Whether plain-text tokenization starts with BOS
+  // (tokenizer.ggml.add_bos_token; when absent, llama.cpp's default for the
+  // deepseek-v3 BPE tokenizer: no).
+  bool add_bos = false;
   // The instruction set the dot kernels run at on this machine.
   std::string kernel_isa;
   // --ssd-streaming: bytes of routed experts (read from the file on demand)

@@ -141,8 +141,15 @@ void Imatrix::save(const std::string& path) const {
   for (const auto& [name, e] : entries) {
     const uint64_t n_mat = e.counts.size();
     if (n_mat == 0 || e.sums.size() % n_mat != 0) throw Error(path + ": " + gguf::quote_name(name) + ": sums do not fit its counts");
-    w.add_tensor(name + std::string(kSums), GgmlType::F32, {e.sums.size() / n_mat, n_mat}, bytes_of(e.sums));
-    w.add_tensor(name + std::string(kCounts), GgmlType::F32, {1, n_mat}, bytes_of(e.counts));
+    // ggml writes a tensor's trailing dimensions of 1 away: [n] when n_mat is 1.
+    const uint64_t n_per_row = e.sums.size() / n_mat;
+    if (n_mat == 1) {
+      w.add_tensor(name + std::string(kSums), GgmlType::F32, {n_per_row}, bytes_of(e.sums));
+      w.add_tensor(name + std::string(kCounts), GgmlType::F32, {1}, bytes_of(e.counts));
+    } else {
+      w.add_tensor(name + std::string(kSums), GgmlType::F32, {n_per_row, n_mat}, bytes_of(e.sums));
+      w.add_tensor(name + std::string(kCounts), GgmlType::F32, {1, n_mat}, bytes_of(e.counts));
+    }
   }
   w.write(path);
 }
@@ -152,25 +159,34 @@ std::optional<std::vector<float>> Imatrix::importance(const std::string& tensor,
   const auto it = entries.find(tensor);
   if (it == entries.end()) return std::nullopt;
   const ImatrixEntry& e = it->second;
-  if (e.sums.size() != n_matrices * n_columns) {
+  // A grouped product (attn_output_a) has a whole multiple of the tensor's
+  // matrices: llama.cpp multiplies it as several matrices of the same
+  // columns, and llama-imatrix records each group's columns in turn.
+  const uint64_t per_matrix = n_matrices * n_columns;
+  if (per_matrix == 0 || e.sums.empty() || e.sums.size() % per_matrix != 0) {
     throw Error(path + ": the imatrix entry for " + gguf::quote_name(tensor) + " has " + std::to_string(e.sums.size()) +
                 " values; the tensor has " + std::to_string(n_matrices) + " x " + std::to_string(n_columns));
   }
+  const uint64_t blocks = e.sums.size() / n_columns;
   std::vector<float> v(e.sums.size());
   if (legacy) {
     const float ncall = e.counts.at(0);
     for (size_t i = 0; i < v.size(); ++i) v[i] = ncall > 0 ? e.sums[i] / ncall : e.sums[i];
     return v;
   }
-  if (e.counts.size() != n_matrices) {
-    throw Error(path + ": the imatrix entry for " + gguf::quote_name(tensor) + " has " + std::to_string(e.counts.size()) +
+  // One count per matrix (routed experts), per block, or one for a grouped
+  // product's blocks together.
+  const uint64_t n_counts = e.counts.size();
+  if (n_counts != n_matrices && n_counts != blocks) {
+    throw Error(path + ": the imatrix entry for " + gguf::quote_name(tensor) + " has " + std::to_string(n_counts) +
                 " matrices; the tensor has " + std::to_string(n_matrices));
   }
-  for (uint64_t j = 0; j < n_matrices; ++j) {
+  const uint64_t blocks_per_count = blocks / n_counts;
+  for (uint64_t b = 0; b < blocks; ++b) {
     // llama-quantize rounds the stored counts to integers, then divides in float.
-    const auto count = static_cast<float>(std::lround(e.counts[j]));
+    const auto count = static_cast<float>(std::lround(e.counts[b / blocks_per_count]));
     for (uint64_t i = 0; i < n_columns; ++i) {
-      v[j * n_columns + i] = count > 0.0f ? e.sums[j * n_columns + i] / count : 1.0f;
+      v[b * n_columns + i] = count > 0.0f ? e.sums[b * n_columns + i] / count : 1.0f;
     }
   }
   return v;

@@ -40,9 +40,13 @@ class Imatrix {
   // Writes the GGUF form (as llama-imatrix does; entries in name order).
   void save(const std::string& path) const;
 
-  // The quantizer's importance for `tensor`, n_matrices x n_columns values;
-  // nullopt without an entry. Throws when the entry's size does not fit the
-  // tensor (llama-quantize refuses that too).
+  // The quantizer's importance for `tensor`, blocks x n_columns values, one
+  // block per matrix, or for a grouped product (attn_output_a, which llama.cpp
+  // multiplies as n_groups matrices of the file's rows in turn, so
+  // llama-imatrix writes n_groups x n_columns values) one per group; nullopt
+  // without an entry. Throws when the entry's size is not a whole multiple of
+  // the tensor's matrices (llama-quantize refuses any other size, the grouped
+  // one included).
   std::optional<std::vector<float>> importance(const std::string& tensor, uint64_t n_matrices,
                                                uint64_t n_columns) const;
 

@@ -158,9 +158,17 @@ void requantize_tensor(const TensorPlan& t, const RequantizeOptions& o, ThreadPo
   // Importance per matrix: the imatrix's, else weight energy where the type needs some.
   std::vector<float> importance;
   if (o.importance) importance = o.importance(src.name, n_matrices, cols);
-  if (!importance.empty() && importance.size() != n_matrices * cols) {
-    throw Error("importance for " + gguf::quote_name(src.name) + " has " + std::to_string(importance.size()) +
-                " values; the tensor needs " + std::to_string(n_matrices * cols));
+  // A block of importance per matrix, or per group of rows (a grouped
+  // product's imatrix: Imatrix::importance).
+  uint64_t rows_per_block = rows_per_matrix;
+  if (!importance.empty()) {
+    const uint64_t blocks = importance.size() / cols;
+    if (importance.size() % cols != 0 || blocks % n_matrices != 0 || rows % blocks != 0) {
+      throw Error("importance for " + gguf::quote_name(src.name) + " has " + std::to_string(importance.size()) +
+                  " values; the tensor needs " + std::to_string(n_matrices * cols) + " (or a multiple dividing its " +
+                  std::to_string(rows) + " rows)");
+    }
+    rows_per_block = rows / blocks;
   }
   if (importance.empty() && needs_importance(t.type)) {
     importance.resize(n_matrices * cols);
@@ -183,7 +191,7 @@ void requantize_tensor(const TensorPlan& t, const RequantizeOptions& o, ThreadPo
       std::vector<float> x((r1 - r0) * cols);
       src.rows_f32(r0, r1 - r0, x.data());
       for (uint64_t r = r0; r < r1; ++r) {
-        const float* imp = importance.empty() ? nullptr : importance.data() + (r / rows_per_matrix) * cols;
+        const float* imp = importance.empty() ? nullptr : importance.data() + (r / rows_per_block) * cols;
         quant::quantize_row(t.type, x.data() + (r - r0) * cols, dst.data() + r * dst_row_bytes,
                             static_cast<int64_t>(cols), imp);
       }

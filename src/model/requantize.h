@@ -52,7 +52,9 @@ struct TypeOverride {
 TypeOverride parse_type_override(const std::string& arg);
 
 // Importance for one tensor: a value per column (ne[0]) per matrix (ne[2]
-// of a routed expert tensor, 1 otherwise), matrix-major. Empty: none.
+// of a routed expert tensor, 1 otherwise), matrix-major, or per equal block
+// of each matrix's rows (a grouped product's imatrix: each group's rows get
+// their block). Empty: none.
 using ImportanceLookup = std::function<std::vector<float>(const std::string& tensor_name, uint64_t n_matrices,
                                                          uint64_t n_columns)>;
 

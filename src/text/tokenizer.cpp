@@ -230,6 +230,7 @@ struct Tokenizer::Impl {
   std::array<TokenId, 256> byte_token{};
   MergeTable merges;
   SpecialMatcher specials;
+  SpecialMatcher user_defined;  // the USER_DEFINED part of specials
   std::optional<PreTokenizer> pre;  // set by from_data
   TokenId bos = 0, eos = 0, user = 0, assistant = 0, think = 0, end_think = 0, dsml = 0;
   uint64_t uid = 0;
@@ -237,6 +238,8 @@ struct Tokenizer::Impl {
   void bpe(std::string_view piece, std::vector<TokenId>& out) const;
   void bpe_long(std::string_view piece, std::vector<TokenId>& out) const;
   void encode_plain(std::string_view text, std::vector<TokenId>& out) const;
+  // The literals of `matcher`'s tokens as their ids, the rest plain.
+  void encode_partitioned(std::string_view text, const SpecialMatcher& matcher, std::vector<TokenId>& out) const;
 };
 
 namespace {
@@ -385,7 +388,7 @@ Tokenizer Tokenizer::from_data(const model::TokenizerData& data) {
   const size_t n = impl->texts.size();
   impl->ids.reserve(n * 2);
   impl->bytes.resize(n);
-  std::vector<SpecialMatcher::Token> specials;
+  std::vector<SpecialMatcher::Token> specials, user_defined;
   for (size_t i = 0; i < n; ++i) {
     const std::string& t = impl->texts[i];
     if (t.empty()) throw fail("token " + std::to_string(i) + " is empty");
@@ -396,6 +399,7 @@ Tokenizer Tokenizer::from_data(const model::TokenizerData& data) {
                          type == static_cast<int32_t>(TokenType::UserDefined);
     impl->bytes[i] = special ? t : symbols_to_bytes(t);
     if (special) specials.push_back({id, t.size()});
+    if (type == static_cast<int32_t>(TokenType::UserDefined)) user_defined.push_back({id, t.size()});
   }
   for (int b = 0; b < 256; ++b) {
     auto it = impl->ids.find(byte_symbol(static_cast<uint8_t>(b)));
@@ -423,6 +427,7 @@ Tokenizer Tokenizer::from_data(const model::TokenizerData& data) {
   }
   impl->merges.build(merges);
   impl->specials.build(std::move(specials), impl->texts);
+  impl->user_defined.build(std::move(user_defined), impl->texts);
   auto need = [&](std::string_view text) {
     auto it = impl->ids.find(text);
     if (it == impl->ids.end()) throw fail("special token '" + std::string(text) + "' missing from the token table");
@@ -440,18 +445,28 @@ Tokenizer Tokenizer::from_data(const model::TokenizerData& data) {
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special) const {
+  return encode(text, parse_special ? SpecialTokens::All : SpecialTokens::None);
+}
+
+std::vector<TokenId> Tokenizer::encode(std::string_view text, SpecialTokens specials) const {
   std::vector<TokenId> out;
   out.reserve(text.size() / 3 + 8);
   const Impl& d = *impl_;
-  if (!parse_special || d.specials.empty()) {
-    d.encode_plain(text, out);
-    return out;
+  switch (specials) {
+    case SpecialTokens::None: d.encode_plain(text, out); break;
+    case SpecialTokens::UserDefined: d.encode_partitioned(text, d.user_defined, out); break;
+    case SpecialTokens::All: d.encode_partitioned(text, d.specials, out); break;
   }
+  return out;
+}
+
+void Tokenizer::Impl::encode_partitioned(std::string_view text, const SpecialMatcher& matcher,
+                                         std::vector<TokenId>& out) const {
   std::vector<SpecialMatcher::Match> found;
-  d.specials.find_all(text, found);
+  if (!matcher.empty()) matcher.find_all(text, found);
   if (found.empty()) {
-    d.encode_plain(text, out);
-    return out;
+    encode_plain(text, out);
+    return;
   }
   // llama.cpp's tokenizer_st_partition: each special token, longest first,
   // claims its leftmost occurrences that lie wholly in text no other special
@@ -461,7 +476,7 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
   });
   std::map<size_t, std::pair<size_t, TokenId>> claimed;  // start -> (end, id)
   for (const SpecialMatcher::Match& m : found) {
-    const SpecialMatcher::Token& t = d.specials.token(m.priority);
+    const SpecialMatcher::Token& t = matcher.token(m.priority);
     const size_t end = m.start + t.length;
     auto after = claimed.lower_bound(end);  // first claim starting at or after our end
     if (after != claimed.begin() && std::prev(after)->second.first > m.start) continue;
@@ -469,12 +484,11 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
   }
   size_t at = 0;
   for (const auto& [start, claim] : claimed) {
-    if (start > at) d.encode_plain(text.substr(at, start - at), out);
+    if (start > at) encode_plain(text.substr(at, start - at), out);
     out.push_back(claim.second);
     at = claim.first;
   }
-  if (at < text.size()) d.encode_plain(text.substr(at), out);
-  return out;
+  if (at < text.size()) encode_plain(text.substr(at), out);
 }
 
 std::string Tokenizer::token_bytes(TokenId id) const {

@@ -34,6 +34,14 @@ class Tokenizer {
   // their occurrences first); false: the whole text is BPE. Never adds BOS/EOS.
   // Invalid UTF-8 is read as llama.cpp reads it (see pre_tokenizer.h).
   std::vector<TokenId> encode(std::string_view text, bool parse_special) const;
+  // Which special-token literals in the text become their ids: None (the
+  // whole text is BPE; encode(text, false)), All (encode(text, true)), or
+  // UserDefined: only USER_DEFINED ones, which is what llama.cpp's
+  // llama_tokenize does with parse_special = false (its partition skips only
+  // CONTROL and UNKNOWN tokens), so llama-imatrix's and llama-perplexity's
+  // tokens of a text file.
+  enum class SpecialTokens { None, UserDefined, All };
+  std::vector<TokenId> encode(std::string_view text, SpecialTokens specials) const;
 
   // The bytes a token stands for (possibly part of a UTF-8 character); control
   // and user-defined tokens give their text. ds4::Error for an id out of range.

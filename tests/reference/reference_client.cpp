@@ -366,4 +366,10 @@ void quantize_model_with_imatrix(const std::string& model, const std::string& pr
   write_bytes(out, gguf);
 }
 
+void imatrix(const std::string& model, const std::string& text, int64_t ctx, int64_t chunks, const std::string& out) {
+  const std::vector<std::string> options{"--ctx", std::to_string(ctx), "--chunks", std::to_string(chunks), "-t", "2"};
+  const Bytes gguf = run_cached("imatrix", options, model, {{"--text", Bytes(text.begin(), text.end())}}, Output::kFile);
+  write_bytes(out, gguf);
+}
+
 }  // namespace ds4::reference

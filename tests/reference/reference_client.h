@@ -53,4 +53,9 @@ void quantize_model(const std::string& model, const std::string& preset, bool im
 void quantize_model_with_imatrix(const std::string& model, const std::string& preset, const std::string& imatrix,
                                  const std::string& out);
 
+// llama-imatrix over `text` (the runner's imatrix mode: its chunking, BOS
+// and collection rules on llama.cpp's activations): chunks of ctx tokens, at
+// most `chunks`; the imatrix GGUF written to `out`. Cached like the others.
+void imatrix(const std::string& model, const std::string& text, int64_t ctx, int64_t chunks, const std::string& out);
+
 }  // namespace ds4::reference

@@ -66,6 +66,25 @@ TEST(Imatrix, GgufRoundTripAndLlamaQuantizesImportance) {
             std::string::npos);
 }
 
+// attn_output_a: llama.cpp multiplies it as o_groups matrices of the file's
+// rows, so llama-imatrix writes n_groups x n_columns values under one count;
+// each group's block of rows gets its own importance. A single-matrix entry
+// is written [n] (ggml drops trailing 1s), as llama-imatrix's.
+TEST(Imatrix, GroupedEntryGivesEachGroupItsBlock) {
+  test::TempDir dir;
+  Imatrix m;
+  m.entries["blk.0.attn_output_a.weight"] = {{2, 4, 6, 8, 10, 12}, {2}};
+  m.save(dir.file("g.gguf"));
+  const gguf::File f = gguf::File::open(dir.file("g.gguf"));
+  EXPECT_EQ(f.tensor("blk.0.attn_output_a.weight.in_sum2").ne, (std::vector<uint64_t>{6}));
+  EXPECT_EQ(f.tensor("blk.0.attn_output_a.weight.counts").ne, (std::vector<uint64_t>{1}));
+  const Imatrix g = Imatrix::load(dir.file("g.gguf"));
+  EXPECT_EQ(*g.importance("blk.0.attn_output_a.weight", 1, 3), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(*g.importance("blk.0.attn_output_a.weight", 1, 6), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_NE(error_of([&] { g.importance("blk.0.attn_output_a.weight", 1, 4); }).find("has 6 values"),
+            std::string::npos);
+}
+
 TEST(Imatrix, LegacyDat) {
   test::TempDir dir;
   std::vector<uint8_t> b = bytes_of({1, 5});

@@ -7,6 +7,7 @@
 // test_reference_requantize.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "model/deepseek4_model.h"
 #include "model/quant_mix.h"
 #include "model/requantize.h"
+#include "quant/quant.h"
 #include "support/error_of.h"
 #include "support/file_io.h"
 #include "support/subprocess.h"
@@ -137,6 +139,51 @@ TEST(Requantize, SameBytesForAnyThreadCountAndCopiesUnchangedTypes) {
   EXPECT_EQ(a.type, GgmlType::MXFP4);
   EXPECT_TRUE(std::ranges::equal(a.bytes(), mxf.tensor("blk.2.ffn_up_exps.weight").bytes()));
   EXPECT_EQ(out.tensor("blk.2.attn_q_a.weight").type, GgmlType::Q4_K);
+}
+
+// A grouped product's imatrix (attn_output_a: a block of importance per
+// output group, as llama-imatrix records it) gives each group's rows its own
+// block: the rows quantized one by one with their group's importance.
+TEST(Requantize, GroupedImportanceGoesByRowBlock) {
+  const gguf::File src = gguf::File::open(bf16_source().path());
+  const std::string name = "blk.0.attn_output_a.weight";
+  RequantizeOptions o;
+  o.overrides = {parse_type_override("attn_output_a=q4_K")};
+  const uint32_t groups = bf16_source().hparams().o_groups;
+  ASSERT_GE(groups, 2u);
+  const gguf::TensorInfo& info = src.tensor(name);
+  const uint64_t cols = info.ne[0], rows = info.ne[1], rows_per_group = rows / groups;
+  std::vector<float> blocks(groups * cols);
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = 0.1f + static_cast<float>((i * 7919) % 1000) / 100.0f;
+  o.importance = [&](const std::string& n, uint64_t, uint64_t) {
+    return n == name ? blocks : std::vector<float>{};
+  };
+  const RequantizeInput in = gguf_input(src);
+  const std::vector<TensorPlan> plan = plan_requantize(in, o);
+  const auto it = std::find_if(plan.begin(), plan.end(), [&](const TensorPlan& t) { return t.source->name == name; });
+  ASSERT_NE(it, plan.end());
+  ASSERT_EQ(it->type, GgmlType::Q4_K);
+  const uint64_t row_bytes = *ggml_nbytes(GgmlType::Q4_K, cols);
+  std::vector<uint8_t> got(rows * row_bytes);
+  ThreadPool pool(2);
+  requantize_tensor(*it, o, pool, got);
+
+  std::vector<float> x(rows * cols);
+  it->source->rows_f32(0, rows, x.data());
+  std::vector<uint8_t> want(got.size()), first_block_only(got.size());
+  for (uint64_t r = 0; r < rows; ++r) {
+    quant::quantize_row(GgmlType::Q4_K, x.data() + r * cols, want.data() + r * row_bytes, static_cast<int64_t>(cols),
+                        blocks.data() + (r / rows_per_group) * cols);
+    quant::quantize_row(GgmlType::Q4_K, x.data() + r * cols, first_block_only.data() + r * row_bytes,
+                        static_cast<int64_t>(cols), blocks.data());
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_NE(got, first_block_only) << "the groups' importance must matter here";
+  // A size that is no whole number of row blocks is refused.
+  blocks.resize(3 * cols);
+  if (rows % 3 != 0) {
+    EXPECT_NE(error_of([&] { requantize_tensor(*it, o, pool, got); }).find("dividing its"), std::string::npos);
+  }
 }
 
 TEST(RequantizeCli, PlansWritesAndResumes) {

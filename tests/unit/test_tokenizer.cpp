@@ -132,6 +132,27 @@ TEST(Tokenizer, SpecialTokensInText) {
   EXPECT_FALSE(t.is_special(id_of(t, "a")));
 }
 
+// llama.cpp's llama_tokenize with parse_special = false still partitions
+// USER_DEFINED tokens (only CONTROL and UNKNOWN ones are skipped): what
+// llama-imatrix feeds. Control literals stay text.
+TEST(Tokenizer, UserDefinedLiteralsOnlyAsLlamaPlainText) {
+  const Tokenizer& t = synthetic();
+  const std::string text = "<｜User｜>a<think>b</think>｜DSML｜<｜begin▁of▁sentence｜>";
+  const Ids ids = t.encode(text, Tokenizer::SpecialTokens::UserDefined);
+  Ids want = t.encode("<｜User｜>a", false);
+  want.push_back(t.think());
+  for (const TokenId id : t.encode("b", false)) want.push_back(id);
+  want.push_back(t.end_think());
+  want.push_back(t.dsml());
+  for (const TokenId id : t.encode("<｜begin▁of▁sentence｜>", false)) want.push_back(id);
+  EXPECT_EQ(ids, want);
+  EXPECT_EQ(t.decode(ids), text);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), t.user()), 0);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), t.bos()), 0);
+  EXPECT_EQ(t.encode(text, Tokenizer::SpecialTokens::None), t.encode(text, false));
+  EXPECT_EQ(t.encode(text, Tokenizer::SpecialTokens::All), t.encode(text, true));
+}
+
 TEST(Tokenizer, LongerSpecialTokensClaimTheirTextFirst) {
   // "<thi" is a prefix of "<think>"; "think>xy" overlaps "<think>" and is longer.
   const Tokenizer t = Tokenizer::from_data(

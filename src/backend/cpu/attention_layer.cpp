@@ -10,6 +10,7 @@
 #include "backend/cpu/ops_attention.h"
 #include "backend/cpu/ops_norm.h"
 #include "backend/cpu/ops_qat.h"
+#include "backend/cpu/report_inputs.h"
 #include "core/error.h"
 #include "core/ggml_type.h"
 #include "core/scratch_vector.h"
@@ -155,6 +156,7 @@ void AttentionLayer::forward_tokens(const float *X, int64_t n, std::span<LayerKv
       throw Error(
           "attention forward: the state belongs to another kind of layer "
           "or numerics");
+  chunk_tokens_ = n;
   for (int64_t at = 0; at < n; at += kMaxBatch) {
     const int64_t m = std::min(kMaxBatch, n - at);
     forward_pass(X + at * n_embd_, m, states.data() + at, pos.data() + at, OUT + at * n_embd_, pool);
@@ -226,6 +228,7 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, LayerKvState *const
     rows.nbytes = rows.n_rows * rows.row_bytes;
     matmul(rows, -1, s.qr_batch, s.q.data() + static_cast<size_t>(h0) * head_dim_, static_cast<int64_t>(hq), pool);
   }
+  if (inputs_ != nullptr) report_pass_inputs(n);
   // The compressors' projections do not depend on their state: the first
   // token's compressor projects the whole batch.
   if (Compressor *c = states[0]->attn_compressor()) {
@@ -264,6 +267,24 @@ void AttentionLayer::forward_pass(const float *X, int64_t n, LayerKvState *const
   output_projection(n, OUT, pool);
 }
 
+void AttentionLayer::report_pass_inputs(int64_t n) const {
+  const AttentionPassScratch &s = ps();
+  const float *xn = s.xn.data(), *qr = s.qr.data();
+  const backend::MatrixSlice whole;
+  report_inputs(inputs_, w_->attn_q_a, whole, xn, n, n_embd_, chunk_tokens_);
+  report_inputs(inputs_, w_->attn_kv, whole, xn, n, n_embd_, chunk_tokens_);
+  report_inputs(inputs_, w_->attn_q_b, whole, qr, n, q_lora_, chunk_tokens_);
+  for (const model::CompressorWeights *c : {&w_->attn_compressor, &w_->indexer_compressor}) {
+    if (!c->present()) continue;
+    report_inputs(inputs_, c->kv, whole, xn, n, n_embd_, chunk_tokens_);
+    report_inputs(inputs_, c->gate, whole, xn, n, n_embd_, chunk_tokens_);
+  }
+  if (w_->indexer_q_b.present()) {
+    report_inputs(inputs_, w_->indexer_q_b, whole, qr, n, q_lora_, chunk_tokens_);
+    report_inputs(inputs_, w_->indexer_proj, whole, xn, n, n_embd_, chunk_tokens_);
+  }
+}
+
 void AttentionLayer::output_projection(int64_t n, float *OUT, ThreadPool *pool) {
   AttentionPassScratch &s = ps();
   const size_t hq = static_cast<size_t>(n_head_) * head_dim_;
@@ -293,6 +314,12 @@ void AttentionLayer::output_projection(int64_t n, float *OUT, ThreadPool *pool) 
     }
   }
   if (g0 == 0 && g1 == o_groups_) {
+    if (inputs_ != nullptr) {
+      for (int g = 0; g < o_groups_; ++g)
+        report_inputs(inputs_, out_a_grouped_, {backend::MatrixSlice::Kind::Group, g, o_groups_},
+                      s.heads.data() + g * group_in, n, static_cast<int64_t>(hq), chunk_tokens_);
+      report_inputs(inputs_, w_->attn_output_b, {}, s.low.data(), n, low_width, chunk_tokens_);
+    }
     s.low_batch.reset(s.low.data(), n, low_width, low_width, numerics_);
     matmul(w_->attn_output_b, -1, s.low_batch, OUT, n_embd_, pool);
     return;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/collective.h"
+#include "backend/matrix_inputs.h"
 #include "backend/cpu/indexer.h"
 #include "backend/cpu/layer_kv_state.h"
 #include "backend/cpu/matvec.h"
@@ -88,6 +89,11 @@ class AttentionLayer {
   // 0 keeps every head and the others none.
   void set_share(backend::TensorShare share);
 
+  // Reports every product's input rows to `inputs` (null: stop); see
+  // backend/matrix_inputs.h. The whole layer only (not a tensor-parallel
+  // share).
+  void set_matrix_inputs(backend::MatrixInputs *inputs) { inputs_ = inputs; }
+
  private:
   // Up to kMaxBatch tokens per pass bound the per-token buffers (a chunk of
   // 4096 tokens would need ~0.5 GB for q and heads alone).
@@ -124,6 +130,12 @@ class AttentionLayer {
   model::TensorView out_b_share_;
   std::optional<Indexer> indexer_;
   std::vector<float> attn_norm_, q_a_norm_, kv_norm_, sinks_;
+
+  backend::MatrixInputs *inputs_ = nullptr;
+  int64_t chunk_tokens_ = 0;  // the evaluation chunk's tokens (what inputs_ is told)
+  // The input-side reports of a pass (inputs_ set): the products of xn and
+  // qr, including the indexer's when it does not score yet.
+  void report_pass_inputs(int64_t n) const;
 
   // The pass's working buffers are per thread (attention_layer.cpp).
   int64_t batch_ = 0;

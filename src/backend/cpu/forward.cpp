@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cpu/ops_norm.h"
+#include "backend/cpu/report_inputs.h"
 #include "backend/cpu/session_payload.h"
 #include "backend/cpu/tensor_f32.h"
 #include "core/error.h"
@@ -55,6 +56,14 @@ void Forward::set_tensor_split(backend::Collective *collective) {
   collective_ = collective;
   for (MoeLayer &m : moe_) m.set_share(share_);
   for (AttentionLayer &a : attn_) a.set_share(share_);
+}
+
+void Forward::set_matrix_inputs(backend::MatrixInputs *inputs) {
+  if (inputs != nullptr && collective_ != nullptr)
+    throw Error("a tensor-parallel rank cannot report whole matrices' inputs");
+  inputs_ = inputs;
+  for (MoeLayer &m : moe_) m.set_matrix_inputs(inputs);
+  for (AttentionLayer &a : attn_) a.set_matrix_inputs(inputs);
 }
 
 std::vector<std::vector<uint64_t>> Forward::expert_usage() const {
@@ -203,6 +212,7 @@ void Forward::hc_mixes_batch(const float *H, int64_t n, const model::TensorView 
         rms_norm_unweighted(std::span<const float>(H + (at + t) * hc_dim_, hd),
                             std::span<float>(batch_flat_.data() + t * hc_dim_, hd), rms_eps_, numerics_);
     });
+    report_inputs(inputs_, fn, {}, batch_flat_.data(), m, hc_dim_, n);
     flat_batch_.reset(batch_flat_.data(), m, hc_dim_, hc_dim_, numerics_);
     matmul(fn, -1, flat_batch_, batch_mix_.data() + at * n_mixes, n_mixes, pool_);
   }
@@ -261,6 +271,7 @@ void Forward::head_batch(const float *H, int64_t n, float *logits) {
     split_vocab_head(n, logits);
     return;
   }
+  report_inputs(inputs_, model_->weights().output, {}, batch_x_.data(), n, n_embd_, n);
   matmul(model_->weights().output, -1, head_batch_, logits, n_vocab_, pool_);
 }
 

@@ -56,6 +56,7 @@ class Forward final : public backend::Backend {
   // Tokens per layer-major chunk (>= 1); default kDefaultPrefillChunk.
   void set_prefill_chunk(int n) override;
   int prefill_chunk() const override { return chunk_; }
+  void set_matrix_inputs(backend::MatrixInputs *inputs) override;
   std::vector<uint8_t> save_state(const backend::Session &session) const override;
   void load_state(std::span<const uint8_t> payload, backend::Session &session) const override;
   std::vector<uint8_t> save_layers(const backend::Session &session, backend::LayerRange range) const override;
@@ -165,6 +166,7 @@ class Forward final : public backend::Backend {
   const model::Deepseek4Model *model_;
   Numerics numerics_;
   ThreadPool *pool_;
+  backend::MatrixInputs *inputs_ = nullptr;
   int chunk_ = kDefaultPrefillChunk;
   int n_embd_ = 0, hc_dim_ = 0, n_vocab_ = 0;
   float rms_eps_ = 1e-6f, hc_eps_ = 1e-6f;

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/ops_moe.h"
 #include "backend/cpu/ops_norm.h"
+#include "backend/cpu/report_inputs.h"
 #include "core/error.h"
 #include "core/ggml_type.h"
 #include "core/scratch_vector.h"
@@ -155,6 +156,14 @@ void MoeLayer::expert_ffn(const model::TensorView& gate, const model::TensorView
   } else {
     swiglu_acts(0, n_acts);
   }
+  if (inputs_ != nullptr) {
+    // The model's views name the tensors (a streamed expert's may not).
+    if (expert < 0)
+      report_inputs(inputs_, w_->ffn_down_shexp, {}, s.mid.data(), n_acts, ff, chunk_tokens_);
+    else
+      report_inputs(inputs_, w_->ffn_down_exps, {backend::MatrixSlice::Kind::Expert, expert, n_expert_}, s.mid.data(),
+                    n_acts, ff, chunk_tokens_);
+  }
   s.mid_batch.reset(s.mid.data(), n_acts, ff, ff, numerics_);
   matmul(down, expert, s.mid_batch, DOWN, ldd, pool);
 }
@@ -173,6 +182,7 @@ void MoeLayer::forward_batch(const float* X, const int32_t* token_ids, int64_t n
     for (int64_t t = 0; t < n; ++t)
       if (token_ids[t] < 0 || token_ids[t] >= n_vocab_)
         fail(index_, "token id " + std::to_string(token_ids[t]) + " outside [0, " + std::to_string(n_vocab_) + ")");
+  chunk_tokens_ = n;
   for (int64_t at = 0; at < n; at += kMaxBatch) {
     const int64_t m = std::min(kMaxBatch, n - at);
     forward_pass(X + at * n_embd_, token_ids + at, m, OUT + at * n_embd_, pool, next);
@@ -316,6 +326,10 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
   });
   // Router, gate_exps and up_exps all read xn: each activation form once.
   s.xn_batch.reset(s.xn.data(), n, n_embd_, n_embd_, numerics_);
+  if (inputs_ != nullptr) {
+    for (const model::TensorView* v : {&w.ffn_gate_inp, &w.ffn_gate_shexp, &w.ffn_up_shexp})
+      report_inputs(inputs_, *v, {}, s.xn.data(), n, n_embd_, chunk_tokens_);
+  }
   matmul(w.ffn_gate_inp, -1, s.xn_batch, s.logits.data(), n_expert_, pool);
   parallel_ranges(pool, n, [&](int64_t t0, int64_t t1) {
     std::vector<int32_t> tid_row(nu);
@@ -376,6 +390,14 @@ void MoeLayer::forward_pass(const float* X, const int32_t* token_ids, int64_t n,
       mine.gate_acts[static_cast<size_t>(i)] = gate_rows[p / nu];
       mine.up_acts[static_cast<size_t>(i)] = up_rows[p / nu];
       mine.pair_weight[static_cast<size_t>(i)] = weights_[p];
+    }
+    if (inputs_ != nullptr) {
+      std::vector<const float*> rows(static_cast<size_t>(c));
+      for (int64_t i = 0; i < c; ++i)
+        rows[static_cast<size_t>(i)] = s.xn.data() + (static_cast<size_t>(s.pair_slot[static_cast<size_t>(begin + i)]) / nu) * d;
+      const backend::MatrixSlice slice{backend::MatrixSlice::Kind::Expert, e, n_expert_};
+      inputs_->met(w.ffn_gate_exps, slice, rows, chunk_tokens_);
+      inputs_->met(w.ffn_up_exps, slice, rows, chunk_tokens_);
     }
     expert_ffn(m.gate, m.up, m.down, m.index, mine.gate_acts.data(), mine.up_acts.data(), c, clamp_exp_,
                before ? mine.pair_weight.data() : nullptr, s.down.data() + static_cast<size_t>(begin) * d, n_embd_,

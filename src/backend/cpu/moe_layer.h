@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/collective.h"
+#include "backend/matrix_inputs.h"
 #include "backend/cpu/expert_source.h"
 #include "backend/cpu/matvec.h"
 #include "backend/cpu/numerics.h"
@@ -78,6 +79,10 @@ class MoeLayer {
   // expert, so the selections are the whole model's.
   void set_share(backend::TensorShare share) { share_ = share; }
 
+  // Reports every product's input rows to `inputs` (null: stop); see
+  // backend/matrix_inputs.h.
+  void set_matrix_inputs(backend::MatrixInputs* inputs) { inputs_ = inputs; }
+
   // How often each routed expert was selected since this object was made
   // (n_expert counts; every token counts n_expert_used): what a hot list for
   // --ssd-streaming is made from.
@@ -115,6 +120,8 @@ class MoeLayer {
 
   const model::LayerWeights* w_;  // views into the model's mapping
   ExpertSource* source_ = nullptr;
+  backend::MatrixInputs* inputs_ = nullptr;
+  int64_t chunk_tokens_ = 0;  // the evaluation chunk's tokens (what inputs_ is told)
   backend::TensorShare share_;
   Numerics numerics_;
   uint32_t index_ = 0;

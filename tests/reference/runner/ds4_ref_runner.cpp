@@ -24,6 +24,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -113,6 +114,13 @@ struct ContextDeleter {
 using ModelPtr = std::unique_ptr<llama_model, ModelDeleter>;
 using ContextPtr = std::unique_ptr<llama_context, ContextDeleter>;
 
+struct GgufDeleter {
+  void operator()(gguf_context* g) const { gguf_free(g); }
+};
+struct GgmlContextDeleter {
+  void operator()(ggml_context* c) const { ggml_free(c); }
+};
+
 struct BatchOwner {
   llama_batch batch;
   explicit BatchOwner(int32_t n) : batch(llama_batch_init(n, 0, 1)) {}
@@ -165,15 +173,183 @@ bool dump_tensor_cb(ggml_tensor* t, bool ask, void* user) {
 
 TensorDump* g_dump = nullptr;  // set by --dump-tensors
 
+// llama-imatrix's activation statistics (tools/imatrix/imatrix.cpp,
+// IMatrixCollector::collect_imatrix), gathered through cb_eval: per weight
+// matrix, the sum over tokens of x^2 per input column (ne0 values per expert or
+// per 2D slice) and how many tokens went in.
+struct ImatrixStats {
+  std::vector<float> values;
+  std::vector<int64_t> counts;  // one per expert; one per dense tensor
+};
+
+struct ImatrixCollector {
+  bool process_output = false;  // also output.weight
+  bool verbose = false;         // log skipped MUL_MATs to stderr
+  int64_t chunk_size = 0;
+  int32_t last_chunk = 0;  // llama-imatrix's m_last_chunk: the largest count / chunk_size
+  std::map<std::string, ImatrixStats> stats;
+  std::string error;  // set in the callback (nothing may throw through ggml), thrown after llama_decode
+  std::vector<char> src1_copy, ids_copy;
+  std::set<std::string> logged;
+};
+
+// The weight's name without a backend's decoration ("CUDA0#blk.0.attn_k.weight#0"),
+// as llama-imatrix's filter_tensor_name.
+std::string imatrix_weight_name(const char* name) {
+  const char* p = std::strchr(name, '#');
+  if (p == nullptr) return name;
+  const char* q = std::strchr(p + 1, '#');
+  return q ? std::string(p + 1, q) : std::string(p + 1);
+}
+
+void imatrix_log_skip(ImatrixCollector& c, const std::string& wname, const ggml_tensor* src1, const char* why) {
+  if (!c.verbose) return;
+  const std::string line = "imatrix: skipped MUL_MAT " + wname + " src1 [" + std::to_string(src1->ne[0]) + "," +
+                           std::to_string(src1->ne[1]) + "," + std::to_string(src1->ne[2]) + "," +
+                           std::to_string(src1->ne[3]) + "] " + ggml_type_name(src1->type) + ": " + why;
+  if (c.logged.insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+// The ask half of the callback: llama-imatrix's choice of matrix products.
+bool imatrix_wanted(ImatrixCollector& c, const ggml_tensor* t) {
+  if (t->op == GGML_OP_MUL_MAT_ID) return true;
+  if (t->op != GGML_OP_MUL_MAT) return false;
+  const ggml_tensor* src1 = t->src[1];
+  const std::string wname = imatrix_weight_name(t->src[0]->name);
+  const bool name_ok = wname.rfind("blk.", 0) == 0 || (c.process_output && wname == "output.weight");
+  if (src1->ne[1] < 16) {
+    if (name_ok) imatrix_log_skip(c, wname, src1, "fewer than 16 rows");
+    return false;
+  }
+  if (src1->type != GGML_TYPE_F32) {
+    if (name_ok) imatrix_log_skip(c, wname, src1, "src1 not F32");
+    return false;
+  }
+  if (!name_ok) imatrix_log_skip(c, wname, src1, "name not blk.*");
+  return name_ok;
+}
+
+bool imatrix_fail(ImatrixCollector& c, const std::string& what) {
+  if (c.error.empty()) c.error = what;
+  return false;  // stops this graph split; run_imatrix throws after llama_decode
+}
+
+bool all_finite(const float* v, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i])) return false;
+  return true;
+}
+
+void imatrix_note_count(ImatrixCollector& c, int64_t count) {
+  c.last_chunk = std::max(c.last_chunk, static_cast<int32_t>(count / c.chunk_size));
+}
+
+// src1 of a product, from host memory or copied off its backend.
+const char* imatrix_src1(ImatrixCollector& c, const ggml_tensor* src1) {
+  if (ggml_backend_buffer_is_host(src1->buffer)) return static_cast<const char*>(src1->data);
+  c.src1_copy.resize(ggml_nbytes(src1));
+  ggml_backend_tensor_get(src1, c.src1_copy.data(), 0, c.src1_copy.size());
+  return c.src1_copy.data();
+}
+
+// MUL_MAT_ID: ids [n_used, n_tokens], src1 [ne0, n_used or 1, n_tokens]; each
+// (slot, token) adds the token's row to the chosen expert. Loop order (slot
+// outer, token inner) is llama-imatrix's, so float sums round the same way.
+bool imatrix_collect_experts(ImatrixCollector& c, const ggml_tensor* t, const std::string& wname, const char* data) {
+  const ggml_tensor* src1 = t->src[1];
+  const ggml_tensor* ids = t->src[2];
+  const int64_t n_as = t->src[0]->ne[2], ne0 = src1->ne[0], n_tokens = src1->ne[2];
+  if (ids->ne[1] != n_tokens || ggml_nrows(src1) != src1->ne[1] * n_tokens)
+    return imatrix_fail(c, "imatrix: unexpected MUL_MAT_ID shapes for " + wname);
+  c.ids_copy.resize(ggml_nbytes(ids));
+  ggml_backend_tensor_get(ids, c.ids_copy.data(), 0, c.ids_copy.size());
+  ImatrixStats& e = c.stats[wname];
+  if (e.values.empty()) {
+    e.values.assign(static_cast<size_t>(ne0 * n_as), 0.0f);
+    e.counts.assign(static_cast<size_t>(n_as), 0);
+  } else if (e.values.size() != static_cast<size_t>(ne0 * n_as) || e.counts.size() != static_cast<size_t>(n_as)) {
+    return imatrix_fail(c, "imatrix: inconsistent size for " + wname);
+  }
+  std::vector<uint8_t> touched(static_cast<size_t>(n_as), 0);
+  for (int64_t idx = 0; idx < ids->ne[0]; ++idx)
+    for (int64_t row = 0; row < n_tokens; ++row) {
+      int32_t ex = 0;
+      std::memcpy(&ex, c.ids_copy.data() + row * ids->nb[1] + idx * ids->nb[0], sizeof ex);
+      if (ex < 0 || ex >= n_as) return imatrix_fail(c, "imatrix: expert id out of range in " + wname);
+      const auto* x = reinterpret_cast<const float*>(data + (idx % src1->ne[1]) * src1->nb[1] + row * src1->nb[2]);
+      float* acc = e.values.data() + ex * ne0;
+      e.counts[static_cast<size_t>(ex)]++;
+      touched[static_cast<size_t>(ex)] = 1;
+      for (int64_t j = 0; j < ne0; ++j) acc[j] += x[j] * x[j];
+    }
+  for (int64_t ex = 0; ex < n_as; ++ex)
+    if (touched[static_cast<size_t>(ex)] && !all_finite(e.values.data() + ex * ne0, static_cast<size_t>(ne0)))
+      return imatrix_fail(c, "imatrix: non-finite values in " + wname);
+  for (int64_t n : e.counts) imatrix_note_count(c, n);
+  return true;
+}
+
+// MUL_MAT: src0 [ne0, rows, ne2, ne3] is n_mat = ne2*ne3 matrices; src1's
+// 2D slices map onto them by broadcast, as llama-imatrix maps them.
+bool imatrix_collect_dense(ImatrixCollector& c, const ggml_tensor* t, const std::string& wname, const char* data) {
+  const ggml_tensor* src0 = t->src[0];
+  const ggml_tensor* src1 = t->src[1];
+  const int64_t n_mat = src0->ne[2] * src0->ne[3], ne0 = src1->ne[0];
+  ImatrixStats& e = c.stats[wname];
+  // One count per dense tensor (llama-imatrix folds equal per-matrix counts into one).
+  if (e.counts.size() > 1 && std::all_of(e.counts.begin(), e.counts.end(), [&](int64_t n) { return n == e.counts[0]; }))
+    e.counts.resize(1);
+  if (e.values.empty()) {
+    e.values.assign(static_cast<size_t>(ne0 * n_mat), 0.0f);
+    e.counts.assign(1, 0);
+  } else if (e.values.size() != static_cast<size_t>(ne0 * n_mat)) {
+    return imatrix_fail(c, "imatrix: inconsistent size for " + wname);
+  }
+  for (int64_t i3 = 0; i3 < src1->ne[3]; ++i3)
+    for (int64_t i2 = 0; i2 < src1->ne[2]; ++i2) {
+      const int64_t mat_id = (i3 % src0->ne[3]) * src0->ne[2] + (i2 % src0->ne[2]);
+      float* acc = e.values.data() + mat_id * ne0;
+      for (int64_t row = 0; row < src1->ne[1]; ++row) {
+        const auto* x = reinterpret_cast<const float*>(data + row * src1->nb[1] + i2 * src1->nb[2] + i3 * src1->nb[3]);
+        for (int64_t j = 0; j < ne0; ++j) acc[j] += x[j] * x[j];
+      }
+    }
+  if (!all_finite(e.values.data(), e.values.size())) return imatrix_fail(c, "imatrix: non-finite values in " + wname);
+  for (int64_t& n : e.counts) {
+    n += ggml_nrows(src1) / n_mat;
+    imatrix_note_count(c, n);
+  }
+  return true;
+}
+
+bool imatrix_cb(ggml_tensor* t, bool ask, void* user) {
+  auto* c = static_cast<ImatrixCollector*>(user);
+  if (ask) return imatrix_wanted(*c, t);
+  if (!c->error.empty()) return false;
+  const ggml_tensor* src1 = t->src[1];
+  const std::string wname = imatrix_weight_name(t->src[0]->name);
+  // llama-imatrix reads src1 as rows of floats (its MUL_MAT_ID case does not check the type).
+  if (src1->type != GGML_TYPE_F32 || src1->nb[0] != ggml_element_size(src1))
+    return imatrix_fail(*c, "imatrix: src1 of " + wname + " is not F32 rows");
+  const char* data = imatrix_src1(*c, src1);
+  return t->op == GGML_OP_MUL_MAT_ID ? imatrix_collect_experts(*c, t, wname, data)
+                                     : imatrix_collect_dense(*c, t, wname, data);
+}
+
 // Attention and KV cache of a context: the reference settings (parity with our engine)
 // or llama.cpp's fastest on CPU (what a speed comparison must measure against).
 enum class Settings { reference, fastest };
 
 // One sequence; reference: flash attention off, F32 K and V; fastest: flash attention on, F16 K and V.
+// cb_eval, when given, replaces the --dump-tensors callback.
 ContextPtr make_context(llama_model* model, uint32_t n_ctx, uint32_t n_batch, uint32_t n_ubatch, int threads,
-                        Settings settings = Settings::reference) {
+                        Settings settings = Settings::reference, ggml_backend_sched_eval_callback cb_eval = nullptr,
+                        void* cb_user = nullptr) {
   llama_context_params cp = llama_context_default_params();
-  if (g_dump) {
+  if (cb_eval) {
+    cp.cb_eval = cb_eval;
+    cp.cb_eval_user_data = cb_user;
+  } else if (g_dump) {
     cp.cb_eval = dump_tensor_cb;
     cp.cb_eval_user_data = g_dump;
   }
@@ -360,6 +536,109 @@ void run_tokenize(const std::string& model_path, const std::string& text_path) {
   std::cout << nlohmann::json(ids).dump() << '\n';
 }
 
+// common_tokenize(ctx, text, add_special = true, parse_special = false), llama-imatrix's call.
+std::vector<llama_token> tokenize_with_bos(const llama_vocab* vocab, const std::string& text) {
+  const auto len = static_cast<int32_t>(text.size());
+  std::vector<llama_token> ids(text.size() + 2);
+  int32_t n = llama_tokenize(vocab, text.data(), len, ids.data(), static_cast<int32_t>(ids.size()), true, false);
+  if (n < 0 && n != std::numeric_limits<int32_t>::min()) {
+    ids.resize(static_cast<size_t>(-n));
+    n = llama_tokenize(vocab, text.data(), len, ids.data(), static_cast<int32_t>(ids.size()), true, false);
+  }
+  if (n < 0) throw Failure("llama_tokenize failed");
+  ids.resize(static_cast<size_t>(n));
+  return ids;
+}
+
+struct ImatrixOptions {
+  std::string model, text, out;
+  int ctx = 512, batch = 2048, ubatch = 512, chunks = -1, threads = 2;
+  bool process_output = false, verbose = false;
+};
+
+// llama-imatrix's compute_imatrix with one sequence: per chunk of ctx tokens a
+// cleared KV cache, batches of n_batch tokens at positions 0.., all outputs on
+// (so the last layer's FFN and output.weight see every token), and the chunk's
+// first token replaced by BOS when the vocabulary adds one.
+void imatrix_decode_chunks(llama_context* ctx, const std::vector<llama_token>& tokens, int n_chunk, int n_ctx,
+                           int n_batch, const ImatrixCollector& c) {
+  const llama_vocab* vocab = llama_model_get_vocab(llama_get_model(ctx));
+  const bool add_bos = llama_vocab_get_add_bos(vocab);
+  BatchOwner b(n_batch);
+  for (int i = 0; i < n_chunk; ++i) {
+    llama_memory_clear(llama_get_memory(ctx), true);
+    for (int start = 0; start < n_ctx; start += n_batch) {
+      const int size = std::min(n_ctx - start, n_batch);
+      for (int k = 0; k < size; ++k) {
+        const int pos = start + k;
+        const llama_token tok = add_bos && pos == 0 ? llama_vocab_bos(vocab) : tokens[static_cast<size_t>(i * n_ctx + pos)];
+        b.set(k, tok, pos, true);
+      }
+      b.batch.n_tokens = size;
+      decode(ctx, b.batch);
+      if (!c.error.empty()) throw Failure(c.error);
+    }
+  }
+}
+
+// llama-imatrix's save_imatrix (GGUF form): entries in name order, NAME.in_sum2
+// [ne0, n_mat] and NAME.counts [1, n_mat], both F32.
+void write_imatrix_gguf(const ImatrixCollector& c, const std::string& dataset, const std::string& path) {
+  size_t data_size = 0;
+  for (const auto& [name, e] : c.stats) {
+    data_size += GGML_PAD(ggml_tensor_overhead() + sizeof(float) * e.values.size(), GGML_MEM_ALIGN);
+    data_size += GGML_PAD(ggml_tensor_overhead() + sizeof(float) * e.counts.size(), GGML_MEM_ALIGN);
+  }
+  const ggml_init_params ip{std::max<size_t>(data_size, GGML_MEM_ALIGN), nullptr, /*no_alloc=*/false};
+  std::unique_ptr<ggml_context, GgmlContextDeleter> ctx(ggml_init(ip));
+  std::unique_ptr<gguf_context, GgufDeleter> g(gguf_init_empty());
+  if (!ctx || !g) throw Failure("cannot allocate the imatrix GGUF");
+  const char* datasets[] = {dataset.c_str()};
+  gguf_set_val_str(g.get(), "general.type", "imatrix");
+  gguf_set_arr_str(g.get(), "imatrix.datasets", datasets, 1);
+  gguf_set_val_u32(g.get(), "imatrix.chunk_count", static_cast<uint32_t>(c.last_chunk));
+  gguf_set_val_u32(g.get(), "imatrix.chunk_size", static_cast<uint32_t>(c.chunk_size));
+  for (const auto& [name, e] : c.stats) {  // std::map: the order of llama-imatrix's std::sort
+    const auto nval = static_cast<int64_t>(e.values.size()), nmat = static_cast<int64_t>(e.counts.size());
+    if (nval == 0 || nmat == 0) continue;
+    ggml_tensor* sums = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, nval / nmat, nmat);
+    ggml_tensor* counts = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, 1, nmat);
+    ggml_format_name(sums, "%s.in_sum2", name.c_str());
+    ggml_format_name(counts, "%s.counts", name.c_str());
+    std::memcpy(sums->data, e.values.data(), sizeof(float) * e.values.size());
+    for (int64_t j = 0; j < nmat; ++j) static_cast<float*>(counts->data)[j] = static_cast<float>(e.counts[static_cast<size_t>(j)]);
+    gguf_add_tensor(g.get(), sums);
+    gguf_add_tensor(g.get(), counts);
+  }
+  if (!gguf_write_to_file(g.get(), path.c_str(), false)) throw Failure("cannot write " + path);
+}
+
+void run_imatrix(const ImatrixOptions& o) {
+  std::vector<char> bytes = read_file(o.text);
+  std::string text(bytes.begin(), bytes.end());
+  if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama.cpp's -f reads a prompt file
+  if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) throw Failure(o.text + " is too large");
+  ModelPtr model = load_model(o.model, false);
+  const std::vector<llama_token> tokens = tokenize_with_bos(llama_model_get_vocab(model.get()), text);
+  if (tokens.size() < 2 * static_cast<size_t>(o.ctx))
+    throw Failure(o.text + " tokenizes to " + std::to_string(tokens.size()) + " tokens; a context of " +
+                  std::to_string(o.ctx) + " needs at least " + std::to_string(2 * o.ctx));
+  const int n_chunk_max = static_cast<int>(tokens.size() / static_cast<size_t>(o.ctx));
+  const int n_chunk = o.chunks < 0 ? n_chunk_max : std::min(o.chunks, n_chunk_max);
+  const int n_batch = std::min(o.batch, o.ctx);
+  ImatrixCollector c;
+  c.process_output = o.process_output;
+  c.verbose = o.verbose;
+  c.chunk_size = o.ctx;
+  ContextPtr ctx = make_context(model.get(), static_cast<uint32_t>(o.ctx), static_cast<uint32_t>(n_batch),
+                                static_cast<uint32_t>(std::min(o.ubatch, o.ctx)), o.threads, Settings::reference,
+                                imatrix_cb, &c);
+  imatrix_decode_chunks(ctx.get(), tokens, n_chunk, o.ctx, n_batch, c);
+  write_imatrix_gguf(c, o.text, o.out);
+  std::cout << nlohmann::json{{"n_tokens", tokens.size()}, {"n_chunks", n_chunk}, {"entries", c.stats.size()}}.dump()
+            << '\n';
+}
+
 void run_dequant(const std::string& type_name, const std::string& in_path, const std::string& out_path) {
   const ggml_type type = type_from_name(type_name);
   const ggml_type_traits* traits = ggml_get_type_traits(type);
@@ -439,13 +718,6 @@ llama_ftype ftype_from_name(const std::string& name) {
   }
   return it->second;
 }
-
-struct GgufDeleter {
-  void operator()(gguf_context* g) const { gguf_free(g); }
-};
-struct GgmlContextDeleter {
-  void operator()(ggml_context* c) const { ggml_free(c); }
-};
 
 // An importance matrix in llama.cpp's in-memory form (one entry per weight
 // matrix, ne[0] values per expert), taken from the weights themselves: the sum
@@ -654,6 +926,19 @@ int main(int argc, char** argv) {
                              "importance from an imatrix file (GGUF or legacy .dat), read as llama-quantize reads it");
   model_quantize->add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
 
+  auto* imatrix_cmd = app.add_subcommand("imatrix", "llama-imatrix over a text file, written as its GGUF imatrix");
+  ImatrixOptions im;
+  imatrix_cmd->add_option("-m,--model", im.model, "GGUF model")->required();
+  imatrix_cmd->add_option("--text", im.text, "text file (llama-imatrix -f)")->required();
+  imatrix_cmd->add_option("-o,--out", im.out, "output imatrix GGUF")->required();
+  imatrix_cmd->add_option("--ctx", im.ctx, "tokens per chunk (llama-imatrix -c)")->check(CLI::PositiveNumber);
+  imatrix_cmd->add_option("--batch", im.batch, "logical batch size, at most --ctx is used")->check(CLI::PositiveNumber);
+  imatrix_cmd->add_option("--ubatch", im.ubatch, "physical batch size, at most --ctx is used")->check(CLI::PositiveNumber);
+  imatrix_cmd->add_option("--chunks", im.chunks, "chunks to evaluate (default all)")->check(CLI::PositiveNumber);
+  imatrix_cmd->add_flag("--process-output", im.process_output, "also collect output.weight");
+  imatrix_cmd->add_flag("--verbose", im.verbose, "log the matrix products left out to stderr");
+  imatrix_cmd->add_option("-t,--threads", im.threads, "threads")->check(CLI::PositiveNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -705,6 +990,7 @@ int main(int argc, char** argv) {
       if (*greedy) run_greedy(model, tokens, n_generate, threads);
       if (*bench) run_bench(model, tokens, n_generate, threads, bench_ubatch, bench_warmup);
       if (*tokenize) run_tokenize(model, text_file);
+      if (*imatrix_cmd) run_imatrix(im);
       llama_backend_free();
     }
   } catch (const std::exception& e) {

@@ -1,0 +1,119 @@
+// ds4-imatrix: an importance matrix from our forward pass over a text, in
+// llama.cpp's imatrix GGUF format (what llama-imatrix writes and both
+// ds4-quantize and llama-quantize read).
+//   ds4-imatrix -m MODEL -f TEXT [-o imatrix.gguf] [-c 512] [--chunks N] [--chunk SKIP] [--process-output]
+//               [--per-group] [--ds4-numerics]
+// The text is fed as llama-imatrix feeds it (engine/imatrix_run.h), in
+// llama.cpp's arithmetic (--quality) unless --ds4-numerics. Errors: one line
+// "ds4-imatrix: <error>" and exit 1; usage errors exit 2.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "common/engine_flags.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine/imatrix_run.h"
+#include "version/version.h"
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ds4::Error("cannot open the text file " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) throw ds4::Error("cannot read the text file " + path);
+  // One trailing newline dropped, as llama.cpp's -f does: the same file
+  // gives llama-imatrix and us the same tokens.
+  std::string text = s.str();
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+// One line per chunk on a terminal redrawn in place, else every 10 %.
+class ChunkProgress {
+ public:
+  explicit ChunkProgress(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) == 1) {}
+  bool operator()(const ds4::engine::ImatrixProgress& p) {
+    if (quiet_) return true;
+    const int decile = static_cast<int>(10 * p.chunk / std::max<int64_t>(1, p.n_chunks));
+    const bool last = p.chunk == p.n_chunks;
+    if (!tty_ && decile == last_decile_ && !last) return true;
+    last_decile_ = decile;
+    const double per_chunk = p.seconds / static_cast<double>(p.chunk);
+    const double eta = per_chunk * static_cast<double>(p.n_chunks - p.chunk);
+    std::fprintf(stderr, "%schunk %lld/%lld  ppl %.4f  %.2f s/chunk  ETA %.0f s%s", tty_ ? "\r\033[K" : "",
+                 static_cast<long long>(p.chunk), static_cast<long long>(p.n_chunks), p.perplexity, per_chunk, eta,
+                 tty_ && !last ? "" : "\n");
+    return true;
+  }
+
+ private:
+  bool quiet_, tty_;
+  int last_decile_ = -1;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Collect an importance matrix (llama.cpp's imatrix GGUF) from the forward pass over a text",
+               "ds4-imatrix"};
+  app.set_version_flag("--version", ds4::version_line("ds4-imatrix"), "Print the version and git commit and exit");
+  ds4::engine::EngineOptions eo;
+  // llama-imatrix's arithmetic and ubatch unless asked otherwise.
+  eo.numerics = ds4::backend::Numerics::Quality;
+  eo.prefill_chunk = 512;
+  ds4::app::add_engine_flags(app, eo, "model GGUF")->required();
+  ds4::engine::ImatrixRunOptions ro;
+  std::string text_path, out_path = "imatrix.gguf";
+  bool ds4_numerics = false, quiet = false;
+  app.add_option("-f,--file", text_path, "Text to evaluate (tokenized as llama-imatrix does: control-token literals stay text)")
+      ->required();
+  app.add_option("-o,--output", out_path, "Imatrix GGUF to write")->capture_default_str();
+  app.add_option("-c,--ctx", ro.chunk_tokens, "Tokens per chunk (each a fresh context starting with BOS)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
+  app.add_option("--chunks", ro.max_chunks, "At most this many chunks (default: every whole chunk)");
+  app.add_option("--chunk", ro.skip_chunks, "Skip this many chunks at the start of the text")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--process-output", ro.process_output, "Collect the vocab head (output.weight) too");
+  app.add_flag("--per-group", ro.per_group,
+               "attn_output_a's statistics per output group, exactly as llama-imatrix writes them (ds4-quantize "
+               "uses them per group; llama-quantize refuses them). Default: the groups' mean, which both accept");
+  app.add_flag("--ds4-numerics", ds4_numerics,
+               "ds4's faster arithmetic instead of llama.cpp's; routed experts' down inputs are then weighted by "
+               "their route weight (ds4 applies it before down)");
+  app.add_flag("-q,--quiet", quiet, "No progress on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "ds4-imatrix: " << e.what() << " (see ds4-imatrix --help)\n";
+    return 2;
+  }
+  try {
+    if (ds4_numerics) eo.numerics = ds4::backend::Numerics::Default;
+    eo.prefill_chunk = static_cast<int>(std::min<int64_t>(eo.prefill_chunk, ro.chunk_tokens));
+    ds4::app::check_engine_flags(eo);
+    ro.dataset = text_path;
+    const std::string text = read_text(text_path);
+    ds4::engine::Engine engine(eo);
+    ChunkProgress progress(quiet);
+    const ds4::engine::ImatrixRunResult r = ds4::engine::run_imatrix(engine, text, ro, std::ref(progress));
+    r.imatrix.save(out_path);
+    std::fprintf(stderr, "ds4-imatrix: %lld tokens, %lld chunks of %lld, ppl %.4f; %zu entries written to %s\n",
+                 static_cast<long long>(r.n_tokens), static_cast<long long>(r.n_chunks),
+                 static_cast<long long>(ro.chunk_tokens), r.perplexity, r.imatrix.entries.size(), out_path.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "ds4-imatrix: " << e.what() << "\n";
+    return 1;
+  }
+}
