@@ -2,7 +2,8 @@
 // llama.cpp's imatrix GGUF format (what llama-imatrix writes and both
 // ds4-quantize and llama-quantize read).
 //   ds4-imatrix -m MODEL -f TEXT [-o imatrix.gguf] [-c 512] [--chunks N] [--chunk SKIP] [--process-output]
-//               [--per-group] [--ds4-numerics]
+//               [--per-group] [--ds4-numerics] [--in-file F]... [--output-format gguf|dat]
+// Without -f the --in-file matrices are only combined (llama-imatrix's rules).
 // The text is fed as llama-imatrix feeds it (engine/imatrix_run.h), in
 // llama.cpp's arithmetic (--quality) unless --ds4-numerics. Errors: one line
 // "ds4-imatrix: <error>" and exit 1; usage errors exit 2.
@@ -15,11 +16,13 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/engine_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/imatrix_run.h"
+#include "model/imatrix.h"
 #include "version/version.h"
 
 namespace {
@@ -70,12 +73,19 @@ int main(int argc, char** argv) {
   // llama-imatrix's arithmetic and ubatch unless asked otherwise.
   eo.numerics = ds4::backend::Numerics::Quality;
   eo.prefill_chunk = 512;
-  ds4::app::add_engine_flags(app, eo, "model GGUF")->required();
+  CLI::Option* model = ds4::app::add_engine_flags(app, eo, "model GGUF");
   ds4::engine::ImatrixRunOptions ro;
-  std::string text_path, out_path = "imatrix.gguf";
+  std::string text_path, out_path = "imatrix.gguf", format = "gguf";
+  std::vector<std::string> in_files;
   bool ds4_numerics = false, quiet = false;
-  app.add_option("-f,--file", text_path, "Text to evaluate (tokenized as llama-imatrix does: control-token literals stay text)")
-      ->required();
+  app.add_option("-f,--file", text_path,
+                 "Text to evaluate (tokenized as llama-imatrix does: control-token literals stay text); without it, "
+                 "the --in-file matrices are only combined");
+  app.add_option("--in-file", in_files,
+                 "Imatrix (GGUF or legacy .dat, ours or llama-imatrix's) to add to (repeatable; as llama-imatrix)");
+  app.add_option("--output-format", format, "gguf, or dat: llama-imatrix's legacy format")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gguf", "dat"}));
   app.add_option("-o,--output", out_path, "Imatrix GGUF to write")->capture_default_str();
   app.add_option("-c,--ctx", ro.chunk_tokens, "Tokens per chunk (each a fresh context starting with BOS)")
       ->capture_default_str()
@@ -98,19 +108,37 @@ int main(int argc, char** argv) {
     std::cerr << "ds4-imatrix: " << e.what() << " (see ds4-imatrix --help)\n";
     return 2;
   }
+  if (text_path.empty() && in_files.empty()) {
+    std::cerr << "ds4-imatrix: give a text (-f) to collect from, or --in-file matrices to combine (see --help)\n";
+    return 2;
+  }
+  if (!text_path.empty() && model->count() == 0) {
+    std::cerr << "ds4-imatrix: -m MODEL is needed to collect from a text (see --help)\n";
+    return 2;
+  }
   try {
-    if (ds4_numerics) eo.numerics = ds4::backend::Numerics::Default;
-    eo.prefill_chunk = static_cast<int>(std::min<int64_t>(eo.prefill_chunk, ro.chunk_tokens));
-    ds4::app::check_engine_flags(eo);
-    ro.dataset = text_path;
-    const std::string text = read_text(text_path);
-    ds4::engine::Engine engine(eo);
-    ChunkProgress progress(quiet);
-    const ds4::engine::ImatrixRunResult r = ds4::engine::run_imatrix(engine, text, ro, std::ref(progress));
-    r.imatrix.save(out_path);
-    std::fprintf(stderr, "ds4-imatrix: %lld tokens, %lld chunks of %lld, ppl %.4f; %zu entries written to %s\n",
-                 static_cast<long long>(r.n_tokens), static_cast<long long>(r.n_chunks),
-                 static_cast<long long>(ro.chunk_tokens), r.perplexity, r.imatrix.entries.size(), out_path.c_str());
+    const auto chunk = static_cast<uint32_t>(ro.chunk_tokens);
+    ds4::model::Imatrix total;
+    for (const std::string& f : in_files) total.add(ds4::model::Imatrix::load(f), chunk);
+    if (!text_path.empty()) {
+      if (ds4_numerics) eo.numerics = ds4::backend::Numerics::Default;
+      eo.prefill_chunk = static_cast<int>(std::min<int64_t>(eo.prefill_chunk, ro.chunk_tokens));
+      ds4::app::check_engine_flags(eo);
+      ro.dataset = text_path;
+      const std::string text = read_text(text_path);
+      ds4::engine::Engine engine(eo);
+      ChunkProgress progress(quiet);
+      const ds4::engine::ImatrixRunResult r = ds4::engine::run_imatrix(engine, text, ro, std::ref(progress));
+      total.add(r.imatrix, chunk);
+      std::fprintf(stderr, "ds4-imatrix: %lld tokens, %lld chunks of %lld, ppl %.4f\n", static_cast<long long>(r.n_tokens),
+                   static_cast<long long>(r.n_chunks), static_cast<long long>(ro.chunk_tokens), r.perplexity);
+    }
+    if (format == "dat")
+      total.save_legacy(out_path);
+    else
+      total.save(out_path);
+    std::fprintf(stderr, "ds4-imatrix: %zu entries (%u chunks of %u) written to %s\n", total.entries.size(),
+                 total.chunk_count, total.chunk_size, out_path.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "ds4-imatrix: " << e.what() << "\n";

@@ -80,7 +80,11 @@ model::Imatrix ImatrixCollector::result(bool per_group) const {
       out.sums.assign(width, 0.0f);
       for (int g = 0; g < e.groups; ++g)
         for (size_t j = 0; j < width; ++j) out.sums[j] += e.values[static_cast<size_t>(g) * width + j];
-      out.counts.push_back(static_cast<float>(e.counts[0] * e.groups));
+      // The mean over the groups under the rows' count: the same importance
+      // as summing and counting each group, with the count still the rows
+      // (chunk counters and combining stay honest).
+      for (float& v : out.sums) v /= static_cast<float>(e.groups);
+      out.counts.push_back(static_cast<float>(e.counts[0]));
       continue;
     }
     out.sums = e.values;

@@ -37,10 +37,10 @@ class ImatrixCollector final : public backend::MatrixInputs {
   // What was collected, as an imatrix (no datasets or chunk metadata: the
   // caller sets them); check()s first. A grouped product (attn_output_a) is
   // written as llama-imatrix writes it, each group's columns in turn under
-  // one count, with per_group; otherwise its groups are summed into one
-  // row of columns counted once per group (the mean over the groups), the
-  // only form llama-quantize accepts for it (it refuses its own
-  // llama-imatrix's: "imatrix size ... is different from tensor size").
+  // one count, with per_group; otherwise as the mean of its groups' sums
+  // under that count (the mean importance over the groups), the only form
+  // llama-quantize accepts for it (it refuses its own llama-imatrix's:
+  // "imatrix size ... is different from tensor size").
   model::Imatrix result(bool per_group = false) const;
   // Entries so far (tests).
   size_t size() const;

@@ -1,6 +1,8 @@
 #include "model/imatrix.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -152,6 +154,85 @@ void Imatrix::save(const std::string& path) const {
     }
   }
   w.write(path);
+}
+
+void Imatrix::save_legacy(const std::string& path) const {
+  if (chunk_size == 0) throw Error(path + ": a legacy imatrix needs the chunk size its calls are counted in");
+  std::string b;
+  auto put = [&b](const void* p, size_t n) { b.append(static_cast<const char*>(p), n); };
+  auto put_i32 = [&put](int64_t v) {
+    const auto x = static_cast<int32_t>(v);
+    put(&x, sizeof x);
+  };
+  std::vector<const std::pair<const std::string, ImatrixEntry>*> stored;
+  for (const auto& entry : entries) {
+    const std::vector<float>& c = entry.second.counts;
+    if (!c.empty() && std::any_of(c.begin(), c.end(), [](float n) { return n != 0.0f; })) stored.push_back(&entry);
+  }
+  put_i32(static_cast<int64_t>(stored.size()));
+  const auto cs = static_cast<int64_t>(chunk_size);
+  for (const auto* entry : stored) {
+    const auto& [name, e] = *entry;
+    put_i32(static_cast<int64_t>(name.size()));
+    put(name.data(), name.size());
+    const auto most = static_cast<int64_t>(*std::max_element(e.counts.begin(), e.counts.end()));
+    const int64_t ncall = (most + cs - 1) / cs;  // rounded up: no entry gets 0 calls
+    put_i32(ncall);
+    put_i32(static_cast<int64_t>(e.sums.size()));
+    const size_t per_matrix = e.sums.size() / e.counts.size();
+    for (size_t i = 0; i < e.sums.size(); ++i) {
+      float count = e.counts[i / per_matrix], value = e.sums[i];
+      if (count == 0.0f) value = count = 1.0f;
+      const float v = value / count * static_cast<float>(ncall);
+      put(&v, sizeof v);
+    }
+  }
+  put_i32(chunk_count);
+  const std::string dataset = datasets.empty() ? std::string() : datasets.back();
+  put_i32(static_cast<int64_t>(dataset.size()));
+  put(dataset.data(), dataset.size());
+  const std::string part = path + ".part";
+  {
+    std::ofstream out(part, std::ios::binary | std::ios::trunc);
+    out.write(b.data(), static_cast<std::streamsize>(b.size()));
+    out.close();
+    if (!out) throw Error(part + ": cannot write: " + std::strerror(errno));
+  }
+  if (std::rename(part.c_str(), path.c_str()) != 0) throw Error(path + ": cannot rename into place: " + std::strerror(errno));
+}
+
+void Imatrix::add(const Imatrix& other, uint32_t size) {
+  if (size == 0) throw Error("imatrix: combining needs a chunk size");
+  const auto scale = static_cast<float>(size);
+  for (const auto& [name, in] : other.entries) {
+    ImatrixEntry& e = entries[name];
+    const std::string who = gguf::quote_name(name) + " (" + (other.path.empty() ? "collected" : other.path) + ")";
+    if (e.sums.empty()) e.sums.assign(in.sums.size(), 0.0f);
+    if (e.sums.size() != in.sums.size()) {
+      throw Error("imatrix: " + who + " has " + std::to_string(in.sums.size()) + " values where the others have " +
+                  std::to_string(e.sums.size()));
+    }
+    if (other.legacy) {
+      if (e.counts.empty()) e.counts.assign(1, 0.0f);
+      for (size_t j = 0; j < e.sums.size(); ++j) e.sums[j] += in.sums[j] * scale;
+      for (float& c : e.counts) c += in.counts.at(0) * scale;
+      continue;
+    }
+    if (e.counts.empty()) e.counts.assign(in.counts.size(), 0.0f);
+    if (e.counts.size() == 1 && in.counts.size() > 1) e.counts.assign(in.counts.size(), e.counts[0]);
+    if (e.counts.size() != in.counts.size()) {
+      throw Error("imatrix: " + who + " has " + std::to_string(in.counts.size()) + " matrices where the others have " +
+                  std::to_string(e.counts.size()));
+    }
+    for (size_t j = 0; j < e.sums.size(); ++j) e.sums[j] += in.sums[j];
+    for (size_t j = 0; j < e.counts.size(); ++j) e.counts[j] += in.counts[j];
+  }
+  datasets.insert(datasets.end(), other.datasets.begin(), other.datasets.end());
+  chunk_size = size;
+  float most = 0;
+  for (const auto& [name, e] : entries)
+    for (const float c : e.counts) most = std::max(most, c);
+  chunk_count = static_cast<uint32_t>(static_cast<int64_t>(most) / size);
 }
 
 std::optional<std::vector<float>> Imatrix::importance(const std::string& tensor, uint64_t n_matrices,

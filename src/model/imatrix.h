@@ -39,6 +39,19 @@ class Imatrix {
   static Imatrix load(const std::string& path);
   // Writes the GGUF form (as llama-imatrix does; entries in name order).
   void save(const std::string& path) const;
+  // Writes the legacy .dat as llama-imatrix's --output-format dat does: per
+  // entry (name order; entries no row met are left out) ncall = the most
+  // rows any of its matrices met / chunk_size, rounded up, and each value
+  // sum / count x ncall (1 x ncall where the count is 0); then chunk_count
+  // and the last dataset. Needs chunk_size.
+  void save_legacy(const std::string& path) const;
+  // Adds `other` as llama-imatrix's --in-file does: a GGUF file's raw sums
+  // and counts (one count broadcast over several matrices), a legacy file's
+  // per-call means scaled back by chunk_size (sums and ncall x chunk_size);
+  // datasets appended; chunk_size set and chunk_count = the most rows any
+  // matrix met / chunk_size. ds4::Error naming the entry and both files when
+  // the sizes differ.
+  void add(const Imatrix& other, uint32_t chunk_size);
 
   // The quantizer's importance for `tensor`, blocks x n_columns values, one
   // block per matrix, or for a grouped product (attn_output_a, which llama.cpp

@@ -7,8 +7,9 @@
 // the first layer's attention inputs depend only on the tokens, so they pin
 // the tokenization (a text with control- and user-defined-token literals)
 // and the chunking; the deeper entries hold the whole forward pass to it.
-// Then the files cross over: ours (groups merged, the default) drives
-// llama_model_quantize and ds4-quantize to the same bytes; llama-imatrix's
+// Then the files cross over: ours (groups merged, the default; and its
+// legacy .dat) drives llama_model_quantize and ds4-quantize to the same
+// bytes; llama-imatrix's
 // own per-group attn_output_a entry is refused by llama_model_quantize (its
 // size is not the tensor's row), which is why the default merges.
 #include <gtest/gtest.h>
@@ -170,7 +171,7 @@ TEST_F(ReferenceImatrix, OursDrivesLlamaQuantizeAndTheirsIsRefusedThere) {
   const model::Imatrix merged = model::Imatrix::load(file("ours.gguf"));
   const model::Imatrix groups = model::Imatrix::load(file("ours_groups2.gguf"));
   EXPECT_EQ(merged.chunk_count, static_cast<uint32_t>(kChunks));
-  // The default form: attn_output_a's groups summed, counted once per group.
+  // The default form: attn_output_a's groups' mean under the rows' count.
   const uint64_t n_groups = model_->hparams().o_groups;
   int grouped = 0;
   for (const auto& [name, g] : groups.entries) {
@@ -187,35 +188,47 @@ TEST_F(ReferenceImatrix, OursDrivesLlamaQuantizeAndTheirsIsRefusedThere) {
     for (size_t j = 0; j < width; ++j) {
       float sum = 0;
       for (uint64_t k = 0; k < n_groups; ++k) sum += g.sums[k * width + j];
-      EXPECT_EQ(m.sums[j], sum);
+      EXPECT_EQ(m.sums[j], sum / static_cast<float>(n_groups));
     }
-    EXPECT_EQ(m.counts.at(0), g.counts.at(0) * static_cast<float>(n_groups));
+    EXPECT_EQ(m.counts, g.counts);
   }
   EXPECT_EQ(grouped, static_cast<int>(model_->hparams().n_layer));
 
   // llama_model_quantize with our file, and ds4-quantize with the same file
-  // and its types: the same bytes.
-  const std::string theirs_path = file("Q4_K_M.gguf");
-  reference::quantize_model_with_imatrix(model_->path(), "Q4_K_M", file("ours.gguf"), theirs_path);
+  // and its types: the same bytes. The same for our legacy .dat of it
+  // (combined from the GGUF alone: llama-imatrix's --in-file and
+  // --output-format dat), which llama.cpp reads with its own loader.
+  const test::ProcessResult dat = test::run_app(
+      DS4_BIN_DIR, "ds4-imatrix",
+      {"--in-file", file("ours.gguf"), "-c", std::to_string(kCtx), "--output-format", "dat", "-o", file("ours.dat")});
+  ASSERT_TRUE(dat.ok()) << dat.err_text();
   const gguf::File source = gguf::File::open(model_->path());
-  const gguf::File theirs = gguf::File::open(theirs_path);
-  model::RequantizeOptions o;
-  o.types_from = &theirs;
-  o.importance = [&merged](const std::string& name, uint64_t n_matrices, uint64_t cols) {
-    return merged.importance(name, n_matrices, cols).value_or(std::vector<float>{});
-  };
-  ThreadPool pool(2);
-  int compared = 0;
   const model::RequantizeInput in = model::gguf_input(source);  // the plan points into it
-  for (const model::TensorPlan& t : model::plan_requantize(in, o)) {
-    if (t.copy) continue;
-    const gguf::TensorInfo& want = theirs.tensor(t.source->name);
-    std::vector<uint8_t> got(want.nbytes);
-    model::requantize_tensor(t, o, pool, got);
-    EXPECT_TRUE(std::ranges::equal(got, want.bytes())) << t.source->name << " as " << ggml_type_name(t.type);
-    ++compared;
+  ThreadPool pool(2);
+  for (const char* imatrix_file : {"ours.gguf", "ours.dat"}) {
+    const std::string theirs_path = file(std::string("Q4_K_M-") + imatrix_file);
+    reference::quantize_model_with_imatrix(model_->path(), "Q4_K_M", file(imatrix_file), theirs_path);
+    const gguf::File theirs = gguf::File::open(theirs_path);
+    const model::Imatrix loaded = model::Imatrix::load(file(imatrix_file));
+    model::RequantizeOptions o;
+    o.types_from = &theirs;
+    o.importance = [&loaded](const std::string& name, uint64_t n_matrices, uint64_t cols) {
+      return loaded.importance(name, n_matrices, cols).value_or(std::vector<float>{});
+    };
+    int compared = 0;
+    for (const model::TensorPlan& t : model::plan_requantize(in, o)) {
+      if (t.copy) continue;
+      const gguf::TensorInfo& want = theirs.tensor(t.source->name);
+      std::vector<uint8_t> got(want.nbytes);
+      model::requantize_tensor(t, o, pool, got);
+      EXPECT_TRUE(std::ranges::equal(got, want.bytes()))
+          << imatrix_file << ": " << t.source->name << " as " << ggml_type_name(t.type);
+      ++compared;
+    }
+    EXPECT_GT(compared, 100);
+    std::printf("[imatrix] Q4_K_M from ds4-imatrix's %s: %d quantized tensors equal to llama_model_quantize's\n",
+                imatrix_file, compared);
   }
-  EXPECT_GT(compared, 100);
 
   // llama.cpp refuses llama-imatrix's own form of the grouped product.
   try {
@@ -224,8 +237,6 @@ TEST_F(ReferenceImatrix, OursDrivesLlamaQuantizeAndTheirsIsRefusedThere) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("attn_output_a"), std::string::npos) << e.what();
   }
-  std::printf("[imatrix] Q4_K_M from ds4-imatrix's file: %d quantized tensors equal to llama_model_quantize's\n",
-              compared);
 }
 
 }  // namespace

@@ -85,6 +85,55 @@ TEST(Imatrix, GroupedEntryGivesEachGroupItsBlock) {
             std::string::npos);
 }
 
+// llama-imatrix's --in-file and --output-format dat: GGUF sums and counts
+// add (one count broadcast over several matrices), a legacy file's per-call
+// means scale back by the chunk size; the legacy writer stores sum / count
+// x ncall, ncall the rows rounded up to chunks, and leaves out entries no
+// row met.
+TEST(Imatrix, CombinesAndWritesLegacyAsLlamaImatrix) {
+  test::TempDir dir;
+  Imatrix a;
+  a.datasets = {"a.txt"};
+  a.entries["blk.0.attn_q_a.weight"] = {{1, 2}, {3}};
+  a.entries["blk.0.ffn_up_exps.weight"] = {{1, 1, 2, 2}, {5}};  // one count, two experts
+  Imatrix b;
+  b.datasets = {"b.txt"};
+  b.entries["blk.0.attn_q_a.weight"] = {{10, 20}, {7}};
+  b.entries["blk.0.ffn_up_exps.weight"] = {{1, 1, 1, 1}, {1, 0}};
+  b.entries["blk.0.ffn_gate_exps.weight"] = {{4, 4}, {0, 0}};
+  Imatrix legacy;
+  legacy.legacy = true;
+  legacy.entries["blk.0.attn_q_a.weight"] = {{0.5f, 0.25f}, {2}};  // per-call means, 2 calls
+
+  Imatrix total;
+  total.add(a, 4);
+  total.add(b, 4);
+  total.add(legacy, 4);
+  EXPECT_EQ(total.entries.at("blk.0.attn_q_a.weight").sums, (std::vector<float>{13, 23}));
+  EXPECT_EQ(total.entries.at("blk.0.attn_q_a.weight").counts, (std::vector<float>{18}));
+  EXPECT_EQ(total.entries.at("blk.0.ffn_up_exps.weight").sums, (std::vector<float>{2, 2, 3, 3}));
+  EXPECT_EQ(total.entries.at("blk.0.ffn_up_exps.weight").counts, (std::vector<float>{6, 5}));
+  EXPECT_EQ(total.datasets, (std::vector<std::string>{"a.txt", "b.txt"}));
+  EXPECT_EQ(total.chunk_size, 4u);
+  EXPECT_EQ(total.chunk_count, 4u);  // 18 rows / 4
+  Imatrix wrong;
+  wrong.entries["blk.0.attn_q_a.weight"] = {{1, 2, 3}, {1}};
+  EXPECT_NE(error_of([&] { total.add(wrong, 4); }).find("'blk.0.attn_q_a.weight' (collected) has 3 values"),
+            std::string::npos);
+
+  total.save_legacy(dir.file("t.dat"));
+  const Imatrix back = Imatrix::load(dir.file("t.dat"));
+  EXPECT_TRUE(back.legacy);
+  ASSERT_EQ(back.entries.size(), 2u) << "gate_exps met no row: left out";
+  // q_a: 18 rows -> ncall 5 (rounded up), values sum / 18 x 5.
+  EXPECT_EQ(back.entries.at("blk.0.attn_q_a.weight").counts, (std::vector<float>{5}));
+  EXPECT_EQ(back.entries.at("blk.0.attn_q_a.weight").sums, (std::vector<float>{13.0f / 18 * 5, 23.0f / 18 * 5}));
+  EXPECT_EQ(back.entries.at("blk.0.ffn_up_exps.weight").sums,
+            (std::vector<float>{2.0f / 6 * 2, 2.0f / 6 * 2, 3.0f / 5 * 2, 3.0f / 5 * 2}));
+  EXPECT_EQ(back.chunk_count, 4u);
+  EXPECT_EQ(back.datasets, (std::vector<std::string>{"b.txt"}));
+}
+
 TEST(Imatrix, LegacyDat) {
   test::TempDir dir;
   std::vector<uint8_t> b = bytes_of({1, 5});

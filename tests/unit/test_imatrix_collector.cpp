@@ -69,10 +69,10 @@ TEST(ImatrixCollector, LlamaImatrixRules) {
   EXPECT_EQ(per_group.entries.at("blk.0.ffn_up_exps.weight").counts, (std::vector<float>{0, 2, 1}));
   EXPECT_EQ(per_group.entries.at("blk.0.attn_output_a.weight").sums, (std::vector<float>{1, 4, 9, 16}));
   EXPECT_EQ(per_group.entries.at("blk.0.attn_output_a.weight").counts, (std::vector<float>{1}));
-  // By default the groups are summed and counted once each: the mean.
+  // By default the groups' mean under the rows' count.
   const model::Imatrix merged = c.result();
-  EXPECT_EQ(merged.entries.at("blk.0.attn_output_a.weight").sums, (std::vector<float>{10, 20}));
-  EXPECT_EQ(merged.entries.at("blk.0.attn_output_a.weight").counts, (std::vector<float>{2}));
+  EXPECT_EQ(merged.entries.at("blk.0.attn_output_a.weight").sums, (std::vector<float>{5, 10}));
+  EXPECT_EQ(merged.entries.at("blk.0.attn_output_a.weight").counts, (std::vector<float>{1}));
   EXPECT_EQ(merged.entries.at("blk.0.attn_q_a.weight").sums, (std::vector<float>{1, 5, 10}));
 
   ImatrixCollector with_output(true);
@@ -187,6 +187,32 @@ TEST(ImatrixRun, ChunksOfTheTextAsLlamaImatrixFeedsThem) {
     traced.eval(s, std::span<const int32_t>(fed).subspan(static_cast<size_t>(c) * 32, 32));
   }
   EXPECT_EQ(m.entries.at("blk.0.attn_q_a.weight").sums, want);
+}
+
+// Chunks collected in two runs and combined (llama-imatrix's --in-file
+// rules) are the chunks collected in one.
+TEST(ImatrixRun, TwoRunsCombinedAreOneRun) {
+  Engine engine(quality(tiny().path()));
+  ImatrixRunOptions o;
+  o.chunk_tokens = 32;
+  o.max_chunks = 3;
+  const model::Imatrix whole = run_imatrix(engine, some_text(), o).imatrix;
+  o.max_chunks = 2;
+  const model::Imatrix first = run_imatrix(engine, some_text(), o).imatrix;
+  o.skip_chunks = 2;
+  o.max_chunks = 1;
+  const model::Imatrix last = run_imatrix(engine, some_text(), o).imatrix;
+  model::Imatrix sum;
+  sum.add(first, 32);
+  sum.add(last, 32);
+  EXPECT_EQ(sum.chunk_count, 3u);
+  ASSERT_EQ(sum.entries.size(), whole.entries.size());
+  for (const auto& [name, e] : whole.entries) {
+    const model::ImatrixEntry& s = sum.entries.at(name);
+    EXPECT_EQ(s.counts, e.counts) << name;
+    ASSERT_EQ(s.sums.size(), e.sums.size()) << name;
+    for (size_t j = 0; j < e.sums.size(); ++j) EXPECT_NEAR(s.sums[j], e.sums[j], 1e-5f * (1 + e.sums[j])) << name;
+  }
 }
 
 TEST(ImatrixRun, ShortTextsStopsAndSkips) {
