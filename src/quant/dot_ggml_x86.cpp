@@ -9,6 +9,7 @@
 #include "core/fp16.h"
 #include "quant/dot.h"
 #include "quant/dot_ggml_avx2.h"
+#include "quant/dot_ggml_bf16_avx512.h"
 #include "quant/ggml_order.h"
 #include "quant/iq4_values.h"
 #include "quant/k_scales.h"
@@ -394,8 +395,12 @@ float dot_bf16_ggml_x86(int64_t n, const uint16_t* w, const float* x, bool exper
   // The build llama.cpp loads here: vdpbf16ps where the CPU has AVX512-BF16.
   static const bool dpbf16 = cpu_features().avx512bf16;
   const auto to_float = [](uint16_t h) { return bf16_to_f32(h); };
-  if (expert || n % (dpbf16 ? 32 : 16) != 0) return ggml_order::vec_dot_bf16(n, w, x, dpbf16, to_float);
-  if (dpbf16) return ggml_order::tinyblas_dpbf16(n, w, x, to_float);
+  if (dpbf16) {
+    // The instruction itself: the replica's bits by its definition.
+    if (expert || n % 32 != 0) return ggml_avx512bf16::vec_dot_dpbf16(n, w, x);
+    return ggml_avx512bf16::tinyblas_dpbf16(n, w, x);
+  }
+  if (expert || n % 16 != 0) return ggml_order::vec_dot_bf16(n, w, x, false, to_float);
   return float_lanes_avx2() ? ggml_avx2::tinyblas_bf16(n, w, x) : ggml_order::tinyblas_dot(n, w, x, to_float);
 }
 

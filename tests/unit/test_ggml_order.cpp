@@ -27,6 +27,7 @@
 #include "core/fp16.h"
 #include "quant/dot.h"
 #include "quant/dot_ggml_avx2.h"
+#include "quant/dot_ggml_bf16_avx512.h"
 #include "quant/ggml_order.h"
 #include "quant/legacy_codes.h"
 #include "quant/quant.h"
@@ -209,6 +210,39 @@ TEST(GgmlOrder, Dpbf16LaneMatchesTheInstruction) {
     }
   }
   EXPECT_EQ(mismatches, 0);
+}
+
+// The BF16 dots with the instruction itself equal the replicas, denormal
+// and odd-length rows included.
+TEST(GgmlOrder, Avx512Bf16DotsEqualTheScalarReplicas) {
+  if (!cpu_features().avx512bf16) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> mag(-12.0f, 12.0f);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  const auto to_float = [](uint16_t v) { return bf16_to_f32(v); };
+  for (int64_t n : {0, 1, 31, 32, 33, 64, 65, 96, 127, 128, 200, 512, 1000, 4096}) {
+    const auto un = static_cast<size_t>(n);
+    std::vector<uint16_t> w(un);
+    std::vector<float> x(un);
+    for (int trial = 0; trial < 20; ++trial) {
+      for (size_t i = 0; i < un; ++i) {
+        w[i] = f32_to_bf16(g(rng) * std::exp2(mag(rng)));
+        x[i] = bf16_to_f32(f32_to_bf16(g(rng) * std::exp2(mag(rng) / 2)));
+      }
+      if (trial == 3 && n > 2) {
+        w[1] = 0x0003;                       // a denormal weight
+        x[2] = bf16_to_f32(0x8005);          // a denormal activation
+      }
+      ASSERT_EQ(bits(ggml_avx512bf16::vec_dot_dpbf16(n, w.data(), x.data())),
+                bits(ggml_order::vec_dot_bf16(n, w.data(), x.data(), true, to_float)))
+          << "vec_dot n " << n << " trial " << trial;
+      if (n % 32 == 0) {
+        ASSERT_EQ(bits(ggml_avx512bf16::tinyblas_dpbf16(n, w.data(), x.data())),
+                  bits(ggml_order::tinyblas_dpbf16(n, w.data(), x.data(), to_float)))
+            << "tinyblas n " << n << " trial " << trial;
+      }
+    }
+  }
 }
 
 TEST(GgmlOrder, ExpfIsAccurateAndExactOnSpecialValues) {
