@@ -47,6 +47,25 @@ void fma_lanes(float d, const int32_t (&lane)[8], float (&acc)[8]) {
   for (int k = 0; k < 8; ++k) acc[k] = std::fma(d, static_cast<float>(lane[k]), acc[k]);
 }
 
+// A super-block's products in ggml's AVX2 K-quant lanes: lane k gets
+// sc[e / kGroup] * q[e] * x[e] over the elements e of every 32-run whose
+// (e % 32) / 4 is k (lane_of). Exact integers, so the 4-element partial
+// sums first (the loops vectorize; the --quality dots run per token).
+template <int kGroup>
+void add_scaled_lanes(const int8_t* q, const int8_t* x, const int* sc, int32_t (&lane)[8]) {
+  static_assert(kGroup % 4 == 0);
+  for (int run = 0; run < kQK_K / 32; ++run) {
+    const int8_t* qr = q + 32 * run;
+    const int8_t* xr = x + 32 * run;
+    int32_t s[8];
+    for (int k = 0; k < 8; ++k) {
+      s[k] = qr[4 * k] * xr[4 * k] + qr[4 * k + 1] * xr[4 * k + 1] + qr[4 * k + 2] * xr[4 * k + 2] +
+             qr[4 * k + 3] * xr[4 * k + 3];
+    }
+    for (int k = 0; k < 8; ++k) lane[k] += sc[(32 * run + 4 * k) / kGroup] * s[k];
+  }
+}
+
 // One 32-element block in ggml's 8-lane form (AVX2 vec_dot and tinyBLAS):
 // lane k = fma(d, sum of v[j] * x[j] over j = 4k..4k+3, lane k).
 void fma_block_lanes(float d, const int (&v)[32], const int8_t* x, float (&acc)[8]) {
@@ -186,9 +205,12 @@ float dot_q6_K_q8_K_ggml_x86(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) 
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     int8_t q[kQK_K];
     q6_K_values(w[i], q);
+    for (int8_t& v : q) v = static_cast<int8_t>(v + 32);  // the unsigned codes
     const int8_t* sc = w[i].scales;
+    int sc16[kQK_K / 16];
+    for (int g = 0; g < kQK_K / 16; ++g) sc16[g] = sc[g];
     int32_t lane[8] = {};
-    for (int e = 0; e < kQK_K; ++e) lane[lane_of(e)] += sc[e / 16] * (q[e] + 32) * x[i].qs[e];
+    add_scaled_lanes<16>(q, x[i].qs, sc16, lane);
     for (int k = 0; k < 8; ++k)
       lane[k] -= 32 * (x[i].bsums[2 * k] * sc[2 * k] + x[i].bsums[2 * k + 1] * sc[2 * k + 1]);
     fma_lanes(x[i].d * f16_to_f32(w[i].d), lane, acc);
@@ -203,15 +225,19 @@ float dot_q5_K_q8_K_ggml_x86(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x) 
   float acc[8] = {};
   float summs = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    uint8_t q[kQK_K];
-    q5_K_codes(w[i], q);
+    uint8_t codes[kQK_K];
+    q5_K_codes(w[i], codes);
+    int8_t q[kQK_K];
+    std::memcpy(q, codes, sizeof q);  // 0..31: the same values as int8
     int32_t lane[8] = {};
     int32_t imin = 0;
+    int sc[8];
     for (int sub = 0; sub < 8; ++sub) {
       const ScaleMin6 sm = unpack_q4_K_scale_min(sub, w[i].scales);
       imin += sm.min * (x[i].bsums[2 * sub] + x[i].bsums[2 * sub + 1]);
-      for (int e = 32 * sub; e < 32 * sub + 32; ++e) lane[lane_of(e)] += sm.scale * q[e] * x[i].qs[e];
+      sc[sub] = sm.scale;
     }
+    add_scaled_lanes<32>(q, x[i].qs, sc, lane);
     summs = std::fma(-x[i].d * f16_to_f32(w[i].dmin), static_cast<float>(imin), summs);
     fma_lanes(x[i].d * f16_to_f32(w[i].d), lane, acc);
   }
@@ -223,12 +249,14 @@ float dot_q3_K_q8_K_ggml_x86(int64_t n, const BlockQ3_K* w, const BlockQ8_K* x) 
   // separate offset term.
   float acc[8] = {};
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    int8_t sc[kQK_K / 16];
+    int8_t sc8[kQK_K / 16];
     int8_t q[kQK_K];
-    q3_K_scales(w[i], sc);
+    q3_K_scales(w[i], sc8);
     q3_K_values(w[i], q);
+    int sc[kQK_K / 16];
+    for (int g = 0; g < kQK_K / 16; ++g) sc[g] = sc8[g];
     int32_t lane[8] = {};
-    for (int e = 0; e < kQK_K; ++e) lane[lane_of(e)] += sc[e / 16] * q[e] * x[i].qs[e];
+    add_scaled_lanes<16>(q, x[i].qs, sc, lane);
     fma_lanes(x[i].d * f16_to_f32(w[i].d), lane, acc);
   }
   return hsum8(acc);
@@ -290,12 +318,15 @@ float vec_dot_iq4_xs_q8_K_ggml_x86(int64_t n, const BlockIQ4_XS* w, const BlockQ
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     int sc[kQK_K / 32];
     iq4_xs_scales(w[i], sc);
+    int8_t v[kQK_K];
+    for (int run = 0; run < kQK_K / 32; ++run)
+      for (int l = 0; l < 16; ++l) {
+        const uint8_t byte = w[i].qs[16 * run + l];
+        v[32 * run + l] = kIq4nlValues[byte & 0xF];
+        v[32 * run + 16 + l] = kIq4nlValues[byte >> 4];
+      }
     int32_t lane[8] = {};
-    for (int e = 0; e < kQK_K; ++e) {
-      const uint8_t byte = w[i].qs[16 * (e / 32) + e % 16];
-      const int v = kIq4nlValues[(e % 32) < 16 ? (byte & 0xF) : (byte >> 4)];
-      lane[lane_of(e)] += sc[e / 32] * v * x[i].qs[e];
-    }
+    add_scaled_lanes<32>(v, x[i].qs, sc, lane);
     fma_lanes(f16_to_f32(w[i].d) * x[i].d, lane, acc);
   }
   return hsum8(acc);

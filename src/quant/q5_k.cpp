@@ -45,11 +45,14 @@ void quantize_block_weighted(const float* x, const float* qw, BlockQ5_K& y) {
 }  // namespace
 
 void q5_K_codes(const BlockQ5_K& b, uint8_t* q) {
-  for (int e = 0; e < kQK_K; ++e) {
-    const int sub = e / 32, l = e % 32;
-    const uint8_t byte = b.qs[32 * (sub / 2) + l];
-    const int low = sub % 2 ? byte >> 4 : byte & 0xF;
-    q[e] = static_cast<uint8_t>(low | (((b.qh[l] >> sub) & 1) << 4));
+  // Sub-block sub's element l: a nibble of qs[32 (sub / 2) + l] (low for even
+  // sub), bit sub of qh[l]. Nested so the l loop vectorizes.
+  for (int sub = 0; sub < 8; ++sub) {
+    const uint8_t* qs = b.qs + 32 * (sub / 2);
+    const int shift = 4 * (sub % 2);
+    uint8_t* out = q + 32 * sub;
+    for (int l = 0; l < 32; ++l)
+      out[l] = static_cast<uint8_t>(((qs[l] >> shift) & 0xF) | (((b.qh[l] >> sub) & 1) << 4));
   }
 }
 
