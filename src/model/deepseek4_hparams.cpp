@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "core/error.h"
@@ -377,6 +378,20 @@ uint32_t scalar_or_uniform_u32(const gguf::File& f, const std::string& k) {
   return a[0];
 }
 
+// The vocabulary: deepseek4.vocab_size where written (ds4's files), else the
+// tokenizer's token count, as llama.cpp reads it (its converter writes no
+// vocab_size for this architecture).
+uint32_t vocab_size(const gguf::File& f) {
+  if (f.find(key("vocab_size"))) return f.get_u32(key("vocab_size"));
+  const gguf::Value* tokens = f.find_array("tokenizer.ggml.tokens");
+  if (tokens == nullptr)
+    throw Error(f.path() + ": neither metadata key '" + key("vocab_size") +
+                "' nor 'tokenizer.ggml.tokens' gives the vocabulary size");
+  if (tokens->size() == 0 || tokens->size() > std::numeric_limits<uint32_t>::max())
+    throw Error(f.path() + ": 'tokenizer.ggml.tokens' has " + std::to_string(tokens->size()) + " tokens");
+  return static_cast<uint32_t>(tokens->size());
+}
+
 }  // namespace
 
 Deepseek4HParams read_metadata(const gguf::File& f) {
@@ -398,7 +413,7 @@ Deepseek4HParams read_metadata_layers(const gguf::File& f, uint32_t n_layer) {
   hp.n_layer = n_layer;
   hp.n_ctx_train = f.get_u32(key("context_length"));
   hp.n_embd = f.get_u32(key("embedding_length"));
-  hp.n_vocab = f.get_u32(key("vocab_size"));
+  hp.n_vocab = vocab_size(f);
   hp.n_head = scalar_or_uniform_u32(f, key("attention.head_count"));
   hp.n_head_kv = scalar_or_uniform_u32(f, key("attention.head_count_kv"));
   hp.head_dim = f.get_u32(key("attention.key_length"));

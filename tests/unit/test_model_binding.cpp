@@ -258,6 +258,20 @@ TEST_F(ModelBinding, MissingRouterBiasIsToleratedAsZero) {
   EXPECT_EQ(m.weights().all().size(), deepseek4_tensors(m.hparams()).size() - 1);
 }
 
+// llama.cpp's converter writes no deepseek4.vocab_size (its loader counts
+// tokenizer.ggml.tokens): the token list gives the vocabulary; without
+// either, one line names both.
+TEST_F(ModelBinding, VocabSizeFromTheTokenListWithoutTheKey) {
+  const std::string path = edited("novocab.gguf", {.skip_key = "deepseek4.vocab_size"});
+  ASSERT_FALSE(gguf::File::open(path).find("deepseek4.vocab_size"));
+  const Deepseek4Model m = Deepseek4Model::open(path);
+  EXPECT_EQ(m.hparams().n_vocab, preset_tiny().n_vocab);
+  const std::string bare = rewrite(path, file("novocab-notokens.gguf"), {.skip_key = "tokenizer.ggml.tokens"});
+  const std::string msg = error_of([&] { Deepseek4Model::open(bare); });
+  EXPECT_NE(msg.find("neither metadata key 'deepseek4.vocab_size' nor 'tokenizer.ggml.tokens'"), std::string::npos)
+      << msg;
+}
+
 // The MTP block as llama.cpp's converter appends it: blk.<n_layer> with one
 // ratio-0 attention block, an FFN with exp_probs_b, and the nextn tensors.
 void add_llama_cpp_mtp_block(gguf::Writer& w, const Deepseek4HParams& hp) {
