@@ -26,8 +26,8 @@
 #include "core/thread_pool.h"
 #include "model/deepseek4_hparams.h"
 #include "model/imatrix.h"
-#include "model/requantize.h"
 #include "reference_client.h"
+#include "requantize_parity.h"
 #include "support/file_io.h"
 #include "support/subprocess.h"
 #include "support/synthetic_model.h"
@@ -203,28 +203,13 @@ TEST_F(ReferenceImatrix, OursDrivesLlamaQuantizeAndTheirsIsRefusedThere) {
       {"--in-file", file("ours.gguf"), "-c", std::to_string(kCtx), "--output-format", "dat", "-o", file("ours.dat")});
   ASSERT_TRUE(dat.ok()) << dat.err_text();
   const gguf::File source = gguf::File::open(model_->path());
-  const model::RequantizeInput in = model::gguf_input(source);  // the plan points into it
   ThreadPool pool(2);
   for (const char* imatrix_file : {"ours.gguf", "ours.dat"}) {
     const std::string theirs_path = file(std::string("Q4_K_M-") + imatrix_file);
     reference::quantize_model_with_imatrix(model_->path(), "Q4_K_M", file(imatrix_file), theirs_path);
     const gguf::File theirs = gguf::File::open(theirs_path);
     const model::Imatrix loaded = model::Imatrix::load(file(imatrix_file));
-    model::RequantizeOptions o;
-    o.types_from = &theirs;
-    o.importance = [&loaded](const std::string& name, uint64_t n_matrices, uint64_t cols) {
-      return loaded.importance(name, n_matrices, cols).value_or(std::vector<float>{});
-    };
-    int compared = 0;
-    for (const model::TensorPlan& t : model::plan_requantize(in, o)) {
-      if (t.copy) continue;
-      const gguf::TensorInfo& want = theirs.tensor(t.source->name);
-      std::vector<uint8_t> got(want.nbytes);
-      model::requantize_tensor(t, o, pool, got);
-      EXPECT_TRUE(std::ranges::equal(got, want.bytes()))
-          << imatrix_file << ": " << t.source->name << " as " << ggml_type_name(t.type);
-      ++compared;
-    }
+    const int compared = reference::expect_requantized_like(source, theirs, &loaded, pool, imatrix_file);
     EXPECT_GT(compared, 100);
     std::printf("[imatrix] Q4_K_M from ds4-imatrix's %s: %d quantized tensors equal to llama_model_quantize's\n",
                 imatrix_file, compared);

@@ -24,6 +24,7 @@
 #include "model/requantize.h"
 #include "quant/quant.h"
 #include "reference_client.h"
+#include "requantize_parity.h"
 #include "support/file_io.h"
 #include "support/synthetic_model.h"
 #include "support/temp_dir.h"
@@ -190,22 +191,8 @@ TEST_F(Requantize, AnImatrixFileDrivesBothQuantizersAlike) {
     EXPECT_EQ(loaded.legacy, std::string(file).ends_with(".dat"));
     EXPECT_EQ(loaded.entries.size(), ours.entries.size());
     EXPECT_EQ(loaded.chunk_count, 3u);
-    model::RequantizeOptions o;
-    o.types_from = &theirs;
-    o.importance = [&loaded](const std::string& name, uint64_t n_matrices, uint64_t cols) {
-      return loaded.importance(name, n_matrices, cols).value_or(std::vector<float>{});
-    };
-    int compared = 0;
-    const model::RequantizeInput in = model::gguf_input(source);
-    for (const model::TensorPlan& t : model::plan_requantize(in, o)) {
-      if (t.copy) continue;
-      const gguf::TensorInfo& want = theirs.tensor(t.source->name);
-      std::vector<uint8_t> got(want.nbytes);
-      model::requantize_tensor(t, o, pool, got);
-      EXPECT_TRUE(std::ranges::equal(got, want.bytes()))
-          << preset << " with " << file << ": " << t.source->name << " as " << ggml_type_name(t.type) << " differs";
-      ++compared;
-    }
+    const int compared =
+        reference::expect_requantized_like(source, theirs, &loaded, pool, std::string(preset) + " with " + file);
     std::printf("[requantize] %-8s with %s: %d quantized tensors equal\n", preset, file, compared);
   }
 }
