@@ -16,7 +16,7 @@
 #include "logprobs_dump.h"
 #include "runtime/chat_session.h"
 #include "runtime/sampler.h"
-#include "terminal.h"
+#include "common/terminal.h"
 #include "turn_display.h"
 #include "text/chat_render.h"
 #include "text/tokenizer.h"

@@ -11,9 +11,9 @@
 
 #include "engine/engine.h"
 #include "core/error.h"
-#include "line_reader.h"
+#include "common/line_reader.h"
 #include "runtime/chat_session.h"
-#include "terminal.h"
+#include "common/terminal.h"
 #include "turn_display.h"
 #include "text/tokenizer.h"
 
@@ -72,6 +72,10 @@ class Chat {
                  mode_name(session_.mode()));
     while (true) {
       clear_interrupt();
+      // Whatever the last reply or command printed is out before we wait:
+      // on a pipe stdout is block-buffered (`make run | tee log` showed
+      // /help's text only at exit).
+      std::fflush(stdout);
       const std::optional<std::string> line = reader_.read("ds4> ");
       if (!line) {
         if (reader_.terminal()) std::fputc('\n', stdout);

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "runtime/chat_session.h"
-#include "terminal.h"
+#include "common/terminal.h"
 
 namespace ds4::app {
 

@@ -2,9 +2,15 @@
 // ds4-gguf and ds4-mkmodel in the CLI tests, ds4-ref-runner in the reference client.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "temp_dir.h"
 
 namespace ds4::test {
 
@@ -36,5 +42,39 @@ ProcessResult run_process_with_input(const std::vector<std::string>& argv, const
 // the apps are built in (the tests' DS4_BIN_DIR).
 ProcessResult run_app(const std::string& bin_dir, const std::string& name, const std::vector<std::string>& args,
                       Stderr stderr_to = Stderr::kSeparate);
+
+// A child the test talks to as a user at a pipe would: its stdin and stdout
+// are pipes held open here, so what it prints can be read while it still
+// waits for more input (an interactive program must flush its answers; a
+// pipe does not flush them for it). stderr goes to a file, read at wait().
+class LiveProcess {
+ public:
+  // Starts argv[0] (a path) with argv; ds4::Error when it cannot be started.
+  // stdin_terminal: stdin is a pseudo-terminal instead of a pipe (what a
+  // user at a terminal gives a program whose output goes to a pipe, as in
+  // `make run | tee log`).
+  explicit LiveProcess(const std::vector<std::string>& argv, bool stdin_terminal = false);
+  // Kills the child if it still runs.
+  ~LiveProcess();
+  LiveProcess(const LiveProcess&) = delete;
+  LiveProcess& operator=(const LiveProcess&) = delete;
+
+  // Writes to the child's stdin; ds4::Error when it has closed it.
+  void write(std::string_view bytes);
+  // Reads stdout until everything read so far contains `needle` (true), or
+  // until `timeout` passes or stdout ends (false).
+  bool read_until(std::string_view needle, std::chrono::milliseconds timeout);
+  // Everything read from stdout so far.
+  const std::string& out() const { return out_; }
+  // Closes stdin (end of input), reads stdout to its end and waits for the
+  // exit; out() and the result hold everything it printed.
+  ProcessResult finish();
+
+ private:
+  pid_t pid_ = -1;
+  int in_fd_ = -1, out_fd_ = -1;
+  std::string out_;
+  TempDir dir_{"ds4-live-"};
+};
 
 }  // namespace ds4::test

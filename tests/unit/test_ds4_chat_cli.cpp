@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -160,6 +161,27 @@ TEST(Ds4ChatCli, InteractiveBackslashContinuesAMessageOnTheNextLine) {
   const std::vector<int32_t> prompt =
       dump_tokens(kBos + kSystem + kUser + "line one\nline two" + kAssistant + "</think>");
   EXPECT_EQ(r.out, reply_text(greedy_ids(prompt, 6)));
+}
+
+// With stdout a pipe (`make run | tee log`: stdin still the terminal, read
+// with libedit), each answer (a command's text, a reply) reaches the reader
+// while ds4 waits for the next line, not when it exits.
+TEST(Ds4ChatCli, InteractiveOnAPipeFlushesEachAnswerBeforeReadingTheNextLine) {
+  test::LiveProcess ds4({std::string(DS4_BIN_DIR) + "/ds4", "-m", tiny().path(), "--temp", "0", "-n", "4",
+                         "--nothink", "--no-color"},
+                        /*stdin_terminal=*/true);
+  ds4.write("/help\r");
+  EXPECT_TRUE(ds4.read_until("/think-max", std::chrono::seconds(60))) << ds4.out();
+  const std::vector<int32_t> prompt = dump_tokens(kBos + kSystem + kUser + "hi" + kAssistant + "</think>");
+  const std::string reply = reply_text(greedy_ids(prompt, 4));
+  const size_t before = ds4.out().size();
+  ds4.write("hi\r");
+  // The reply ends its line when it is done.
+  EXPECT_TRUE(ds4.read_until(reply.back() == '\n' ? reply : reply + "\n", std::chrono::seconds(60)))
+      << ds4.out().substr(before);
+  ds4.write("/quit\r");
+  const test::ProcessResult r = ds4.finish();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST(Ds4ChatCli, DumpLogprobsFollowsTheLogitsOfTheTokenPath) {

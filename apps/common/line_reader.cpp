@@ -1,4 +1,4 @@
-#include "line_reader.h"
+#include "common/line_reader.h"
 
 #include <editline/readline.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "terminal.h"
+#include "common/terminal.h"
 
 namespace ds4::app {
 

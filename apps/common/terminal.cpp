@@ -1,4 +1,4 @@
-#include "terminal.h"
+#include "common/terminal.h"
 
 #include <signal.h>
 #include <unistd.h>
