@@ -57,30 +57,42 @@ function(ds4_apply_isa_flags)
   endforeach()
 endfunction()
 
-# The sanitizer build (Debug, -O0) compiles the quant folder's portable files
-# at -O2, still instrumented: the scalar replicas of ggml's kernels
-# (--quality) and the scalar reference dots run per element in the parity and
-# Default-vs-Quality tests, and the quantizers' scale searches run per block
-# whenever a test writes a model; at -O0 every element cost several calls
-# (those tests ran 5-10x longer, a `small` model in Q6_K or IQ4_XS took over 5
-# minutes). The SIMD files stay at -O0: instrumented at -O2 one AVX-512 tile
-# file took clang 10 minutes to compile.
-set(DS4_SANITIZE_OPTIMIZED_SOURCES "quant/[a-z0-9_]+\\.cpp")
+# The sanitizer build (Debug, -O0) compiles the libraries' portable files
+# optimized, still instrumented: the quant folder's at -O2 (the scalar
+# replicas of ggml's kernels (--quality) and the scalar reference dots run per
+# element in the parity and Default-vs-Quality tests, and the quantizers'
+# scale searches run per block whenever a test writes a model; at -O0 a
+# `small` model in Q6_K or IQ4_XS took over 5 minutes), every other library
+# file at -O1 (ASan's own advice: the forward pass, JSON and HTTP code ran
+# their tests 2-3x slower at -O0, most of the suite's time; -O1 costs the
+# build ~30 % more per library file). Test programs stay at -O0: at -O1 their
+# GoogleTest and JSON templates took clang 2.4x longer to compile. The SIMD
+# files stay at -O0: instrumented at -O2 one AVX-512 tile file took clang 10
+# minutes to compile.
+set(DS4_SANITIZE_O2_SOURCES "quant/[a-z0-9_]+\\.cpp")
 set(DS4_SANITIZE_UNOPTIMIZED_SOURCES "_avx(2|512)\\.cpp")
+
+# A library's sources in the sanitizer build, as described above.
+function(ds4_sanitize_optimize)
+  if(NOT DS4_SANITIZE)
+    return()
+  endif()
+  foreach(src ${ARGN})
+    if(src MATCHES "${DS4_SANITIZE_UNOPTIMIZED_SOURCES}$")
+      continue()
+    elseif(src MATCHES "/${DS4_SANITIZE_O2_SOURCES}$")
+      set_property(SOURCE ${src} APPEND PROPERTY COMPILE_OPTIONS -O2)
+    else()
+      set_property(SOURCE ${src} APPEND PROPERTY COMPILE_OPTIONS -O1)
+    endif()
+  endforeach()
+endfunction()
 
 # One static library per source folder, from every .cpp in it.
 function(ds4_library name dir)
   file(GLOB srcs CONFIGURE_DEPENDS ${dir}/*.cpp)
   ds4_apply_isa_flags(${srcs})
-  if(DS4_SANITIZE)
-    foreach(src ${srcs})
-      foreach(hot ${DS4_SANITIZE_OPTIMIZED_SOURCES})
-        if(src MATCHES "/${hot}$" AND NOT src MATCHES "${DS4_SANITIZE_UNOPTIMIZED_SOURCES}$")
-          set_property(SOURCE ${src} APPEND PROPERTY COMPILE_OPTIONS -O2)
-        endif()
-      endforeach()
-    endforeach()
-  endif()
+  ds4_sanitize_optimize(${srcs})
   add_library(${name} STATIC ${srcs})
   target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR}/src)
   target_compile_options(${name} PRIVATE ${DS4_WARNINGS})
