@@ -59,4 +59,15 @@ std::optional<std::string> LineReader::read(const std::string& prompt) {
   return line;
 }
 
+std::optional<std::string> LineReader::read_message(const std::string& prompt) {
+  std::optional<std::string> message = read(prompt);
+  while (message && !message->empty() && message->back() == '\\') {
+    message->back() = '\n';
+    const std::optional<std::string> more = read("... ");
+    if (!more) break;
+    *message += *more;
+  }
+  return message;
+}
+
 }  // namespace ds4::app

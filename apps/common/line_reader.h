@@ -18,6 +18,9 @@ class LineReader {
 
   // The next line without its newline; nullopt at end of input.
   std::optional<std::string> read(const std::string& prompt);
+  // A message: a line, and while it ends with a backslash the next line
+  // after a "... " prompt, joined with newlines (the backslash dropped).
+  std::optional<std::string> read_message(const std::string& prompt);
   bool terminal() const { return terminal_; }
 
  private:

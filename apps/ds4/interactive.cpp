@@ -76,26 +76,18 @@ class Chat {
       // on a pipe stdout is block-buffered (`make run | tee log` showed
       // /help's text only at exit).
       std::fflush(stdout);
-      const std::optional<std::string> line = reader_.read("ds4> ");
-      if (!line) {
+      const std::optional<std::string> message = reader_.read_message("ds4> ");
+      if (!message) {
         if (reader_.terminal()) std::fputc('\n', stdout);
         return 0;
       }
-      std::string message = *line;
-      // A line ending in a backslash continues on the next one.
-      while (!message.empty() && message.back() == '\\') {
-        message.back() = '\n';
-        const std::optional<std::string> more = reader_.read("... ");
-        if (!more) break;
-        message += *more;
-      }
-      const std::string text = trim(message);
+      const std::string text = trim(*message);
       if (text.empty()) continue;
       if (text[0] == '/') {
         if (!command(text)) return 0;
         continue;
       }
-      send(message);
+      send(*message);
     }
   }
 

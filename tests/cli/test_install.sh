@@ -22,7 +22,7 @@ log="$work/make.log"
 make -C "$src" install BUILD="$build" PREFIX="$prefix" >"$log" 2>&1 || fail_make "make install exited with $?"
 grep -q "Installing: $prefix/bin/ds4\$" "$log" || fail_make "make install did not print what it installed"
 
-for p in ds4 ds4-server ds4-worker ds4-mkmodel ds4-gguf ds4-quantize ds4-imatrix ds4-bench; do
+for p in ds4 ds4-agent ds4-server ds4-worker ds4-mkmodel ds4-gguf ds4-quantize ds4-imatrix ds4-bench; do
   [ -x "$prefix/bin/$p" ] || fail "$p is not installed in $prefix/bin"
 done
 

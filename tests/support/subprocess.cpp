@@ -154,6 +154,18 @@ void LiveProcess::write(std::string_view bytes) {
   }
 }
 
+void LiveProcess::read_some() {
+  char buf[4096];
+  const ssize_t n = ::read(out_fd_, buf, sizeof buf);
+  if (n < 0 && errno == EINTR) return;
+  if (n <= 0) {
+    ::close(out_fd_);
+    out_fd_ = -1;
+    return;
+  }
+  out_.append(buf, static_cast<size_t>(n));
+}
+
 bool LiveProcess::read_until(std::string_view needle, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (out_.find(needle) == std::string::npos) {
@@ -163,15 +175,7 @@ bool LiveProcess::read_until(std::string_view needle, std::chrono::milliseconds 
     const int ready = poll(&p, 1, static_cast<int>(left.count()));
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) return false;
-    char buf[4096];
-    const ssize_t n = ::read(out_fd_, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(out_fd_);
-      out_fd_ = -1;
-      return false;
-    }
-    out_.append(buf, static_cast<size_t>(n));
+    read_some();
   }
   return true;
 }
@@ -179,17 +183,7 @@ bool LiveProcess::read_until(std::string_view needle, std::chrono::milliseconds 
 ProcessResult LiveProcess::finish() {
   if (in_fd_ >= 0) ::close(in_fd_);
   in_fd_ = -1;
-  while (out_fd_ >= 0) {
-    char buf[4096];
-    const ssize_t n = ::read(out_fd_, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(out_fd_);
-      out_fd_ = -1;
-      break;
-    }
-    out_.append(buf, static_cast<size_t>(n));
-  }
+  while (out_fd_ >= 0) read_some();
   ProcessResult r = wait_for(pid_, "the child");
   pid_ = -1;
   r.out = out_;

@@ -71,6 +71,9 @@ class LiveProcess {
   ProcessResult finish();
 
  private:
+  // One read() of stdout into out_; at its end (or an error) closes it.
+  void read_some();
+
   pid_t pid_ = -1;
   int in_fd_ = -1, out_fd_ = -1;
   std::string out_;
