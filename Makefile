@@ -12,7 +12,7 @@ FUZZ_LONG_SECONDS ?= 3600
 CMAKE_FLAGS ?=
 PREFIX ?= /usr/local
 
-.PHONY: all deps reference server-test-deps configure build test test-unit test-asan test-server server-load fuzz-short fuzz-long run demo bench install uninstall clean
+.PHONY: all deps reference server-test-deps web-test-deps configure build test test-unit test-asan test-server server-load fuzz-short fuzz-long run demo bench install uninstall clean
 
 all: build
 
@@ -30,6 +30,12 @@ reference: deps
 server-test-deps: deps
 	@./scripts/server-test-setup.sh
 
+# Debian's Chromium and playwright-core (pinned in tests/web) for the chat
+# page's browser test.
+web-test-deps: deps
+	@./scripts/install-deps.sh chromium
+	@./scripts/npm-ci.sh tests/web
+
 configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
 
@@ -41,7 +47,7 @@ build: configure
 # ASan+UBSan build of the unit tests, and a short libFuzzer run.
 # scripts/test.sh prints one summary line "N passed, N failed, N skipped"
 # (skipped: a test that needs what this machine lacks, and says so).
-test: deps reference server-test-deps
+test: deps reference server-test-deps web-test-deps
 	@./scripts/test.sh
 
 test-unit: build

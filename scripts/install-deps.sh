@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build and tests need, only those missing.
-# Safe to run repeatedly; does nothing when everything is present.
+# Installs the Debian packages the build and tests need, only those missing,
+# plus any packages named as arguments (`make web-test-deps` adds chromium
+# for the chat page's browser test). Safe to run repeatedly; does nothing
+# when everything is present.
 set -euo pipefail
 
 packages=(
@@ -11,6 +13,7 @@ packages=(
   libcpp-httplib-dev libedit-dev liburing-dev
   libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin
   nodejs npm python3 tmux
+  "$@"
 )
 
 missing=()

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include "core/error.h"
+#include "server/chat_page.h"
 #include "server/connection_watch.h"
 #include "server/engine.h"
 #include "server/metrics.h"
@@ -105,7 +106,8 @@ void HttpServer::routes() {
       res.status = 204;
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!config_.api_key.empty() && req.path != "/health") {
+    // The page itself is public: it holds no data and asks for the key.
+    if (!config_.api_key.empty() && req.path != "/health" && req.path != "/") {
       std::string presented;
       const std::string auth = req.get_header_value("Authorization");
       if (auth.rfind("Bearer ", 0) == 0) presented = auth.substr(7);
@@ -143,6 +145,16 @@ void HttpServer::routes() {
     send_json(res, 500, plain_error(what, "server_error"));
   });
 
+  s.Get("/", [](const httplib::Request& req, httplib::Response& res) {
+    const std::string etag = "\"" + std::string(chat_page_sha256()) + "\"";
+    res.set_header("ETag", etag);
+    res.set_header("Cache-Control", "no-cache");
+    if (req.get_header_value("If-None-Match") == etag) {
+      res.status = 304;
+      return;
+    }
+    res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
+  });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (!config_.route) {
       send_json(res, 200, Json{{"status", "ok"}});
