@@ -181,8 +181,9 @@ std::vector<std::string> split_slash(std::string_view s) {
   return parts;
 }
 
-// Files below `dir` (resolved), skipping .git folders, in a stable order.
-std::vector<fs::path> files_below(const fs::path& dir) {
+// Files below `dir` (resolved), skipping .git folders and links that lead
+// out of the workspace, in a stable order.
+std::vector<fs::path> files_below(const fs::path& dir, const Workspace& workspace) {
   std::vector<fs::path> files;
   std::error_code ec;
   if (fs::is_regular_file(dir, ec)) return {dir};
@@ -192,7 +193,12 @@ std::vector<fs::path> files_below(const fs::path& dir) {
       it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file(ec)) files.push_back(it->path());
+    if (!it->is_regular_file(ec)) continue;
+    if (it->is_symlink(ec)) {
+      const fs::path target = fs::canonical(it->path(), ec);
+      if (ec || !workspace.contains(target)) continue;
+    }
+    files.push_back(it->path());
   }
   std::sort(files.begin(), files.end());
   return files;
@@ -345,7 +351,7 @@ std::string ToolBox::glob(const Json& a) {
   const fs::path dir = workspace_.resolve(string_arg(a, "path", false, "."));
   std::vector<std::string> hits;
   size_t total = 0;
-  for (const fs::path& f : files_below(dir)) {
+  for (const fs::path& f : files_below(dir, workspace_)) {
     const std::string rel = f.lexically_relative(dir).string();
     if (!glob_matches(pattern, rel)) continue;
     ++total;
@@ -386,7 +392,7 @@ std::string ToolBox::grep(const Json& a) {
   size_t found = 0;
   bool more = false;
   std::error_code ec;
-  for (const fs::path& f : files_below(dir)) {
+  for (const fs::path& f : files_below(dir, workspace_)) {
     if (!file_glob.empty() && !glob_matches(file_glob, f.lexically_relative(dir).string())) continue;
     const auto size = fs::file_size(f, ec);
     if (ec || size > limits_.max_file_bytes) continue;

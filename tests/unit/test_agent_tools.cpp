@@ -140,6 +140,10 @@ TEST(AgentTools, ListGlobAndGrepSeeTheWorkspace) {
             "src/util.h:2:int twice(int);\n");
   EXPECT_EQ(ok(t.run("grep", {{"pattern", "main"}, {"max_results", 1}})).find("src/main.c:1:"), 0u);
   EXPECT_EQ(ok(t.run("grep", {{"pattern", "ref"}})), "no matches for ref");  // .git is skipped
+  // A link to a file outside is neither searched nor listed by glob.
+  fs::create_symlink(f.outside / "secret.txt", f.root / "src" / "leak.txt");
+  EXPECT_EQ(ok(t.run("grep", {{"pattern", "do not read"}})), "no matches for do not read");
+  EXPECT_EQ(ok(t.run("glob", {{"pattern", "**/*.txt"}})), "notes.txt\n");
   EXPECT_NE(err(t.run("grep", {{"pattern", "("}})).find("bad pattern"), std::string::npos);
   EXPECT_NE(err(t.run("list", {{"path", ".."}})).find("outside"), std::string::npos);
   EXPECT_NE(err(t.run("frobnicate", Json::object())).find("no tool named 'frobnicate'"), std::string::npos);
