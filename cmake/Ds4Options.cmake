@@ -38,13 +38,22 @@ endif()
 set(DS4_AVX2_FLAGS -mavx2 -mfma -mf16c -mbmi2)
 set(DS4_AVX512_FLAGS -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx512vbmi -mavx512bitalg)
 
-# The fuzz build leaves these kernel files uninstrumented: no fuzz target
-# reaches them, and clang's ASan+UBSan instrumentation of their unrolled
-# intrinsics took ~15x their plain compile time (dot_tile_q8_avx512.cpp: 76 s
-# against 5 s), the longest step of the fuzz build.
-if(DS4_FUZZ)
+# The fuzz and sanitizer builds leave these kernel files uninstrumented:
+# clang's ASan+UBSan instrumentation of their unrolled intrinsics took ~15x
+# their plain compile time (dot_tile_q8_avx512.cpp: 76 s against 5 s), and
+# left at -O0 instead they were a third of the time of the sanitizer tests
+# that run the forward pass (perf of SessionPayloadTest: vec_dot_4x16,
+# load8, tinyblas_dot, float_acc_pass...). Uninstrumented, the sanitizer
+# build compiles them at -O2. What goes unchecked is the kernels' own loads;
+# their callers stay instrumented, and every kernel is checked bit for bit
+# against its scalar reference in the main build.
+if(DS4_FUZZ OR DS4_SANITIZE)
   list(APPEND DS4_AVX2_FLAGS -fno-sanitize=address,undefined)
   list(APPEND DS4_AVX512_FLAGS -fno-sanitize=address,undefined)
+endif()
+if(DS4_SANITIZE)
+  list(APPEND DS4_AVX2_FLAGS -O2)
+  list(APPEND DS4_AVX512_FLAGS -O2)
 endif()
 
 function(ds4_apply_isa_flags)
@@ -63,14 +72,14 @@ endfunction()
 # element in the parity and Default-vs-Quality tests, and the quantizers'
 # scale searches run per block whenever a test writes a model; at -O0 a
 # `small` model in Q6_K or IQ4_XS took over 5 minutes), every other library
-# file at -O1 (ASan's own advice: the forward pass, JSON and HTTP code ran
-# their tests 2-3x slower at -O0, most of the suite's time; -O1 costs the
-# build ~30 % more per library file). Test programs stay at -O0: at -O1 their
-# GoogleTest and JSON templates took clang 2.4x longer to compile. The SIMD
-# files stay at -O0: instrumented at -O2 one AVX-512 tile file took clang 10
-# minutes to compile.
+# file at -O1, as ASan advises (the synthetic models' random weights, the
+# forward pass's glue, JSON and HTTP code; -O1 costs 20-40 % more compile
+# time per file: engine_requests.cpp 5.4 -> 6.5 s, hf_checkpoint.cpp 7.3 ->
+# 10.5 s). Test programs stay at -O0: at -O1 their GoogleTest and JSON
+# templates took clang 2.4x longer (test_server_reply.cpp 12.7 -> 30.7 s).
+# The SIMD kernel files are not instrumented (above).
 set(DS4_SANITIZE_O2_SOURCES "quant/[a-z0-9_]+\\.cpp")
-set(DS4_SANITIZE_UNOPTIMIZED_SOURCES "_avx(2|512)\\.cpp")
+set(DS4_SIMD_SOURCES "_avx(2|512)\\.cpp")
 
 # A library's sources in the sanitizer build, as described above.
 function(ds4_sanitize_optimize)
@@ -78,7 +87,7 @@ function(ds4_sanitize_optimize)
     return()
   endif()
   foreach(src ${ARGN})
-    if(src MATCHES "${DS4_SANITIZE_UNOPTIMIZED_SOURCES}$")
+    if(src MATCHES "${DS4_SIMD_SOURCES}$")
       continue()
     elseif(src MATCHES "/${DS4_SANITIZE_O2_SOURCES}$")
       set_property(SOURCE ${src} APPEND PROPERTY COMPILE_OPTIONS -O2)
