@@ -252,12 +252,16 @@ std::pair<int64_t, int64_t> Conversation::strip(const AgentEvents& events) {
     if (m["role"] == "assistant" && m.contains("reasoning_content")) m["reasoning_content"] = "";
     if (m["role"] == "tool") m["content"] = kStrippedOutput;
   }
-  // Everything rendered again from the start; nothing waits afterwards.
+  // What the KV held is rendered again from the start (a rendered reply
+  // ends with its EOS, so nothing waits afterwards); tool results not shown
+  // to the model yet stay for the next message, which they join.
   text::RenderOptions o;
   o.mode = options_.mode;
   o.add_generation_prompt = false;
+  Json held = Json::array();
+  for (size_t i = 0; i < rendered_; ++i) held.push_back(stripped[i]);
   const std::vector<int32_t> tokens =
-      text::tokenize_segments(text::render_chat(stripped, nullptr, o), engine_.tokenizer());
+      text::tokenize_segments(text::render_chat(held, nullptr, o), engine_.tokenizer());
   if (static_cast<int64_t>(tokens.size()) + 1 > session_->n_ctx())
     throw Error("even stripped, the conversation needs " + std::to_string(tokens.size() + 1) +
                 " tokens of context; /new starts over");
@@ -269,7 +273,6 @@ std::pair<int64_t, int64_t> Conversation::strip(const AgentEvents& events) {
     return {before, before};
   }
   messages_ = std::move(stripped);
-  rendered_ = messages_.size();
   pending_.clear();
   return {before, used()};
 }

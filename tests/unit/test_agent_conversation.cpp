@@ -189,7 +189,12 @@ TEST(AgentConversation, StripDropsOldOutputsAndReasoningAndRebuildsTheKv) {
   EXPECT_EQ(m[6]["role"], "tool");
   EXPECT_NE(m[6]["content"], "[output removed by /strip]");
   EXPECT_EQ(now, c.used());
-  EXPECT_EQ(transcript_text(c), official_text(m, m.size(), text::ThinkingMode::None));
+  // The KV holds what it held, stripped; the last results still wait.
+  EXPECT_EQ(c.state().rendered, 6u);
+  EXPECT_EQ(transcript_text(c), official_text(m, 6, text::ThinkingMode::None));
+  // They join the next message's user turn, as the official encoder merges them.
+  c.send("third", {});
+  EXPECT_EQ(transcript_text(c), official_text(c.messages(), c.state().rendered, text::ThinkingMode::None));
 }
 
 TEST(AgentConversation, AMessageThatCannotFitChangesNothing) {
