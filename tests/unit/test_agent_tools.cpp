@@ -208,8 +208,8 @@ TEST(AgentShell, OutputIsCappedKeepingHeadAndTail) {
 
 TEST(AgentShell, TheCommandSeesNoSecretsAndMayBeDeclined) {
   Fixture f;
-  ::setenv("OPENAI_API_KEY", "sk-1", 1);
-  ::setenv("MY_SERVICE_TOKEN", "t-2", 1);
+  ::setenv("OPENAI_API_KEY", "sk-secret-value-7f3a", 1);
+  ::setenv("MY_SERVICE_TOKEN", "token-secret-value-91c2", 1);
   ::setenv("DS4_AGENT_VISIBLE", "yes", 1);
   std::string asked;
   ToolBox t = f.tools([&asked](const std::string& c) {
@@ -218,8 +218,8 @@ TEST(AgentShell, TheCommandSeesNoSecretsAndMayBeDeclined) {
   });
   const std::string out = ok(t.run("shell", {{"command", "env"}}));
   EXPECT_EQ(asked, "env");
-  EXPECT_EQ(out.find("sk-1"), std::string::npos);
-  EXPECT_EQ(out.find("t-2"), std::string::npos);
+  EXPECT_EQ(out.find("sk-secret-value-7f3a"), std::string::npos);
+  EXPECT_EQ(out.find("token-secret-value-91c2"), std::string::npos);
   EXPECT_NE(out.find("DS4_AGENT_VISIBLE=yes"), std::string::npos);
   EXPECT_EQ(scrubbed_environment({"A=1", "GITHUB_TOKEN=x", "anthropic_base=y", "Db_Password=z", "PATH=/bin"}),
             (std::vector<std::string>{"A=1", "PATH=/bin"}));
