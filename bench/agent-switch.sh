@@ -33,14 +33,19 @@ if [ -z "$model" ]; then
   "$build/bin/ds4-mkmodel" --out "$model" --seed 5 >/dev/null
 fi
 mkdir -p "$work/project"
-common=(-m "$model" -c $((tokens + 1024)) -n 1 --max-steps 1 --nothink --temp 0 -t "$threads"
+common=(-m "$model" -c $((tokens * 2)) -n 1 --max-steps 1 --nothink --temp 0 -t "$threads"
         --session-dir "$work/sessions" --chdir "$work/project" --no-color)
 
-# The system prompt's size, then a message filling the rest.
-system_tokens=$(printf 'x\n' | "$agent" "${common[@]}" 2>&1 | grep -oE 'prefill: [0-9]+ tokens' | head -n 1 | grep -oE '[0-9]+')
-fill=$((tokens - system_tokens))
+prefill_tokens() {  # the first step's prompt tokens for message $1
+  printf '%s\n' "$1" | "$agent" "${common[@]}" 2>&1 | grep -oE 'prefill: [0-9]+ tokens' | head -n 1 | grep -oE '[0-9]+'
+}
+# The system prompt's size and a word's, then a message filling the rest.
+words() { python3 -c "print(' '.join(['word'] * $1))"; }
+system_tokens=$(prefill_tokens x)
+per_100=$(( $(prefill_tokens "$(words 100)") - system_tokens ))
+fill=$(( (tokens - system_tokens) * 100 / per_100 ))
 [ "$fill" -gt 0 ] || { echo "the system prompt alone has $system_tokens tokens" >&2; exit 1; }
-message=$(python3 -c "import sys; print(' '.join(['word'] * $fill))")
+message=$(words "$fill")
 
 ratios=()
 for r in $(seq 1 "$runs"); do
@@ -48,7 +53,7 @@ for r in $(seq 1 "$runs"); do
   line=$(grep -oE 'prefill: [0-9]+ tokens, [0-9.]+ t/s' <<<"$out" | head -n 1)
   n=$(awk '{print $2}' <<<"$line")
   tps=$(awk '{print $4}' <<<"$line")
-  prefill_s=$(python3 -c "print($n / $tps)")
+  prefill_s=$(python3 -c "print(round($n / $tps, 3))")
   out=$(printf '/switch s\n' | "$agent" "${common[@]}" 2>&1)
   restore_s=$(grep -oE 'restored in [0-9.]+ s' <<<"$out" | awk '{print $3}')
   ratio=$(python3 -c "print(round($prefill_s / $restore_s, 1))")
