@@ -59,6 +59,19 @@ std::optional<std::string> LineReader::read(const std::string& prompt) {
   return line;
 }
 
+std::string trim_blanks(std::string_view s) {
+  size_t a = 0, b = s.size();
+  while (a < b && (s[a] == ' ' || s[a] == '\t')) ++a;
+  while (b > a && (s[b - 1] == ' ' || s[b - 1] == '\t')) --b;
+  return std::string(s.substr(a, b - a));
+}
+
+std::string home_file(std::string_view name) {
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home == '\0') return "";
+  return std::string(home) + "/" + std::string(name);
+}
+
 std::optional<std::string> LineReader::read_message(const std::string& prompt) {
   std::optional<std::string> message = read(prompt);
   while (message && !message->empty() && message->back() == '\\') {

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace ds4::app {
 
@@ -27,5 +28,11 @@ class LineReader {
   bool terminal_;
   std::string history_path_;
 };
+
+// `s` without its leading and trailing spaces and tabs.
+std::string trim_blanks(std::string_view s);
+
+// $HOME/<name> (a history file), or "" when HOME is unset.
+std::string home_file(std::string_view name);
 
 }  // namespace ds4::app

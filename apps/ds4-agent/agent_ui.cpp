@@ -31,19 +31,6 @@ constexpr const char* kHelp =
 constexpr const char* kCyan = "\x1b[36m";
 constexpr const char* kReset = "\x1b[0m";
 
-std::string trim(std::string_view s) {
-  size_t a = 0, b = s.size();
-  while (a < b && (s[a] == ' ' || s[a] == '\t')) ++a;
-  while (b > a && (s[b - 1] == ' ' || s[b - 1] == '\t')) --b;
-  return std::string(s.substr(a, b - a));
-}
-
-std::string history_path() {
-  const char* home = std::getenv("HOME");
-  if (home == nullptr || *home == '\0') return "";
-  return std::string(home) + "/.ds4_agent_history";
-}
-
 std::string shorten(const std::string& s, size_t n) {
   if (s.size() <= n) return s;
   size_t cut = n;
@@ -75,14 +62,14 @@ std::string size_text(uint64_t bytes) {
 }  // namespace
 
 AgentUi::AgentUi(AgentUiSettings settings)
-    : s_(std::move(settings)), reader_(::isatty(0) == 1, ::isatty(0) == 1 ? history_path() : "") {}
+    : s_(std::move(settings)), reader_(::isatty(0) == 1, ::isatty(0) == 1 ? home_file(".ds4_agent_history") : "") {}
 
 bool AgentUi::confirm(const std::string& command) {
   std::fflush(stdout);
   std::fprintf(stderr, "run this command? [y/N]\n  %s\n", command.c_str());
   const std::optional<std::string> answer = reader_.read("run? ");
   if (!answer) return false;
-  const std::string a = trim(*answer);
+  const std::string a = trim_blanks(*answer);
   return a == "y" || a == "Y" || a == "yes";
 }
 
@@ -184,7 +171,7 @@ void AgentUi::list_sessions(agent::SessionStore& sessions) {
 bool AgentUi::command(const std::string& text, agent::Conversation& conversation, agent::SessionStore& sessions) {
   const size_t sp = text.find_first_of(" \t");
   const std::string name = text.substr(0, sp);
-  const std::string arg = sp == std::string::npos ? "" : trim(std::string_view(text).substr(sp));
+  const std::string arg = sp == std::string::npos ? "" : trim_blanks(std::string_view(text).substr(sp));
   try {
     if (name == "/quit" || name == "/exit") return false;
     if (name == "/help") {
@@ -250,7 +237,7 @@ int AgentUi::run(agent::Conversation& conversation, agent::SessionStore& session
       if (reader_.terminal()) std::fputc('\n', stdout);
       return 0;
     }
-    const std::string text = trim(*message);
+    const std::string text = trim_blanks(*message);
     if (text.empty()) continue;
     if (text[0] == '/') {
       if (!command(text, conversation, sessions)) return 0;

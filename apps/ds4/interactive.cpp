@@ -41,19 +41,6 @@ const char* mode_name(text::ThinkingMode m) {
   return "thinking";
 }
 
-std::string trim(std::string_view s) {
-  size_t a = 0, b = s.size();
-  while (a < b && (s[a] == ' ' || s[a] == '\t')) ++a;
-  while (b > a && (s[b - 1] == ' ' || s[b - 1] == '\t')) --b;
-  return std::string(s.substr(a, b - a));
-}
-
-std::string history_path() {
-  const char* home = std::getenv("HOME");
-  if (home == nullptr || *home == '\0') return "";
-  return std::string(home) + "/.ds4_history";
-}
-
 class Chat {
  public:
   Chat(engine::Engine& engine, const InteractiveSettings& s)
@@ -62,7 +49,7 @@ class Chat {
         s_(s),
         session_(engine.backend(), engine.tokenizer(), s.n_ctx, s.system, s.mode),
         sampler_(s.sampling, s.seed),
-        reader_(::isatty(0) == 1, ::isatty(0) == 1 ? history_path() : "") {}
+        reader_(::isatty(0) == 1, ::isatty(0) == 1 ? home_file(".ds4_history") : "") {}
 
   int run() {
     install_interrupt_handler();
@@ -81,7 +68,7 @@ class Chat {
         if (reader_.terminal()) std::fputc('\n', stdout);
         return 0;
       }
-      const std::string text = trim(*message);
+      const std::string text = trim_blanks(*message);
       if (text.empty()) continue;
       if (text[0] == '/') {
         if (!command(text)) return 0;
@@ -96,7 +83,7 @@ class Chat {
   bool command(const std::string& text) {
     const size_t sp = text.find_first_of(" \t");
     const std::string name = text.substr(0, sp);
-    const std::string arg = sp == std::string::npos ? "" : trim(std::string_view(text).substr(sp));
+    const std::string arg = sp == std::string::npos ? "" : trim_blanks(std::string_view(text).substr(sp));
     if (name == "/quit" || name == "/exit") return false;
     if (name == "/help") {
       std::fputs(kHelp, stdout);

@@ -14,37 +14,12 @@
 set -euo pipefail
 agent=$1
 mkmodel=$2
-fail() {
-  echo "FAIL: $*" >&2
-  echo "---- screen ----" >&2
-  tmux -L "$sock" capture-pane -t agent -p -S -300 >&2 || true
-  exit 1
-}
-command -v tmux >/dev/null || { echo "FAIL: tmux is not installed (scripts/install-deps.sh installs it)"; exit 1; }
-
 work=$(mktemp -d)
 sock="ds4-agent-$$"
-cleanup() {
-  local status=$?
-  tmux -L "$sock" kill-server 2>/dev/null || true
-  for _ in 1 2 3 4 5 6 7 8 9 10; do
-    rm -rf "$work" 2>/dev/null && break
-    sleep 0.2
-  done
-  exit "$status"
-}
-trap cleanup EXIT
-
-screen() { tmux -L "$sock" capture-pane -t agent -p -S -300; }
-wait_for() {
-  local deadline=$((SECONDS + $2))
-  while [ $SECONDS -lt $deadline ]; do
-    if screen | grep -qF -- "$1"; then return 0; fi
-    sleep 0.2
-  done
-  fail "'$1' did not appear within $2 s"
-}
-count() { screen | grep -cF -- "$1" || true; }
+pane=agent
+# shellcheck source=tmux_helpers.sh
+. "$(dirname "$0")/tmux_helpers.sh"
+tmux_start_cleanup
 type_line() { tmux -L "$sock" send-keys -t agent -l -- "$1"; tmux -L "$sock" send-keys -t agent Enter; }
 
 "$mkmodel" --out "$work/tiny.gguf" --seed 3 >/dev/null

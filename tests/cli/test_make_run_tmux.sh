@@ -8,40 +8,12 @@
 set -euo pipefail
 src=$1
 build=$2
-fail() {
-  echo "FAIL: $*" >&2
-  echo "---- screen ----" >&2
-  tmux -L "$sock" capture-pane -t chat -p -S -200 >&2 || true
-  exit 1
-}
-command -v tmux >/dev/null || { echo "FAIL: tmux is not installed (scripts/install-deps.sh installs it)"; exit 1; }
-
 work=$(mktemp -d)
 sock="ds4-make-run-$$"
-# The shell in the pane may still write into $work while the server goes
-# down: retry the removal, and never let clean-up change the test's status.
-cleanup() {
-  local status=$?
-  tmux -L "$sock" kill-server 2>/dev/null || true
-  for _ in 1 2 3 4 5 6 7 8 9 10; do
-    rm -rf "$work" 2>/dev/null && break
-    sleep 0.2
-  done
-  exit "$status"
-}
-trap cleanup EXIT
-
-screen() { tmux -L "$sock" capture-pane -t chat -p -S -200; }
-# wait_for TEXT SECONDS: until TEXT is on the screen.
-wait_for() {
-  local deadline=$((SECONDS + $2))
-  while [ $SECONDS -lt $deadline ]; do
-    if screen | grep -qF -- "$1"; then return 0; fi
-    sleep 0.2
-  done
-  fail "'$1' did not appear within $2 s"
-}
-count() { screen | grep -cF -- "$1" || true; }
+pane=chat
+# shellcheck source=tmux_helpers.sh
+. "$(dirname "$0")/tmux_helpers.sh"
+tmux_start_cleanup
 
 # An interactive shell in the terminal, and the command typed into it, as a
 # person does (job control: Ctrl+C goes to the foreground job, not the
