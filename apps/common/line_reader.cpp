@@ -59,6 +59,27 @@ std::optional<std::string> LineReader::read(const std::string& prompt) {
   return line;
 }
 
+int run_message_loop(LineReader& reader, const std::string& prompt,
+                     const std::function<bool(const std::string&)>& command,
+                     const std::function<void(const std::string&)>& send) {
+  while (true) {
+    clear_interrupt();
+    std::fflush(stdout);
+    const std::optional<std::string> message = reader.read_message(prompt);
+    if (!message) {
+      if (reader.terminal()) std::fputc('\n', stdout);
+      return 0;
+    }
+    const std::string text = trim_blanks(*message);
+    if (text.empty()) continue;
+    if (text[0] == '/') {
+      if (!command(text)) return 0;
+      continue;
+    }
+    send(*message);
+  }
+}
+
 std::string trim_blanks(std::string_view s) {
   size_t a = 0, b = s.size();
   while (a < b && (s[a] == ' ' || s[a] == '\t')) ++a;

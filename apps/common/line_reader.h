@@ -3,6 +3,7 @@
 // Ctrl+D.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,15 @@ class LineReader {
   bool terminal_;
   std::string history_path_;
 };
+
+// The loop of an interactive chat (ds4, ds4-agent): clears Ctrl+C, flushes
+// stdout (on a pipe it is block-buffered: `make run | tee log` showed /help's
+// text only at exit), reads a message; a blank one is skipped, a trimmed one
+// starting with '/' goes to `command` (false ends the loop), any other to
+// `send` as typed. Returns 0 at the end of input.
+int run_message_loop(LineReader& reader, const std::string& prompt,
+                     const std::function<bool(const std::string& command)>& command,
+                     const std::function<void(const std::string& message)>& send);
 
 // `s` without its leading and trailing spaces and tabs.
 std::string trim_blanks(std::string_view s);

@@ -229,22 +229,9 @@ int AgentUi::run(agent::Conversation& conversation, agent::SessionStore& session
     clear_interrupt();
     send(s_.initial_prompt, conversation);
   }
-  while (true) {
-    clear_interrupt();
-    std::fflush(stdout);
-    const std::optional<std::string> message = reader_.read_message("agent> ");
-    if (!message) {
-      if (reader_.terminal()) std::fputc('\n', stdout);
-      return 0;
-    }
-    const std::string text = trim_blanks(*message);
-    if (text.empty()) continue;
-    if (text[0] == '/') {
-      if (!command(text, conversation, sessions)) return 0;
-      continue;
-    }
-    send(*message, conversation);
-  }
+  return run_message_loop(
+      reader_, "agent> ", [&](const std::string& text) { return command(text, conversation, sessions); },
+      [&](const std::string& message) { send(message, conversation); });
 }
 
 }  // namespace ds4::app

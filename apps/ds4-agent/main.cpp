@@ -25,6 +25,7 @@
 #include "agent/workspace.h"
 #include "agent_ui.h"
 #include "common/engine_flags.h"
+#include "common/program_main.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
@@ -109,18 +110,6 @@ int run(const Options& o) {
   return ui.run(conversation, sessions);
 }
 
-void print_error(const std::string& msg) {
-  std::string line;
-  for (char c : msg) {
-    if (c == '\n' || c == '\r') {
-      if (!line.empty() && line.back() != ' ') line += "; ";
-    } else {
-      line += c;
-    }
-  }
-  std::fprintf(stderr, "ds4-agent: %s\n", line.c_str());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -159,26 +148,8 @@ int main(int argc, char** argv) {
                  "OpenAI tools array; enums pin values), chosen by the model by constrained decoding");
   app.add_flag_callback("--no-color", [&o] { o.color = false; }, "No colours or progress bar");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    print_error(std::string(e.what()) + " (see ds4-agent --help)");
-    return 1;
-  }
-  try {
+  return ds4::app::parse_and_run(app, argc, argv, "ds4-agent", [&o] {
     ds4::app::check_engine_flags(o.engine);
     return run(o);
-  } catch (const ds4::Error& e) {
-    print_error(e.what());
-  } catch (const std::bad_alloc&) {
-    print_error("out of memory");
-  } catch (const std::exception& e) {
-    print_error(std::string("internal error: ") + e.what());
-  }
-  return 1;
+  });
 }

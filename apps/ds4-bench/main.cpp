@@ -38,6 +38,7 @@
 
 #include "bench_options.h"
 #include "common/engine_flags.h"
+#include "common/program_main.h"
 #include "bench_prompt.h"
 
 namespace {
@@ -414,20 +415,6 @@ int run(const Options& o) {
   return 0;
 }
 
-// One line: newlines inside a message become "; ".
-void print_error(const std::string& msg) {
-  std::string line;
-  for (char c : msg) {
-    if (c == '\n' || c == '\r') {
-      if (!line.empty() && line.back() != ' ') line += "; ";
-    } else {
-      line += c;
-    }
-  }
-  while (!line.empty() && (line.back() == ' ' || line.back() == ';')) line.pop_back();
-  std::fprintf(stderr, "ds4-bench: %s\n", line.c_str());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -482,26 +469,6 @@ int main(int argc, char** argv) {
                "rank e % K, the vocab head by rows); rank 0 prints");
   app.add_flag("--print-gen-tokens", o.print_gen_tokens, "Print each frontier's generated ids on stderr")->group("");
 
-  try {
-    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    print_error(std::string(e.what()) + " (see ds4-bench --help)");
-    return 1;
-  }
-
-  try {
-    return run(o);
-  } catch (const ds4::Error& e) {
-    print_error(e.what());
-  } catch (const std::bad_alloc&) {
-    print_error("out of memory");
-  } catch (const std::exception& e) {
-    print_error(std::string("internal error: ") + e.what());
-  }
-  return 1;
+  return ds4::app::parse_and_run(app, static_cast<int>(arg_ptrs.size()), arg_ptrs.data(), "ds4-bench",
+                                 [&o] { return run(o); });
 }

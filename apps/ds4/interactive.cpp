@@ -57,25 +57,9 @@ class Chat {
     std::fprintf(stderr, "ds4 chat: %s, %u layers, context %lld tokens, %s. /help lists the commands.\n",
                  facts.name.empty() ? "deepseek4" : facts.name.c_str(), facts.n_layer, static_cast<long long>(session_.n_ctx()),
                  mode_name(session_.mode()));
-    while (true) {
-      clear_interrupt();
-      // Whatever the last reply or command printed is out before we wait:
-      // on a pipe stdout is block-buffered (`make run | tee log` showed
-      // /help's text only at exit).
-      std::fflush(stdout);
-      const std::optional<std::string> message = reader_.read_message("ds4> ");
-      if (!message) {
-        if (reader_.terminal()) std::fputc('\n', stdout);
-        return 0;
-      }
-      const std::string text = trim_blanks(*message);
-      if (text.empty()) continue;
-      if (text[0] == '/') {
-        if (!command(text)) return 0;
-        continue;
-      }
-      send(*message);
-    }
+    return run_message_loop(
+        reader_, "ds4> ", [this](const std::string& text) { return command(text); },
+        [this](const std::string& message) { send(message); });
   }
 
  private:

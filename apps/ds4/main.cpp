@@ -33,6 +33,7 @@
 
 #include "chat_cli.h"
 #include "common/engine_flags.h"
+#include "common/program_main.h"
 #include "logits_file.h"
 #include "memory_report.h"
 #include "options.h"
@@ -178,20 +179,6 @@ int run(const Options& o) {
   return status;
 }
 
-// One line: newlines inside a message become "; ".
-void print_error(const std::string& msg) {
-  std::string line;
-  for (char c : msg) {
-    if (c == '\n' || c == '\r') {
-      if (!line.empty() && line.back() != ' ') line += "; ";
-    } else {
-      line += c;
-    }
-  }
-  while (!line.empty() && (line.back() == ' ' || line.back() == ';')) line.pop_back();
-  std::fprintf(stderr, "ds4: %s\n", line.c_str());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -249,29 +236,10 @@ int main(int argc, char** argv) {
                  "with --dist-listen: seconds to wait for workers to serve every layer before starting")
       ->capture_default_str();
 
-  try {
-    app.parse(argc, argv);
+  return ds4::app::parse_and_run(app, argc, argv, "ds4", [&] {
     o.model_given = app.count("-m") > 0;
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    print_error(std::string(e.what()) + " (see ds4 --help)");
-    return 1;
-  }
-
-  try {
     // Workers must hold sessions as long as ours: --ctx, else the default cap.
     ds4::app::finish_dist_flags(o.engine, o.dist_layers, o.ctx.value_or(ds4::app::kDefaultCtxCap));
     return run(o);
-  } catch (const ds4::Error& e) {
-    print_error(e.what());
-  } catch (const std::bad_alloc&) {
-    print_error("out of memory");
-  } catch (const std::exception& e) {
-    print_error(std::string("internal error: ") + e.what());
-  }
-  return 1;
+  });
 }

@@ -14,12 +14,9 @@
 set -euo pipefail
 agent=$1
 mkmodel=$2
-work=$(mktemp -d)
-sock="ds4-agent-$$"
-pane=agent
+sock="ds4-agent-$$" pane=agent
 # shellcheck source=tmux_helpers.sh
 . "$(dirname "$0")/tmux_helpers.sh"
-tmux_start_cleanup
 type_line() { tmux -L "$sock" send-keys -t agent -l -- "$1"; tmux -L "$sock" send-keys -t agent Enter; }
 
 "$mkmodel" --out "$work/tiny.gguf" --seed 3 >/dev/null

@@ -8,12 +8,9 @@
 set -euo pipefail
 src=$1
 build=$2
-work=$(mktemp -d)
-sock="ds4-make-run-$$"
-pane=chat
+sock="ds4-make-run-$$" pane=chat
 # shellcheck source=tmux_helpers.sh
 . "$(dirname "$0")/tmux_helpers.sh"
-tmux_start_cleanup
 
 # An interactive shell in the terminal, and the command typed into it, as a
 # person does (job control: Ctrl+C goes to the foreground job, not the

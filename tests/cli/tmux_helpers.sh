@@ -1,8 +1,8 @@
 # Sourced by the tests that drive a program in a tmux terminal as a person
-# would. The caller sets $sock (the tmux server's socket name), $pane (the
-# session name) and $work (a temporary folder removed at exit), then calls
-# tmux_start_cleanup. Gives: fail MESSAGE (prints the screen, exits 1),
-# screen, wait_for TEXT SECONDS, count TEXT.
+# would, after setting $sock (the tmux server's socket name) and $pane (the
+# session name). Makes $work, a temporary folder that goes at exit with the
+# tmux server, and gives: fail MESSAGE (prints the screen, exits 1), screen,
+# wait_for TEXT SECONDS, count TEXT.
 
 fail() {
   echo "FAIL: $*" >&2
@@ -24,7 +24,8 @@ tmux_cleanup() {
   done
   exit "$status"
 }
-tmux_start_cleanup() { trap tmux_cleanup EXIT; }
+work=$(mktemp -d)
+trap tmux_cleanup EXIT
 
 screen() { tmux -L "$sock" capture-pane -t "$pane" -p -S -300; }
 # wait_for TEXT SECONDS: until TEXT is on the screen.
