@@ -12,7 +12,7 @@ FUZZ_LONG_SECONDS ?= 3600
 CMAKE_FLAGS ?=
 PREFIX ?= /usr/local
 
-.PHONY: all deps reference server-test-deps web-test-deps configure build test test-unit test-asan test-server server-load fuzz-short fuzz-long run demo bench install uninstall clean
+.PHONY: all deps reference server-test-deps web-test-deps configure build test test-unit test-asan test-server server-load fuzz-short fuzz-long run demo bench gpu-build gpu-check install uninstall clean
 
 all: build
 
@@ -100,6 +100,15 @@ bench: configure
 # ds4-server (examples/ds4-server.service), and the list of what was installed
 # there (installed-files.txt), which `make uninstall PREFIX=...` removes
 # (it needs no build folder). DESTDIR=... stages both for packaging.
+# The CUDA backend's GPU checks (docs/cuda.md): gpu-build compiles the kernel
+# tests and ds4-bench-cuda (nvcc, no GPU needed); scripts/gpu-check.sh runs
+# them where the GPU is; gpu-check does both on a machine that has one.
+gpu-build: configure
+	@cmake --build $(BUILD) --target test_cuda_kernels test_cuda_devices ds4-bench-cuda
+
+gpu-check: gpu-build
+	@./scripts/gpu-check.sh $(BUILD)
+
 install: configure
 	@cmake --build $(BUILD) --target ds4_programs
 	@cmake --install $(BUILD) --prefix $(PREFIX)

@@ -17,7 +17,7 @@ set(DS4_TEST_PROGRAM_OPT $<$<AND:$<CXX_COMPILER_ID:GNU>,$<NOT:$<CONFIG:Debug>>>:
 
 # No silent a*b+c -> fma contraction: scalar reference kernels must round the
 # same way in every build, whatever -march a user adds.
-add_compile_options(-ffp-contract=off)
+add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-ffp-contract=off>)
 
 # GCC's -O2 vectorizes only loops its "very cheap" model accepts (no runtime
 # alias checks, no epilogues), which left the per-element loops of the forward
@@ -25,7 +25,7 @@ add_compile_options(-ffp-contract=off)
 # -O3 would. Results do not change: without -ffast-math GCC never reorders a
 # floating-point reduction, and contraction stays off. (warm 512-token ds4-q4
 # prefill, 5 alternating pairs: +1 to +16 %, every pair faster)
-add_compile_options($<$<CXX_COMPILER_ID:GNU>:-fvect-cost-model=dynamic>)
+add_compile_options($<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-fvect-cost-model=dynamic>)
 
 if(DS4_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)

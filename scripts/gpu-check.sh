@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The CUDA backend's checks on a machine with an NVIDIA GPU, as one short
+# script (docs/cuda.md): the kernels against the CPU's scalar references
+# (tests/cuda/test_cuda_kernels, a GPU being required), the device tests,
+# compute-sanitizer's memcheck over the kernels that index the most, and the
+# kernels' speeds (ds4-bench-cuda). The programs are built elsewhere (make
+# gpu-build, which needs no GPU) and carried over: the GPU machine needs only
+# its driver and the CUDA toolkit's cuBLAS.
+#
+# Usage: scripts/gpu-check.sh BUILD_DIR [OUT_DIR]   (default OUT_DIR: $OUT or ./gpu-check)
+set -u
+build=${1:?usage: scripts/gpu-check.sh BUILD_DIR [OUT_DIR]}
+out=${2:-${OUT:-gpu-check}}
+mkdir -p "$out"
+
+# cuBLAS 13: the toolkit's, else the pip wheel's.
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+    $(python3 -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2>/dev/null); do
+  if [ -e "$dir/libcublas.so.13" ]; then
+    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    break
+  fi
+done
+
+status=0
+step() {  # step NAME TIMEOUT COMMAND...: runs it, its output to OUT/NAME.log and the terminal's tail
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name: $*"
+  local start=$SECONDS
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$out/$name.log"
+  echo "== $name: exit $rc after $((SECONDS - start)) s"
+  [ $rc -eq 0 ] || status=1
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv >"$out/nvidia-smi.log" 2>&1
+cat "$out/nvidia-smi.log"
+export DS4_REQUIRE_GPU=1
+step devices 60 "$build/tests/test_cuda_devices"
+step kernels 300 "$build/tests/test_cuda_kernels"
+if command -v compute-sanitizer >/dev/null; then
+  step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_kernels" \
+    --gtest_filter='CudaMatvec.FastOrder*:CudaDequantize.F32*:CudaActivationQuant.*:CudaGemm.*'
+fi
+step bench 300 "$build/bench/ds4-bench-cuda"
+echo "gpu-check: $([ $status -eq 0 ] && echo passed || echo FAILED)"
+exit $status

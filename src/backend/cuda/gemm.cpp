@@ -1,0 +1,78 @@
+#include "backend/cuda/gemm.h"
+
+#include <cublas_v2.h>
+
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/quant_kernels.h"
+#include "core/error.h"
+
+namespace ds4::cuda {
+
+namespace {
+
+void cublas_check(cublasStatus_t status, const char* call, int device) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw Error(std::string(call) + " on GPU " + std::to_string(device) + ": " + cublasGetStatusString(status) + " (" +
+              cublasGetStatusName(status) + ")");
+}
+
+}  // namespace
+
+GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
+  cuda_check(cudaGetDevice(&device_), "cudaGetDevice", -1);
+  cublasHandle_t handle = nullptr;
+  cublas_check(cublasCreate(&handle), "cublasCreate", device_);
+  handle_ = handle;
+  cublas_check(cublasSetStream(handle_, stream_), "cublasSetStream", device_);
+  // The default mode: tensor cores for the f16 / bf16 products, and F32
+  // products in f32 (TF32 only when asked for, which this never does).
+  cublas_check(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode", device_);
+}
+
+GemmRunner::~GemmRunner() {
+  if (handle_) (void)cublasDestroy(handle_);
+}
+
+void* GemmRunner::scratch(DeviceBuffer& buffer, size_t bytes) {
+  if (buffer.size() < bytes) {
+    buffer = DeviceBuffer();  // free before growing
+    buffer = DeviceBuffer(bytes);
+  }
+  return buffer.data();
+}
+
+void GemmRunner::matmul(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens,
+                        float* y, int64_t ldy) {
+  if (rows == 0 || n_tokens == 0) return;
+  if (ldy < rows) throw Error("matmul: output stride " + std::to_string(ldy) + " is below the row count");
+  const float one = 1.0f, zero = 0.0f;
+  // Column-major view: W is cols x rows (lda = cols), X is cols x n_tokens,
+  // Y is rows x n_tokens (ldc = ldy): Y = W^T X.
+  if (type == GgmlType::F32) {
+    cublas_check(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n_tokens),
+                             static_cast<int>(cols), &one, static_cast<const float*>(w), static_cast<int>(cols), x,
+                             static_cast<int>(cols), &zero, y, static_cast<int>(ldy)),
+                 "cublasSgemm", device_);
+    return;
+  }
+  const bool bf16 = type == GgmlType::BF16 || type == GgmlType::MXFP4;
+  const DequantTo to = bf16 ? DequantTo::BF16 : DequantTo::F16;
+  const cudaDataType data_type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  const void* weights = w;
+  if (type != GgmlType::F16 && type != GgmlType::BF16) {
+    void* buffer = scratch(weight_scratch_, static_cast<size_t>(rows * cols) * 2);
+    dequantize(type, w, buffer, to, rows * cols, stream_);
+    weights = buffer;
+  }
+  void* acts = scratch(act_scratch_, static_cast<size_t>(n_tokens * cols) * 2);
+  dequantize(GgmlType::F32, x, acts, to, n_tokens * cols, stream_);
+  cublas_check(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n_tokens),
+                            static_cast<int>(cols), &one, weights, data_type, static_cast<int>(cols), acts, data_type,
+                            static_cast<int>(cols), &zero, y, CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx", device_);
+}
+
+}  // namespace ds4::cuda

@@ -1,0 +1,57 @@
+// The weight formats on a GPU (device pointers, asynchronous on `stream`):
+// activation quantizers, dequantizers and matrix-vector products for every
+// weight type the CPU backend runs (backend/cpu/matvec.h lists the pairs).
+//
+// Numerics: activation codes and dequantized values equal the CPU's bit for
+// bit. A product row's block terms equal the CPU scalar kernel's; the fast
+// kernel adds them in another order (a warp per row), the reference-order
+// kernel adds them as the CPU does (a thread per row) and so equals
+// quant::dot_kernels_scalar() bit for bit: the kernels' check.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/numerics.h"
+#include "core/ggml_type.h"
+
+namespace ds4::cuda {
+
+// The activation forms of the quantized weight types.
+enum class ActQuant {
+  Q8_0,         // ds4's rounding (quant::quantize_row_q8_0_act)
+  Q8_0_GgmlX86, // ggml's x86 rounding (quantize_row_q8_0_act_ggml_x86)
+  Q8_1,         // quantize_row_q8_1_act
+  Q8_1_GgmlX86, // quantize_row_q8_1_act_ggml_x86
+  Q8_K,         // quantize_row_q8_K
+};
+
+// The form a weight of `type` is dotted with in `numerics`, as the CPU's
+// activation_form; false for F32, F16 and BF16 (dotted with floats) and for
+// types without a kernel.
+bool activation_quant(GgmlType weight_type, backend::Numerics numerics, ActQuant& out);
+// Bytes of one quantized row of n_cols values (a whole number of blocks).
+int64_t activation_row_bytes(ActQuant form, int64_t n_cols);
+// n_rows rows of n_cols floats (row stride n_cols) -> n_rows quantized rows
+// back to back.
+void quantize_activations(ActQuant form, const float* x, void* y, int64_t n_rows, int64_t n_cols,
+                          cudaStream_t stream);
+
+// Types with a device dequantizer and matrix-vector product: F32, F16, BF16
+// and every quantized type of quant/blocks.h.
+bool weight_type_supported(GgmlType type);
+
+enum class DequantTo { F32, F16, BF16 };
+// n values (whole blocks) of `type` at w -> y as f32 (bit-identical to
+// quant::dequantize_row), or rounded to f16 / bf16 (nearest even).
+void dequantize(GgmlType type, const void* w, void* y, DequantTo to, int64_t n, cudaStream_t stream);
+
+enum class MatvecOrder { Fast, Reference };
+// y[r] = row r of W . act for r < rows: W is rows x cols of `type`, rows back
+// to back; act is one row in the form the type is dotted with (quantized:
+// activation_quant's; F32/F16/BF16: cols floats).
+void matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* act, float* y, MatvecOrder order,
+            cudaStream_t stream);
+
+}  // namespace ds4::cuda

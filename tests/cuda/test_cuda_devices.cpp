@@ -1,0 +1,72 @@
+// The CUDA backend's host side without needing a GPU: the device list says
+// why there is none in one line, errors name the call and the device.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_devices.h"
+#include "backend/cuda/device_buffer.h"
+#include "core/error.h"
+
+namespace ds4::cuda {
+namespace {
+
+TEST(CudaDevices, ListSaysWhyThereIsNoneOrDescribesEach) {
+  const GpuList list = list_gpus();
+  if (list.devices.empty()) {
+    EXPECT_FALSE(list.unavailable.empty());
+    EXPECT_EQ(list.unavailable.find('\n'), std::string::npos) << list.unavailable;
+    EXPECT_EQ(list.unavailable.rfind("no CUDA GPU", 0), 0u) << list.unavailable;
+    return;
+  }
+  EXPECT_TRUE(list.unavailable.empty());
+  for (const GpuDevice& gpu : list.devices) {
+    EXPECT_FALSE(gpu.name.empty());
+    EXPECT_GT(gpu.total_bytes, 0u);
+    EXPECT_LE(gpu.free_bytes, gpu.total_bytes);
+    const std::string line = describe(gpu);
+    EXPECT_EQ(line.rfind("GPU " + std::to_string(gpu.index) + ": " + gpu.name, 0), 0u) << line;
+  }
+}
+
+TEST(CudaDevices, DescribeNamesTheGpuAndWhyItIsNotUsable) {
+  GpuDevice gpu;
+  gpu.index = 1;
+  gpu.name = "Tesla T4";
+  gpu.compute_major = 7;
+  gpu.compute_minor = 5;
+  gpu.sm_count = 40;
+  gpu.total_bytes = 16ull << 30;
+  gpu.free_bytes = 15ull << 30;
+  gpu.unsupported = "compute capability 7.5 is older than Ampere (8.0)";
+  EXPECT_EQ(describe(gpu),
+            "GPU 1: Tesla T4, compute 7.5, 40 SMs, 15.00 GiB free of 16.00 GiB (not usable: compute capability 7.5 "
+            "is older than Ampere (8.0))");
+}
+
+TEST(CudaErrors, MessageNamesTheCallAndTheError) {
+  EXPECT_EQ(cuda_error_message(cudaErrorMemoryAllocation, "cudaMalloc", -1),
+            "cudaMalloc: out of memory (cudaErrorMemoryAllocation)");
+  try {
+    cuda_check(cudaErrorInvalidValue, "cudaMemcpy", -1);
+    FAIL() << "no throw";
+  } catch (const ds4::Error& e) {
+    EXPECT_STREQ(e.what(), "cudaMemcpy: invalid argument (cudaErrorInvalidValue)");
+  }
+  EXPECT_NO_THROW(cuda_check(cudaSuccess, "cudaMemcpy", 0));
+}
+
+TEST(CudaErrors, AllocationWithoutAGpuIsAnErrorNotACrash) {
+  if (!list_gpus().devices.empty()) GTEST_SKIP() << "a GPU is present";
+  try {
+    DeviceBuffer buffer(1024);
+    FAIL() << "allocated without a GPU";
+  } catch (const ds4::Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("cudaGetDevice: ", 0), 0u) << what;
+  }
+}
+
+}  // namespace
+}  // namespace ds4::cuda

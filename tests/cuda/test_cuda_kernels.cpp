@@ -1,0 +1,365 @@
+// The weight-format kernels on a GPU against the CPU (test-backend-ops'
+// idea): activation codes and dequantized values bit for bit, the
+// reference-order product bit for bit with the scalar dot kernel, the fast
+// product and the cuBLAS product within the error their order and rounding
+// allow. Needs a GPU: skipped without one, a failure with DS4_REQUIRE_GPU=1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_devices.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/quant_kernels.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "core/ggml_type.h"
+#include "quant/dot.h"
+#include "quant/quant.h"
+#include "unit/test_quant_util.h"
+
+namespace ds4::cuda {
+namespace {
+
+using backend::Numerics;
+
+// Whether a usable GPU is here; the reason when not.
+bool have_gpu(std::string& why) {
+  static const GpuList list = list_gpus();
+  if (list.devices.empty()) {
+    why = list.unavailable;
+    return false;
+  }
+  if (!list.devices[0].unsupported.empty()) {
+    why = describe(list.devices[0]);
+    return false;
+  }
+  return true;
+}
+
+#define REQUIRE_GPU()                                                                   \
+  do {                                                                                  \
+    std::string why_;                                                                   \
+    if (!have_gpu(why_)) {                                                              \
+      if (std::getenv("DS4_REQUIRE_GPU")) FAIL() << "DS4_REQUIRE_GPU is set: " << why_; \
+      GTEST_SKIP() << why_;                                                             \
+    }                                                                                   \
+  } while (0)
+
+const std::vector<GgmlType> kQuantTypes = {
+    GgmlType::Q8_0,    GgmlType::Q4_0,   GgmlType::Q4_1,    GgmlType::Q5_0,  GgmlType::Q5_1,  GgmlType::MXFP4,
+    GgmlType::IQ4_NL,  GgmlType::Q2_K,   GgmlType::Q3_K,    GgmlType::Q4_K,  GgmlType::Q5_K,  GgmlType::Q6_K,
+    GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,   GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S,
+    GgmlType::IQ1_M,   GgmlType::IQ4_XS};
+const std::vector<GgmlType> kFloatTypes = {GgmlType::F32, GgmlType::F16, GgmlType::BF16};
+
+std::vector<GgmlType> all_types() {
+  std::vector<GgmlType> types = kFloatTypes;
+  types.insert(types.end(), kQuantTypes.begin(), kQuantTypes.end());
+  return types;
+}
+
+std::string type_name(GgmlType type) { return std::string(ggml_type_name(type)); }
+
+size_t row_bytes(GgmlType type, int64_t cols) { return static_cast<size_t>(*ggml_nbytes(type, static_cast<uint64_t>(cols))); }
+
+// rows x cols of `type` made by the CPU's quantizers from Gaussian values.
+std::vector<uint8_t> random_weights(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> values = quant::test::gaussian(static_cast<size_t>(rows * cols), seed);
+  std::vector<uint8_t> bytes(row_bytes(type, cols) * static_cast<size_t>(rows));
+  quant::quantize_rows(type, values.data(), bytes.data(), rows, cols);
+  return bytes;
+}
+
+DeviceBuffer to_device(const void* host, size_t bytes) {
+  DeviceBuffer buffer(bytes);
+  buffer.upload(host, bytes);
+  return buffer;
+}
+template <typename T>
+DeviceBuffer to_device(const std::vector<T>& host) {
+  return to_device(host.data(), host.size() * sizeof(T));
+}
+template <typename T>
+std::vector<T> from_device(const DeviceBuffer& buffer, size_t count) {
+  std::vector<T> out(count);
+  buffer.download(out.data(), count * sizeof(T));
+  return out;
+}
+
+void sync() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaGetLastError()); }
+
+// The CPU quantizer of each activation form.
+void cpu_quantize(ActQuant form, const float* x, void* y, int64_t n) {
+  switch (form) {
+    case ActQuant::Q8_0: return quant::quantize_row_q8_0_act_scalar(x, static_cast<quant::BlockQ8_0*>(y), n);
+    case ActQuant::Q8_0_GgmlX86: return quant::quantize_row_q8_0_act_ggml_x86(x, static_cast<quant::BlockQ8_0*>(y), n);
+    case ActQuant::Q8_1: return quant::quantize_row_q8_1_act(x, static_cast<quant::BlockQ8_1*>(y), n);
+    case ActQuant::Q8_1_GgmlX86: return quant::quantize_row_q8_1_act_ggml_x86(x, static_cast<quant::BlockQ8_1*>(y), n);
+    case ActQuant::Q8_K: return quant::quantize_row_q8_K_scalar(x, static_cast<quant::BlockQ8_K*>(y), n);
+  }
+}
+
+// The CPU scalar dot of one weight row with one activation row.
+using ScalarDot = std::function<float(int64_t, const void*, const void*)>;
+ScalarDot scalar_dot(GgmlType type) {
+  const quant::DotKernels& k = quant::dot_kernels_scalar();
+#define DS4_DOT(field, W, A)                                                                                \
+  return [f = k.field](int64_t n, const void* w, const void* a) {                                          \
+    return f(n, static_cast<const W*>(w), static_cast<const A*>(a));                                       \
+  }
+  switch (type) {
+    case GgmlType::F32: DS4_DOT(f32_f32, float, float);
+    case GgmlType::F16: DS4_DOT(f16_f32, uint16_t, float);
+    case GgmlType::BF16: DS4_DOT(bf16_f32, uint16_t, float);
+    case GgmlType::Q8_0: DS4_DOT(q8_0_q8_0, quant::BlockQ8_0, quant::BlockQ8_0);
+    case GgmlType::Q4_0: DS4_DOT(q4_0_q8_0, quant::BlockQ4_0, quant::BlockQ8_0);
+    case GgmlType::Q4_1: DS4_DOT(q4_1_q8_1, quant::BlockQ4_1, quant::BlockQ8_1);
+    case GgmlType::Q5_0: DS4_DOT(q5_0_q8_0, quant::BlockQ5_0, quant::BlockQ8_0);
+    case GgmlType::Q5_1: DS4_DOT(q5_1_q8_1, quant::BlockQ5_1, quant::BlockQ8_1);
+    case GgmlType::MXFP4: DS4_DOT(mxfp4_q8_0, quant::BlockMXFP4, quant::BlockQ8_0);
+    case GgmlType::IQ4_NL: DS4_DOT(iq4_nl_q8_0, quant::BlockIQ4_NL, quant::BlockQ8_0);
+    case GgmlType::Q2_K: DS4_DOT(q2_K_q8_K, quant::BlockQ2_K, quant::BlockQ8_K);
+    case GgmlType::Q3_K: DS4_DOT(q3_K_q8_K, quant::BlockQ3_K, quant::BlockQ8_K);
+    case GgmlType::Q4_K: DS4_DOT(q4_K_q8_K, quant::BlockQ4_K, quant::BlockQ8_K);
+    case GgmlType::Q5_K: DS4_DOT(q5_K_q8_K, quant::BlockQ5_K, quant::BlockQ8_K);
+    case GgmlType::Q6_K: DS4_DOT(q6_K_q8_K, quant::BlockQ6_K, quant::BlockQ8_K);
+    case GgmlType::IQ2_XXS: DS4_DOT(iq2_xxs_q8_K, quant::BlockIQ2_XXS, quant::BlockQ8_K);
+    case GgmlType::IQ2_XS: DS4_DOT(iq2_xs_q8_K, quant::BlockIQ2_XS, quant::BlockQ8_K);
+    case GgmlType::IQ2_S: DS4_DOT(iq2_s_q8_K, quant::BlockIQ2_S, quant::BlockQ8_K);
+    case GgmlType::IQ3_XXS: DS4_DOT(iq3_xxs_q8_K, quant::BlockIQ3_XXS, quant::BlockQ8_K);
+    case GgmlType::IQ3_S: DS4_DOT(iq3_s_q8_K, quant::BlockIQ3_S, quant::BlockQ8_K);
+    case GgmlType::IQ1_S: DS4_DOT(iq1_s_q8_K, quant::BlockIQ1_S, quant::BlockQ8_K);
+    case GgmlType::IQ1_M: DS4_DOT(iq1_m_q8_K, quant::BlockIQ1_M, quant::BlockQ8_K);
+    case GgmlType::IQ4_XS: DS4_DOT(iq4_xs_q8_K, quant::BlockIQ4_XS, quant::BlockQ8_K);
+    default: throw Error("no scalar dot for " + type_name(type));
+  }
+#undef DS4_DOT
+}
+
+bool same_bits_or_both_nan(float a, float b) {
+  if (std::isnan(a) && std::isnan(b)) return true;  // payloads differ between x86 and the GPU
+  uint32_t x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  return x == y;
+}
+
+// ---- activation quantizers ----
+
+TEST(CudaActivationQuant, EveryFormEqualsTheCpuBitForBit) {
+  REQUIRE_GPU();
+  const int64_t rows = 3, cols = 2048;
+  std::vector<float> x = quant::test::gaussian(static_cast<size_t>(rows * cols), 11);
+  for (int j = 0; j < 256; ++j) x[j] = 0.0f;                       // an all-zero block
+  for (int j = 256; j < 512; ++j) x[j] = 0.5f * static_cast<float>(j % 7 - 3);  // ties on rounding
+  x[600] = 1.0e7f;                                                  // a Q8_0 scale beyond f16 (infinite)
+  x[700] = -x[701];                                                 // equal magnitudes, both signs
+  for (int j = 1024; j < 1280; ++j) x[j] *= 1e-6f;                  // subnormal f16 scales
+  const DeviceBuffer dx = to_device(x);
+  for (ActQuant form : {ActQuant::Q8_0, ActQuant::Q8_0_GgmlX86, ActQuant::Q8_1, ActQuant::Q8_1_GgmlX86, ActQuant::Q8_K}) {
+    const size_t bytes = static_cast<size_t>(activation_row_bytes(form, cols) * rows);
+    DeviceBuffer dy(bytes);
+    quantize_activations(form, dx.as<float>(), dy.data(), rows, cols, nullptr);
+    sync();
+    const std::vector<uint8_t> gpu = from_device<uint8_t>(dy, bytes);
+    std::vector<uint8_t> cpu(bytes);
+    for (int64_t r = 0; r < rows; ++r)
+      cpu_quantize(form, x.data() + r * cols, cpu.data() + r * activation_row_bytes(form, cols), cols);
+    size_t first = 0;
+    while (first < bytes && gpu[first] == cpu[first]) ++first;
+    EXPECT_EQ(first, bytes) << "form " << static_cast<int>(form) << ": first different byte " << first;
+  }
+}
+
+// ---- dequantizers ----
+
+TEST(CudaDequantize, F32EqualsTheCpuForRandomBlocksAndQuantizedRows) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  for (GgmlType type : all_types()) {
+    SCOPED_TRACE(type_name(type));
+    const int64_t n = 4096;
+    // Arbitrary bytes (every bit pattern is a block: NaN, infinite and
+    // subnormal scales included), then what the quantizer writes.
+    std::vector<uint8_t> random(row_bytes(type, n));
+    for (uint8_t& b : random) b = static_cast<uint8_t>(rng());
+    for (const std::vector<uint8_t>& w : {random, random_weights(type, 1, n, 7)}) {
+      const DeviceBuffer dw = to_device(w);
+      DeviceBuffer dy(static_cast<size_t>(n) * 4);
+      dequantize(type, dw.data(), dy.data(), DequantTo::F32, n, nullptr);
+      sync();
+      const std::vector<float> gpu = from_device<float>(dy, static_cast<size_t>(n));
+      std::vector<float> cpu(static_cast<size_t>(n));
+      quant::dequantize_row(type, w.data(), cpu.data(), n);
+      int64_t bad = 0, first = -1;
+      for (int64_t i = 0; i < n; ++i)
+        if (!same_bits_or_both_nan(gpu[i], cpu[i]) && bad++ == 0) first = i;
+      EXPECT_EQ(bad, 0) << "first at " << first << ": gpu " << gpu[first] << " cpu " << cpu[first];
+    }
+  }
+}
+
+TEST(CudaDequantize, HalfOutputsAreTheF32ValuesRoundedToNearestEven) {
+  REQUIRE_GPU();
+  for (GgmlType type : all_types()) {
+    SCOPED_TRACE(type_name(type));
+    const int64_t n = 2048;
+    const std::vector<uint8_t> w = random_weights(type, 1, n, 9);
+    std::vector<float> cpu(static_cast<size_t>(n));
+    quant::dequantize_row(type, w.data(), cpu.data(), n);
+    const DeviceBuffer dw = to_device(w);
+    for (DequantTo to : {DequantTo::F16, DequantTo::BF16}) {
+      DeviceBuffer dy(static_cast<size_t>(n) * 2);
+      dequantize(type, dw.data(), dy.data(), to, n, nullptr);
+      sync();
+      const std::vector<uint16_t> gpu = from_device<uint16_t>(dy, static_cast<size_t>(n));
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t want = to == DequantTo::F16 ? f32_to_f16(cpu[i]) : f32_to_bf16(cpu[i]);
+        bad += gpu[i] != want;
+      }
+      EXPECT_EQ(bad, 0) << (to == DequantTo::F16 ? "f16" : "bf16");
+    }
+  }
+}
+
+// ---- matrix-vector products ----
+
+struct MatvecCase {
+  std::vector<uint8_t> weights;
+  std::vector<float> x;
+  std::vector<uint8_t> act;  // x in the weight's form (quantized on the GPU), or x's floats
+  DeviceBuffer dw, dact;
+};
+
+MatvecCase make_matvec_case(GgmlType type, Numerics numerics, int64_t rows, int64_t cols, uint32_t seed) {
+  MatvecCase c;
+  c.weights = random_weights(type, rows, cols, seed);
+  c.x = quant::test::gaussian(static_cast<size_t>(cols), seed + 1);
+  c.dw = to_device(c.weights);
+  ActQuant form;
+  if (activation_quant(type, numerics, form)) {
+    const DeviceBuffer dx = to_device(c.x);
+    const size_t bytes = static_cast<size_t>(activation_row_bytes(form, cols));
+    c.dact = DeviceBuffer(bytes);
+    quantize_activations(form, dx.as<float>(), c.dact.data(), 1, cols, nullptr);
+    if (cudaDeviceSynchronize() != cudaSuccess) throw Error("quantize_activations failed");
+    c.act = from_device<uint8_t>(c.dact, bytes);
+  } else {
+    c.act.resize(c.x.size() * 4);
+    std::memcpy(c.act.data(), c.x.data(), c.act.size());
+    c.dact = to_device(c.act);
+  }
+  return c;
+}
+
+std::vector<float> run_matvec(const MatvecCase& c, GgmlType type, int64_t rows, int64_t cols, MatvecOrder order) {
+  DeviceBuffer dy(static_cast<size_t>(rows) * 4);
+  matvec(type, c.dw.data(), rows, cols, c.dact.data(), dy.as<float>(), order, nullptr);
+  if (cudaDeviceSynchronize() != cudaSuccess) throw Error("matvec failed");
+  return from_device<float>(dy, static_cast<size_t>(rows));
+}
+
+TEST(CudaMatvec, ReferenceOrderEqualsTheCpuScalarKernelBitForBit) {
+  REQUIRE_GPU();
+  const int64_t rows = 37, cols = 768;
+  for (Numerics numerics : {Numerics::Default, Numerics::Quality}) {
+    for (GgmlType type : all_types()) {
+      SCOPED_TRACE(type_name(type) + (numerics == Numerics::Quality ? " quality" : " default"));
+      const MatvecCase c = make_matvec_case(type, numerics, rows, cols, 21);
+      const std::vector<float> gpu = run_matvec(c, type, rows, cols, MatvecOrder::Reference);
+      const ScalarDot dot = scalar_dot(type);
+      int bad = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float cpu = dot(cols, c.weights.data() + r * row_bytes(type, cols), c.act.data());
+        if (!same_bits_or_both_nan(gpu[r], cpu) && bad++ < 3) ADD_FAILURE() << "row " << r << ": gpu " << gpu[r] << " cpu " << cpu;
+      }
+      EXPECT_EQ(bad, 0);
+    }
+  }
+}
+
+TEST(CudaMatvec, FastOrderAgreesWithTheReferenceOrder) {
+  REQUIRE_GPU();
+  // A decode-sized row (7168: Flash's n_embd) and a row count that is not a
+  // multiple of the warps per thread block.
+  const int64_t rows = 301, cols = 7168;
+  for (GgmlType type : all_types()) {
+    SCOPED_TRACE(type_name(type));
+    const MatvecCase c = make_matvec_case(type, Numerics::Default, rows, cols, 31);
+    const std::vector<float> fast = run_matvec(c, type, rows, cols, MatvecOrder::Fast);
+    const std::vector<float> ref = run_matvec(c, type, rows, cols, MatvecOrder::Reference);
+    double scale = 0, worst = 0;
+    for (int64_t r = 0; r < rows; ++r) scale = std::max(scale, std::fabs(static_cast<double>(ref[r])));
+    for (int64_t r = 0; r < rows; ++r) worst = std::max(worst, std::fabs(static_cast<double>(fast[r]) - ref[r]));
+    ASSERT_GT(scale, 0.0);
+    // Float sums of up to 7168 terms in another order (a wrong term would be
+    // off by the order of the result).
+    EXPECT_LT(worst / scale, 1e-5) << "worst " << worst << " of " << scale;
+  }
+}
+
+TEST(CudaMatvec, UnsupportedTypesAndShapesAreNamed) {
+  REQUIRE_GPU();
+  DeviceBuffer w(1024), a(1024), y(64);
+  try {
+    matvec(GgmlType::Q8_K, w.data(), 1, 256, a.data(), y.as<float>(), MatvecOrder::Fast, nullptr);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "matvec: no GPU kernel for weight type q8_K");
+  }
+  try {
+    matvec(GgmlType::Q4_K, w.data(), 1, 100, a.data(), y.as<float>(), MatvecOrder::Fast, nullptr);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "matvec: a row of 100 q4_K values is not a whole number of blocks");
+  }
+}
+
+// ---- cuBLAS products (prefill) ----
+
+TEST(CudaGemm, MatchesADoublePrecisionProductOfTheDequantizedWeights) {
+  REQUIRE_GPU();
+  const int64_t rows = 96, cols = 1024, tokens = 7, ldy = 100;
+  GemmRunner gemm(nullptr);
+  for (GgmlType type : all_types()) {
+    SCOPED_TRACE(type_name(type));
+    const std::vector<uint8_t> w = random_weights(type, rows, cols, 41);
+    const std::vector<float> x = quant::test::gaussian(static_cast<size_t>(tokens * cols), 43);
+    std::vector<float> wf(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      quant::dequantize_row(type, w.data() + r * row_bytes(type, cols), wf.data() + r * cols, cols);
+    const DeviceBuffer dw = to_device(w), dx = to_device(x);
+    std::vector<float> init(static_cast<size_t>(tokens * ldy), 123.0f);
+    const DeviceBuffer dy = to_device(init);
+    gemm.matmul(type, dw.data(), rows, cols, dx.as<float>(), tokens, dy.as<float>(), ldy);
+    sync();
+    const std::vector<float> y = from_device<float>(dy, init.size());
+    double err2 = 0, ref2 = 0;
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double ref = 0;
+        for (int64_t k = 0; k < cols; ++k) ref += static_cast<double>(wf[r * cols + k]) * x[t * cols + k];
+        const double d = y[t * ldy + r] - ref;
+        err2 += d * d;
+        ref2 += ref * ref;
+      }
+      for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[t * ldy + r], 123.0f) << "wrote past the rows";
+    }
+    const double rel = std::sqrt(err2 / ref2);
+    // f16 rounding of weights and activations (2^-11 each), bf16 for MXFP4
+    // and BF16 (2^-8 on the activations), f32 sums alone for F32.
+    const double bound = type == GgmlType::F32 ? 1e-5 : (type == GgmlType::MXFP4 || type == GgmlType::BF16) ? 6e-3 : 1.5e-3;
+    EXPECT_LT(rel, bound);
+  }
+}
+
+}  // namespace
+}  // namespace ds4::cuda
