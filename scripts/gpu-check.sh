@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The CUDA backend's checks on a machine with an NVIDIA GPU, as one short
 # script (docs/cuda.md): the kernels against the CPU's scalar references
-# (tests/cuda/test_cuda_kernels, a GPU being required), the device tests,
+# (tests/cuda/test_cuda_kernels, a GPU being required) and the small ops
+# against the CPU's (test_cuda_ops), the device tests,
 # compute-sanitizer's memcheck over the kernels that index the most, and the
 # kernels' speeds (ds4-bench-cuda). The programs are built elsewhere (make
 # gpu-build, which needs no GPU) and carried over: the GPU machine needs only
-# its driver and the CUDA toolkit's cuBLAS.
+# its driver and the CUDA toolkit's cuBLAS. Carry BUILD/tests/test_cuda_*
+# and BUILD/bench/ds4-bench-cuda.
 #
 # Usage: scripts/gpu-check.sh BUILD_DIR [OUT_DIR]   (default OUT_DIR: $OUT or ./gpu-check)
 set -u
@@ -40,6 +42,7 @@ cat "$out/nvidia-smi.log"
 export DS4_REQUIRE_GPU=1
 step devices 60 "$build/tests/test_cuda_devices"
 step kernels 300 "$build/tests/test_cuda_kernels"
+step ops 120 "$build/tests/test_cuda_ops"
 if command -v compute-sanitizer >/dev/null; then
   step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_kernels" \
     --gtest_filter='CudaMatvec.FastOrder*:CudaDequantize.F32*:CudaActivationQuant.*:CudaGemm.*'

@@ -1,0 +1,236 @@
+// Kernels of backend/cuda/ops.h.
+#include <cfloat>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops.h"
+#include "core/error.h"
+
+namespace ds4::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kHcStreams = 4;
+
+int current_device() {
+  int device = -1;
+  (void)cudaGetDevice(&device);
+  return device;
+}
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+// ---- RMSNorm: a thread block per row, the double sum reduced in shared memory ----
+
+__global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t n, float eps, bool exact_products) {
+  __shared__ double partial[kThreads];
+  __shared__ float scale;
+  const float* xr = x + blockIdx.x * n;
+  float* yr = y + blockIdx.x * n;
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+    const float v = xr[i];
+    sum += exact_products ? static_cast<double>(v) * v : static_cast<double>(v * v);
+  }
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const float mean = static_cast<float>(partial[0] / static_cast<double>(n));
+    scale = 1.0f / sqrtf(mean + eps);
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
+}
+
+// ---- SwiGLU ----
+
+__device__ float sigmoid_two_branch(float x) {
+  if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+  const float e = expf(x);
+  return e / (1.0f + e);
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, const float* row_weight, float* out, int64_t n_rows,
+                              int64_t n, float limit, bool quality) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i >= n_rows * n) return;
+  float g = gate[i], u = up[i];
+  if (limit > 1.0e-6f) {
+    g = fminf(g, limit);
+    u = fminf(fmaxf(u, -limit), limit);
+  }
+  if (quality) {
+    out[i] = g / (1.0f + expf(-g)) * u;
+  } else {
+    const float weight = row_weight ? row_weight[i / n] : 1.0f;
+    out[i] = g * sigmoid_two_branch(g) * u * weight;
+  }
+}
+
+// ---- hyper-connections ----
+
+__global__ void hc_weighted_sum_kernel(const float* state, const float* weights, float* out, int64_t n_tokens,
+                                       int64_t n_embd, bool fused) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i >= n_tokens * n_embd) return;
+  const int64_t t = i / n_embd, d = i % n_embd;
+  const float* s = state + t * kHcStreams * n_embd + d;
+  const float* w = weights + t * kHcStreams;
+  float acc = 0.0f;
+  for (int k = 0; k < kHcStreams; ++k) acc = fused ? fmaf(s[k * n_embd], w[k], acc) : acc + s[k * n_embd] * w[k];
+  out[i] = acc;
+}
+
+__global__ void hc_post_kernel(const float* f, const float* state, const float* post, const float* comb, float* out,
+                               int64_t n_tokens, int64_t n_embd, bool fused) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;  // (t, j, d)
+  if (i >= n_tokens * kHcStreams * n_embd) return;
+  const int64_t d = i % n_embd;
+  const int64_t j = (i / n_embd) % kHcStreams;
+  const int64_t t = i / (n_embd * kHcStreams);
+  const float* s = state + t * kHcStreams * n_embd + d;
+  const float* c = comb + t * kHcStreams * kHcStreams;
+  float acc = f[t * n_embd + d] * post[t * kHcStreams + j];
+  for (int k = 0; k < kHcStreams; ++k) {
+    acc = fused ? fmaf(s[k * n_embd], c[k * kHcStreams + j], acc) : acc + s[k * n_embd] * c[k * kHcStreams + j];
+  }
+  out[i] = acc;
+}
+
+// ---- RoPE ----
+
+__global__ void rope_kernel(float* x, const float* cos, const float* sin, int64_t n_rows, int n_head, int head_dim,
+                            int n_pairs, bool fused) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;  // (row, head, pair)
+  if (i >= n_rows * n_head * n_pairs) return;
+  const int k = static_cast<int>(i % n_pairs);
+  const int64_t h = (i / n_pairs) % n_head;
+  const int64_t row = i / (static_cast<int64_t>(n_pairs) * n_head);
+  float* tail = x + row * n_head * head_dim + h * head_dim + (head_dim - 2 * n_pairs);
+  const float c = cos[row * n_pairs + k], s = sin[row * n_pairs + k];
+  const float a = tail[2 * k], b = tail[2 * k + 1];
+  if (fused) {
+    tail[2 * k] = fmaf(a, c, -(b * s));
+    tail[2 * k + 1] = fmaf(a, s, b * c);
+  } else {
+    tail[2 * k] = a * c - b * s;
+    tail[2 * k + 1] = a * s + b * c;
+  }
+}
+
+// ---- top-k: a thread block per row, k rounds of a block-wide arg-max ----
+
+// Whether (va, ia) goes before (vb, ib): numbers by value descending, NaN
+// last, then the lower index.
+__device__ bool before(float va, int ia, float vb, int ib) {
+  const bool na = isnan(va), nb = isnan(vb);
+  if (na != nb) return nb;
+  if (!na && va != vb) return va > vb;
+  return ia < ib;
+}
+
+__global__ void top_k_kernel(const float* scores, int32_t* out, int64_t n, int k, unsigned char* taken_all) {
+  __shared__ float best_v[kThreads];
+  __shared__ int best_i[kThreads];
+  const float* row = scores + blockIdx.x * n;
+  unsigned char* taken = taken_all + blockIdx.x * n;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) taken[i] = 0;
+  __syncthreads();
+  for (int round = 0; round < k; ++round) {
+    float v = 0.0f;
+    int index = -1;
+    for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+      if (taken[i]) continue;
+      if (index < 0 || before(row[i], static_cast<int>(i), v, index)) {
+        v = row[i];
+        index = static_cast<int>(i);
+      }
+    }
+    best_v[threadIdx.x] = v;
+    best_i[threadIdx.x] = index;
+    __syncthreads();
+    for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+      if (threadIdx.x < stride) {
+        const int other = best_i[threadIdx.x + stride];
+        if (other >= 0 && (best_i[threadIdx.x] < 0 ||
+                           before(best_v[threadIdx.x + stride], other, best_v[threadIdx.x], best_i[threadIdx.x]))) {
+          best_v[threadIdx.x] = best_v[threadIdx.x + stride];
+          best_i[threadIdx.x] = other;
+        }
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      out[blockIdx.x * static_cast<int64_t>(k) + round] = best_i[0];
+      taken[best_i[0]] = 1;
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+void rms_norm_rows(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Numerics numerics,
+                   cudaStream_t stream) {
+  if (n_rows == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, w, y, n, eps,
+                                                                         numerics == Numerics::Default);
+  cuda_check_launch("rms_norm", current_device());
+}
+
+void swiglu_clamp_rows(const float* gate, const float* up, const float* row_weight, float* out, int64_t n_rows,
+                       int64_t n, float limit, Numerics numerics, cudaStream_t stream) {
+  if (numerics == Numerics::Quality && row_weight)
+    throw Error("swiglu: quality numerics apply the expert weight after the down projection");
+  if (n_rows * n == 0) return;
+  swiglu_kernel<<<blocks_for(n_rows * n), kThreads, 0, stream>>>(gate, up, row_weight, out, n_rows, n, limit,
+                                                                 numerics == Numerics::Quality);
+  cuda_check_launch("swiglu", current_device());
+}
+
+void hc_weighted_sum_rows(const float* state, const float* weights, float* out, int64_t n_tokens, int64_t n_embd,
+                          Numerics numerics, cudaStream_t stream) {
+  if (n_tokens * n_embd == 0) return;
+  hc_weighted_sum_kernel<<<blocks_for(n_tokens * n_embd), kThreads, 0, stream>>>(state, weights, out, n_tokens, n_embd,
+                                                                                 numerics == Numerics::Quality);
+  cuda_check_launch("hc_weighted_sum", current_device());
+}
+
+void hc_post_rows(const float* f, const float* state, const float* post, const float* comb, float* out,
+                  int64_t n_tokens, int64_t n_embd, Numerics numerics, cudaStream_t stream) {
+  if (n_tokens * n_embd == 0) return;
+  hc_post_kernel<<<blocks_for(n_tokens * kHcStreams * n_embd), kThreads, 0, stream>>>(
+      f, state, post, comb, out, n_tokens, n_embd, numerics == Numerics::Quality);
+  cuda_check_launch("hc_post", current_device());
+}
+
+void rope_heads_rows(float* x, const float* cos, const float* sin, int64_t n_rows, int n_head, int head_dim,
+                     int n_pairs, bool fused, cudaStream_t stream) {
+  if (2 * n_pairs > head_dim)
+    throw Error("rope: " + std::to_string(2 * n_pairs) + " rotated dims exceed the head width " +
+                std::to_string(head_dim));
+  const int64_t n = n_rows * n_head * n_pairs;
+  if (n == 0) return;
+  rope_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, cos, sin, n_rows, n_head, head_dim, n_pairs, fused);
+  cuda_check_launch("rope", current_device());
+}
+
+void top_k_desc_rows(const float* scores, int32_t* out, int64_t n_rows, int64_t n, int k, cudaStream_t stream) {
+  if (k < 0 || k > n) throw Error("top_k: k " + std::to_string(k) + " is outside 0.." + std::to_string(n));
+  if (n_rows == 0 || k == 0) return;
+  // Marks of the values taken so far, n bytes per row, freed with the call's
+  // stream order kept (cudaFreeAsync).
+  void* taken = nullptr;
+  cuda_check(cudaMallocAsync(&taken, static_cast<size_t>(n_rows * n), stream), "cudaMallocAsync", current_device());
+  top_k_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(scores, out, n, k,
+                                                                       static_cast<unsigned char*>(taken));
+  const cudaError_t launch = cudaGetLastError();
+  (void)cudaFreeAsync(taken, stream);
+  cuda_check(launch, "launch of top_k", current_device());
+}
+
+}  // namespace ds4::cuda

@@ -1,0 +1,54 @@
+// The forward pass's element-wise and small ops on a GPU (device pointers,
+// asynchronous on `stream`), batched over rows (tokens), each the CPU op's
+// float operations (backend/cpu/ops_*.h):
+//   - bit-identical: HC weighted sum and post (fixed per-element order, fma
+//     where Quality fuses), RoPE from the CPU's cos/sin cache, top-k;
+//   - RMSNorm: the double sum in another order, so its scale can differ from
+//     the CPU's in the last bit of the float;
+//   - SwiGLU: CUDA's expf instead of glibc's (within 2 ulp).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/numerics.h"
+
+namespace ds4::cuda {
+
+using backend::Numerics;
+
+// y = x * (1 / sqrt(mean(x^2) + eps)) [* w] for n_rows rows of n floats
+// (row stride n); w null: unweighted. The mean's sum is of exact products in
+// double (Default) or of float products (Quality), as cpu::rms_norm_scale.
+// y may alias x.
+void rms_norm_rows(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Numerics numerics,
+                   cudaStream_t stream);
+
+// out = silu(min(gate, limit)) * clamp(up, -limit, limit) [* row_weight[r]]
+// for n_rows rows of n (cpu::swiglu_clamp; limit <= 1e-6: no clamp;
+// row_weight null: 1; Quality takes none).
+void swiglu_clamp_rows(const float* gate, const float* up, const float* row_weight, float* out, int64_t n_rows,
+                       int64_t n, float limit, Numerics numerics, cudaStream_t stream);
+
+// Hyper-connections, per token t: out[t][d] = sum_i weights[t][i] *
+// state[t][i][d] (cpu::hc_weighted_sum), and out[t][j][d] = post[t][j] *
+// f[t][d] + sum_i comb[t][i*4+j] * state[t][i][d] (cpu::hc_post). State
+// rows are 4 x n_embd; weights and post 4 per token, comb 16.
+void hc_weighted_sum_rows(const float* state, const float* weights, float* out, int64_t n_tokens, int64_t n_embd,
+                          Numerics numerics, cudaStream_t stream);
+void hc_post_rows(const float* f, const float* state, const float* post, const float* comb, float* out,
+                  int64_t n_tokens, int64_t n_embd, Numerics numerics, cudaStream_t stream);
+
+// RoPE on the last 2 * n_pairs dims of each of n_head heads of width
+// head_dim, in each of n_rows rows, with row r's cos/sin (n_pairs each, as
+// cpu::rope_cache made them; sin negated for the inverse); fused: Quality's
+// fmas (cpu::RopeCache::fused).
+void rope_heads_rows(float* x, const float* cos, const float* sin, int64_t n_rows, int n_head, int head_dim,
+                     int n_pairs, bool fused, cudaStream_t stream);
+
+// The indices of the k largest of each row's n scores, largest first, ties
+// to the lower index, NaN never ahead of a number (cpu::top_k_desc).
+void top_k_desc_rows(const float* scores, int32_t* out, int64_t n_rows, int64_t n, int k, cudaStream_t stream);
+
+}  // namespace ds4::cuda

@@ -1,0 +1,222 @@
+// The forward pass's small ops on a GPU against the CPU's (backend/cpu/ops_*):
+// bit for bit where the GPU does the same float operations in the same
+// order (HC, RoPE, top-k), within a few ulp where a sum's order (RMSNorm)
+// or expf (SwiGLU) differs. Needs a GPU: skipped without one, a failure
+// with DS4_REQUIRE_GPU=1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/ops_hc.h"
+#include "backend/cpu/ops_moe.h"
+#include "backend/cpu/ops_norm.h"
+#include "backend/cpu/ops_rope.h"
+#include "backend/cpu/ops_topk.h"
+#include "backend/cuda/cuda_devices.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/ops.h"
+#include "unit/test_quant_util.h"
+
+namespace ds4::cuda {
+namespace {
+
+bool have_gpu(std::string& why) {
+  static const GpuList list = list_gpus();
+  if (list.devices.empty()) {
+    why = list.unavailable;
+    return false;
+  }
+  if (!list.devices[0].unsupported.empty()) {
+    why = describe(list.devices[0]);
+    return false;
+  }
+  return true;
+}
+
+#define REQUIRE_GPU()                                                                   \
+  do {                                                                                  \
+    std::string why_;                                                                   \
+    if (!have_gpu(why_)) {                                                              \
+      if (std::getenv("DS4_REQUIRE_GPU")) FAIL() << "DS4_REQUIRE_GPU is set: " << why_; \
+      GTEST_SKIP() << why_;                                                             \
+    }                                                                                   \
+  } while (0)
+
+template <typename T>
+DeviceBuffer to_device(const std::vector<T>& host) {
+  DeviceBuffer buffer(host.size() * sizeof(T));
+  buffer.upload(host.data(), host.size() * sizeof(T));
+  return buffer;
+}
+template <typename T>
+std::vector<T> from_device(const DeviceBuffer& buffer, size_t count) {
+  if (cudaDeviceSynchronize() != cudaSuccess) ADD_FAILURE() << cudaGetErrorString(cudaGetLastError());
+  std::vector<T> out(count);
+  buffer.download(out.data(), count * sizeof(T));
+  return out;
+}
+
+uint32_t bits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
+
+// Largest |a - b| / max(|b|, tiny) over the vectors.
+double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]) / std::max(std::fabs(static_cast<double>(b[i])), 1e-30));
+  return worst;
+}
+
+const Numerics kBoth[] = {Numerics::Default, Numerics::Quality};
+
+TEST(CudaOps, RmsNormMatchesTheCpuWithinAnUlpOfItsScale) {
+  REQUIRE_GPU();
+  for (int64_t n : {7168, 1000, 512}) {
+    const int64_t rows = 5;
+    std::vector<float> x = quant::test::gaussian(static_cast<size_t>(rows * n), 3);
+    for (float& v : x) v *= 3.0f;
+    const std::vector<float> w = quant::test::gaussian(static_cast<size_t>(n), 4);
+    const DeviceBuffer dx = to_device(x), dw = to_device(w);
+    for (Numerics numerics : kBoth) {
+      for (bool weighted : {true, false}) {
+        DeviceBuffer dy(x.size() * 4);
+        rms_norm_rows(dx.as<float>(), weighted ? dw.as<float>() : nullptr, dy.as<float>(), rows, n, 1e-6f, numerics,
+                      nullptr);
+        const std::vector<float> gpu = from_device<float>(dy, x.size());
+        std::vector<float> cpu(x.size());
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::span<const float> xr(x.data() + r * n, static_cast<size_t>(n));
+          const std::span<float> yr(cpu.data() + r * n, static_cast<size_t>(n));
+          if (weighted)
+            cpu::rms_norm(xr, w, yr, 1e-6f, numerics);
+          else
+            cpu::rms_norm_unweighted(xr, yr, 1e-6f, numerics);
+        }
+        EXPECT_LT(max_rel(gpu, cpu), 3e-7) << "n " << n << (weighted ? " weighted" : "");
+      }
+    }
+  }
+}
+
+TEST(CudaOps, SwigluMatchesTheCpuWithinExpfsError) {
+  REQUIRE_GPU();
+  const int64_t rows = 6, n = 2048;
+  std::vector<float> gate = quant::test::gaussian(static_cast<size_t>(rows * n), 5);
+  std::vector<float> up = quant::test::gaussian(static_cast<size_t>(rows * n), 6);
+  for (float& v : gate) v *= 8.0f;  // past the clamp and into both sigmoid branches
+  for (float& v : up) v *= 8.0f;
+  const std::vector<float> weights = {0.5f, 1.0f, 0.125f, 2.0f, 0.3f, 0.7f};
+  const DeviceBuffer dg = to_device(gate), du = to_device(up), dwt = to_device(weights);
+  for (Numerics numerics : kBoth) {
+    for (float limit : {10.0f, 0.0f}) {
+      const bool weighted = numerics == Numerics::Default;
+      DeviceBuffer dout(gate.size() * 4);
+      swiglu_clamp_rows(dg.as<float>(), du.as<float>(), weighted ? dwt.as<float>() : nullptr, dout.as<float>(), rows,
+                        n, limit, numerics, nullptr);
+      const std::vector<float> gpu = from_device<float>(dout, gate.size());
+      std::vector<float> cpu(gate.size());
+      for (int64_t r = 0; r < rows; ++r)
+        cpu::swiglu_clamp(std::span<const float>(gate.data() + r * n, n), std::span<const float>(up.data() + r * n, n),
+                          limit, weighted ? weights[r] : 1.0f, std::span<float>(cpu.data() + r * n, n), numerics);
+      EXPECT_LT(max_rel(gpu, cpu), 1e-6) << "limit " << limit;
+    }
+  }
+}
+
+TEST(CudaOps, HyperConnectionSumsEqualTheCpuBitForBit) {
+  REQUIRE_GPU();
+  const int64_t tokens = 3, n_embd = 1536;
+  const std::vector<float> state = quant::test::gaussian(static_cast<size_t>(tokens * 4 * n_embd), 7);
+  const std::vector<float> f = quant::test::gaussian(static_cast<size_t>(tokens * n_embd), 8);
+  const std::vector<float> weights = quant::test::gaussian(static_cast<size_t>(tokens * 4), 9);
+  const std::vector<float> comb = quant::test::gaussian(static_cast<size_t>(tokens * 16), 10);
+  const DeviceBuffer ds = to_device(state), df = to_device(f), dw = to_device(weights), dc = to_device(comb);
+  for (Numerics numerics : kBoth) {
+    DeviceBuffer dsum(static_cast<size_t>(tokens * n_embd) * 4), dpost(state.size() * 4);
+    hc_weighted_sum_rows(ds.as<float>(), dw.as<float>(), dsum.as<float>(), tokens, n_embd, numerics, nullptr);
+    hc_post_rows(df.as<float>(), ds.as<float>(), dw.as<float>(), dc.as<float>(), dpost.as<float>(), tokens, n_embd,
+                 numerics, nullptr);
+    const std::vector<float> gpu_sum = from_device<float>(dsum, static_cast<size_t>(tokens * n_embd));
+    const std::vector<float> gpu_post = from_device<float>(dpost, state.size());
+    int bad = 0;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const std::span<const float> st(state.data() + t * 4 * n_embd, static_cast<size_t>(4 * n_embd));
+      std::vector<float> sum(static_cast<size_t>(n_embd)), post(static_cast<size_t>(4 * n_embd));
+      cpu::hc_weighted_sum(st, std::span<const float, 4>(weights.data() + 4 * t, 4), sum, numerics);
+      cpu::HcSplit split;
+      for (int i = 0; i < 4; ++i) split.post[i] = weights[4 * t + i];
+      for (int i = 0; i < 16; ++i) split.comb[i] = comb[16 * t + i];
+      cpu::hc_post(std::span<const float>(f.data() + t * n_embd, static_cast<size_t>(n_embd)), st, split, post, numerics);
+      for (int64_t d = 0; d < n_embd; ++d) bad += bits(sum[d]) != bits(gpu_sum[t * n_embd + d]);
+      for (int64_t d = 0; d < 4 * n_embd; ++d) bad += bits(post[d]) != bits(gpu_post[t * 4 * n_embd + d]);
+    }
+    EXPECT_EQ(bad, 0) << (numerics == Numerics::Quality ? "quality" : "default");
+  }
+}
+
+TEST(CudaOps, RopeWithTheCpuCacheEqualsTheCpuBitForBit) {
+  REQUIRE_GPU();
+  cpu::RopeParams p;  // a compressed layer's YaRN parameters (Flash)
+  p.n_rot = 64;
+  p.freq_base = 160000.0f;
+  p.freq_scale = 1.0f / 16.0f;
+  p.ext_factor = 1.0f;
+  p.corr_lo = 15.0f;
+  p.corr_hi = 25.0f;
+  const int n_head = 8, head_dim = 512, n_pairs = 32;
+  const std::vector<int64_t> positions = {0, 1, 17, 4095, 65537};
+  const int64_t rows = static_cast<int64_t>(positions.size());
+  const std::vector<float> x = quant::test::gaussian(static_cast<size_t>(rows * n_head * head_dim), 12);
+  for (bool fused : {false, true}) {
+    for (bool inverse : {false, true}) {
+      p.fused = fused;
+      std::vector<float> cos, sin, cpu = x;
+      for (int64_t r = 0; r < rows; ++r) {
+        const cpu::RopeCache cache = cpu::rope_cache(p, positions[r], inverse);
+        cos.insert(cos.end(), cache.cos.begin(), cache.cos.begin() + n_pairs);
+        sin.insert(sin.end(), cache.sin.begin(), cache.sin.begin() + n_pairs);
+        cpu::rope_heads(std::span<float>(cpu.data() + r * n_head * head_dim, static_cast<size_t>(n_head * head_dim)),
+                        n_head, head_dim, cache);
+      }
+      DeviceBuffer dx = to_device(x);
+      const DeviceBuffer dcos = to_device(cos), dsin = to_device(sin);
+      rope_heads_rows(dx.as<float>(), dcos.as<float>(), dsin.as<float>(), rows, n_head, head_dim, n_pairs, fused,
+                      nullptr);
+      const std::vector<float> gpu = from_device<float>(dx, x.size());
+      int bad = 0;
+      for (size_t i = 0; i < x.size(); ++i) bad += bits(gpu[i]) != bits(cpu[i]);
+      EXPECT_EQ(bad, 0) << (fused ? "fused" : "plain") << (inverse ? " inverse" : "");
+    }
+  }
+}
+
+TEST(CudaOps, TopKEqualsTheCpuWithTiesAndNaNs) {
+  REQUIRE_GPU();
+  for (auto [n, k] : {std::pair<int64_t, int>{256, 8}, {5000, 512}, {7, 7}}) {
+    const int64_t rows = 4;
+    std::vector<float> scores = quant::test::gaussian(static_cast<size_t>(rows * n), 13);
+    for (int64_t i = 0; i < rows * n; i += 3) scores[i] = 0.0f;  // many ties
+    scores[5 % (rows * n)] = std::numeric_limits<float>::quiet_NaN();
+    scores[n + 1] = std::numeric_limits<float>::infinity();
+    const DeviceBuffer ds = to_device(scores);
+    DeviceBuffer dout(static_cast<size_t>(rows * k) * 4);
+    top_k_desc_rows(ds.as<float>(), dout.as<int32_t>(), rows, n, k, nullptr);
+    const std::vector<int32_t> gpu = from_device<int32_t>(dout, static_cast<size_t>(rows * k));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<int32_t> cpu(static_cast<size_t>(k));
+      cpu::top_k_desc(std::span<const float>(scores.data() + r * n, static_cast<size_t>(n)), cpu);
+      EXPECT_EQ(std::vector<int32_t>(gpu.begin() + r * k, gpu.begin() + (r + 1) * k), cpu) << "n " << n << " row " << r;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ds4::cuda
