@@ -6,6 +6,9 @@
 
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "model/deepseek4_hparams.h"
+#include "model/deepseek4_memory.h"
+#include "model/deepseek4_weights.h"
 
 namespace ds4::backend {
 
@@ -66,6 +69,22 @@ VramBudget parse_gpu_vram(std::string_view text) {
     budget.gib.push_back(gib);
   }
   return budget;
+}
+
+PlacementRequest placement_request(const model::Deepseek4Weights& weights, const model::Deepseek4HParams& hp,
+                                   uint64_t n_ctx, uint32_t kv_elem_bytes, uint64_t scratch_bytes) {
+  PlacementRequest request;
+  for (const model::LayerWeights& layer : weights.layers) {
+    uint64_t bytes = model::kv_layer_state_bytes(hp, layer.index, n_ctx, kv_elem_bytes).total();
+    for (const model::TensorView* t : layer.all()) bytes += t->nbytes;
+    request.layer_bytes.push_back(bytes);
+  }
+  request.input_bytes = weights.token_embd.nbytes;
+  for (const model::TensorView* t : {&weights.output_hc_fn, &weights.output_hc_base, &weights.output_hc_scale,
+                                     &weights.output_norm, &weights.output})
+    request.output_bytes += t->nbytes;
+  request.scratch_bytes = scratch_bytes;
+  return request;
 }
 
 std::vector<GpuShare> place_layers(const PlacementRequest& request, const std::vector<GpuCapacity>& gpus,

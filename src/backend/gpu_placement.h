@@ -10,6 +10,11 @@
 #include <string_view>
 #include <vector>
 
+namespace ds4::model {
+struct Deepseek4HParams;
+struct Deepseek4Weights;
+}  // namespace ds4::model
+
 namespace ds4::backend {
 
 // One GPU as the placement sees it.
@@ -38,6 +43,13 @@ struct PlacementRequest {
   uint64_t output_bytes = 0;          // output norm, HC head, vocab projection: with the last layer
   uint64_t scratch_bytes = 0;         // activations and kernel scratch, on every GPU used
 };
+
+// The request for a bound model with a context of n_ctx tokens: each layer's
+// tensors plus its KV state (model::kv_layer_state_bytes, cached rows of
+// kv_elem_bytes), the token embedding, and the output head's tensors (HC
+// head, norm, vocab projection). Reads only the tensor table.
+PlacementRequest placement_request(const model::Deepseek4Weights& weights, const model::Deepseek4HParams& hp,
+                                   uint64_t n_ctx, uint32_t kv_elem_bytes, uint64_t scratch_bytes);
 
 struct GpuShare {
   int device = 0;

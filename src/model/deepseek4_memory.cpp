@@ -87,19 +87,28 @@ uint64_t kv_compressed_bytes(const Deepseek4HParams& hp, uint64_t n_tokens, uint
   return values * elem_bytes;
 }
 
+KvStateBytes kv_layer_state_bytes(const Deepseek4HParams& hp, uint32_t il, uint64_t n_ctx, uint32_t elem_bytes) {
+  KvStateBytes k;
+  const uint64_t r = hp.ratio(il);
+  k.raw_window = std::min<uint64_t>(hp.n_swa, n_ctx) * hp.head_dim * elem_bytes;
+  if (r == 0) return k;
+  k.compressed_attn = (n_ctx / r + 2) * hp.head_dim * elem_bytes;
+  k.frontiers = 2 * frontier_values(r, hp.head_dim) * kFrontierElemBytes;  // kv + score
+  if (r == kIndexerRatio) {
+    k.compressed_index = (n_ctx / kIndexerRatio + 2) * hp.indexer_head_dim * elem_bytes;
+    k.frontiers += 2 * frontier_values(kIndexerRatio, hp.indexer_head_dim) * kFrontierElemBytes;
+  }
+  return k;
+}
+
 KvStateBytes kv_state_bytes(const Deepseek4HParams& hp, uint64_t n_ctx, uint32_t elem_bytes) {
   KvStateBytes k;
-  const uint64_t window_rows = std::min<uint64_t>(hp.n_swa, n_ctx);
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
-    const uint64_t r = hp.ratio(il);
-    k.raw_window += window_rows * hp.head_dim * elem_bytes;
-    if (r == 0) continue;
-    k.compressed_attn += (n_ctx / r + 2) * hp.head_dim * elem_bytes;
-    k.frontiers += 2 * frontier_values(r, hp.head_dim) * kFrontierElemBytes;  // kv + score
-    if (r == kIndexerRatio) {
-      k.compressed_index += (n_ctx / kIndexerRatio + 2) * hp.indexer_head_dim * elem_bytes;
-      k.frontiers += 2 * frontier_values(kIndexerRatio, hp.indexer_head_dim) * kFrontierElemBytes;
-    }
+    const KvStateBytes layer = kv_layer_state_bytes(hp, il, n_ctx, elem_bytes);
+    k.raw_window += layer.raw_window;
+    k.compressed_attn += layer.compressed_attn;
+    k.compressed_index += layer.compressed_index;
+    k.frontiers += layer.frontiers;
   }
   return k;
 }

@@ -64,5 +64,7 @@ uint64_t kv_compressed_bytes(const Deepseek4HParams& hp, uint64_t n_tokens, uint
 
 // Whole state allocated for a context of n_ctx tokens (capacities as above).
 KvStateBytes kv_state_bytes(const Deepseek4HParams& hp, uint64_t n_ctx, uint32_t elem_bytes);
+// The share of layer il (kv_state_bytes is the sum over layers).
+KvStateBytes kv_layer_state_bytes(const Deepseek4HParams& hp, uint32_t il, uint64_t n_ctx, uint32_t elem_bytes);
 
 }  // namespace ds4::model

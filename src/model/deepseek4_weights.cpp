@@ -124,20 +124,26 @@ std::span<const GgmlType> allowed_types(TensorKind kind) {
   }
 }
 
+std::vector<const TensorView*> LayerWeights::all() const {
+  std::vector<const TensorView*> v;
+  for (const TensorView* t :
+       {&hc_attn_fn, &hc_attn_scale, &hc_attn_base, &attn_norm, &attn_q_a, &attn_q_a_norm, &attn_q_b, &attn_kv,
+        &attn_kv_norm, &attn_compressor.ape, &attn_compressor.kv, &attn_compressor.gate, &attn_compressor.norm,
+        &indexer_q_b, &indexer_proj, &indexer_compressor.ape, &indexer_compressor.kv, &indexer_compressor.gate,
+        &indexer_compressor.norm, &attn_sinks, &attn_output_a, &attn_output_b, &hc_ffn_fn, &hc_ffn_scale,
+        &hc_ffn_base, &ffn_norm, &ffn_gate_inp, &exp_probs_b, &ffn_gate_tid2eid, &ffn_gate_exps, &ffn_up_exps,
+        &ffn_down_exps, &ffn_gate_shexp, &ffn_up_shexp, &ffn_down_shexp}) {
+    if (t->present()) v.push_back(t);
+  }
+  return v;
+}
+
 std::vector<const TensorView*> Deepseek4Weights::all() const {
   std::vector<const TensorView*> v;
   v.push_back(&token_embd);
   for (const LayerWeights& l : layers) {
-    for (const TensorView* t :
-         {&l.hc_attn_fn, &l.hc_attn_scale, &l.hc_attn_base, &l.attn_norm, &l.attn_q_a, &l.attn_q_a_norm, &l.attn_q_b,
-          &l.attn_kv, &l.attn_kv_norm, &l.attn_compressor.ape, &l.attn_compressor.kv, &l.attn_compressor.gate,
-          &l.attn_compressor.norm, &l.indexer_q_b, &l.indexer_proj, &l.indexer_compressor.ape,
-          &l.indexer_compressor.kv, &l.indexer_compressor.gate, &l.indexer_compressor.norm, &l.attn_sinks,
-          &l.attn_output_a, &l.attn_output_b, &l.hc_ffn_fn, &l.hc_ffn_scale, &l.hc_ffn_base, &l.ffn_norm,
-          &l.ffn_gate_inp, &l.exp_probs_b, &l.ffn_gate_tid2eid, &l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps,
-          &l.ffn_gate_shexp, &l.ffn_up_shexp, &l.ffn_down_shexp}) {
-      if (t->present()) v.push_back(t);
-    }
+    const std::vector<const TensorView*> layer = l.all();
+    v.insert(v.end(), layer.begin(), layer.end());
   }
   for (const TensorView* t : {&output_hc_fn, &output_hc_base, &output_hc_scale, &output_norm, &output}) v.push_back(t);
   return v;

@@ -81,6 +81,9 @@ struct LayerWeights {
   TensorView ffn_gate_tid2eid;  // hash layers
   TensorView ffn_gate_exps, ffn_up_exps, ffn_down_exps;
   TensorView ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+
+  // Every present view of the layer, in deepseek4_tensors order.
+  std::vector<const TensorView*> all() const;
 };
 
 struct Deepseek4Weights {

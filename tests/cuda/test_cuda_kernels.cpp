@@ -329,8 +329,15 @@ TEST(CudaGemm, MatchesADoublePrecisionProductOfTheDequantizedWeights) {
   REQUIRE_GPU();
   const int64_t rows = 96, cols = 1024, tokens = 7, ldy = 100;
   GemmRunner gemm(nullptr);
-  for (GgmlType type : all_types()) {
-    SCOPED_TRACE(type_name(type));
+  // Dequantized weights through a scratch of 10 rows: 10 blocks of rows.
+  GemmRunner chunked(nullptr, 10 * cols * 2);
+  for (auto [type, runner] : [&] {
+         std::vector<std::pair<GgmlType, GemmRunner*>> cases;
+         for (GgmlType t : all_types()) cases.push_back({t, &gemm});
+         for (GgmlType t : {GgmlType::Q4_K, GgmlType::IQ2_XXS, GgmlType::MXFP4}) cases.push_back({t, &chunked});
+         return cases;
+       }()) {
+    SCOPED_TRACE(type_name(type) + (runner == &chunked ? " in blocks of rows" : ""));
     const std::vector<uint8_t> w = random_weights(type, rows, cols, 41);
     const std::vector<float> x = quant::test::gaussian(static_cast<size_t>(tokens * cols), 43);
     std::vector<float> wf(static_cast<size_t>(rows * cols));
@@ -339,7 +346,7 @@ TEST(CudaGemm, MatchesADoublePrecisionProductOfTheDequantizedWeights) {
     const DeviceBuffer dw = to_device(w), dx = to_device(x);
     std::vector<float> init(static_cast<size_t>(tokens * ldy), 123.0f);
     const DeviceBuffer dy = to_device(init);
-    gemm.matmul(type, dw.data(), rows, cols, dx.as<float>(), tokens, dy.as<float>(), ldy);
+    runner->matmul(type, dw.data(), rows, cols, dx.as<float>(), tokens, dy.as<float>(), ldy);
     sync();
     const std::vector<float> y = from_device<float>(dy, init.size());
     double err2 = 0, ref2 = 0;

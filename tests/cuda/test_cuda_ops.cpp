@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_devices.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/route.h"
 #include "unit/test_quant_util.h"
 
 namespace ds4::cuda {
@@ -162,6 +163,50 @@ TEST(CudaOps, HyperConnectionSumsEqualTheCpuBitForBit) {
   }
 }
 
+TEST(CudaOps, HyperConnectionSplitAndHeadWeightsMatchTheCpu) {
+  REQUIRE_GPU();
+  const int64_t tokens = 9;
+  const float eps = 1e-6f;
+  const std::vector<float> mix = quant::test::gaussian(static_cast<size_t>(tokens * 24), 14);
+  const std::vector<float> scale = {0.7f, 1.3f, 2.1f};
+  const std::vector<float> base = quant::test::gaussian(24, 15);
+  const DeviceBuffer dmix = to_device(mix), dscale = to_device(scale), dbase = to_device(base);
+  for (Numerics numerics : kBoth) {
+    DeviceBuffer dpre(static_cast<size_t>(tokens * 4) * 4), dpost(static_cast<size_t>(tokens * 4) * 4),
+        dcomb(static_cast<size_t>(tokens * 16) * 4), dhead(static_cast<size_t>(tokens * 4) * 4);
+    hc_split_rows(dmix.as<float>(), dscale.as<float>(), dbase.as<float>(), eps, cpu::kHcSinkhornIters, dpre.as<float>(),
+                  dpost.as<float>(), dcomb.as<float>(), tokens, numerics, nullptr);
+    // The head's mixes: the first 4 of each token's 24 (stride 4 here).
+    std::vector<float> head_mix(static_cast<size_t>(tokens * 4));
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int i = 0; i < 4; ++i) head_mix[t * 4 + i] = mix[t * 24 + i];
+    const DeviceBuffer dhead_mix = to_device(head_mix);
+    hc_head_weights_rows(dhead_mix.as<float>(), dscale.as<float>(), dbase.as<float>(), eps, dhead.as<float>(), tokens,
+                         numerics, nullptr);
+    const std::vector<float> pre = from_device<float>(dpre, static_cast<size_t>(tokens * 4));
+    const std::vector<float> post = from_device<float>(dpost, static_cast<size_t>(tokens * 4));
+    const std::vector<float> comb = from_device<float>(dcomb, static_cast<size_t>(tokens * 16));
+    const std::vector<float> head = from_device<float>(dhead, static_cast<size_t>(tokens * 4));
+    std::vector<float> want_pre, want_post, want_comb, want_head;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const cpu::HcSplit split = cpu::hc_split_sinkhorn(std::span<const float, 24>(mix.data() + t * 24, 24),
+                                                        std::span<const float, 3>(scale.data(), 3),
+                                                        std::span<const float, 24>(base.data(), 24), eps, numerics);
+      want_pre.insert(want_pre.end(), split.pre.begin(), split.pre.end());
+      want_post.insert(want_post.end(), split.post.begin(), split.post.end());
+      want_comb.insert(want_comb.end(), split.comb.begin(), split.comb.end());
+      const auto w = cpu::hc_head_weights(std::span<const float, 4>(head_mix.data() + t * 4, 4), scale[0],
+                                          std::span<const float, 4>(base.data(), 4), eps, numerics);
+      want_head.insert(want_head.end(), w.begin(), w.end());
+    }
+    // expf's last bits, carried through 20 Sinkhorn passes.
+    EXPECT_LT(max_rel(pre, want_pre), 1e-6);
+    EXPECT_LT(max_rel(post, want_post), 1e-6);
+    EXPECT_LT(max_rel(comb, want_comb), 1e-5);
+    EXPECT_LT(max_rel(head, want_head), 1e-6);
+  }
+}
+
 TEST(CudaOps, RopeWithTheCpuCacheEqualsTheCpuBitForBit) {
   REQUIRE_GPU();
   cpu::RopeParams p;  // a compressed layer's YaRN parameters (Flash)
@@ -194,6 +239,60 @@ TEST(CudaOps, RopeWithTheCpuCacheEqualsTheCpuBitForBit) {
       int bad = 0;
       for (size_t i = 0; i < x.size(); ++i) bad += bits(gpu[i]) != bits(cpu[i]);
       EXPECT_EQ(bad, 0) << (fused ? "fused" : "plain") << (inverse ? " inverse" : "");
+    }
+  }
+}
+
+TEST(CudaOps, RoutingChoosesTheCpusExpertsWithItsWeights) {
+  REQUIRE_GPU();
+  const int64_t tokens = 5;
+  const int n_expert = 256, k = 6, n_vocab = 10;
+  std::vector<float> logits = quant::test::gaussian(static_cast<size_t>(tokens * n_expert), 16);
+  for (float& v : logits) v *= 4.0f;  // both softplus branches of Default
+  logits[3] = 30.0f;
+  logits[4] = -30.0f;
+  std::vector<float> bias = quant::test::gaussian(static_cast<size_t>(n_expert), 17);
+  for (float& v : bias) v *= 0.1f;
+  std::vector<int32_t> tid2eid(static_cast<size_t>(n_vocab * k));
+  for (size_t i = 0; i < tid2eid.size(); ++i) tid2eid[i] = static_cast<int32_t>((i * 37 + 11) % n_expert);
+  const std::vector<int32_t> token_ids = {3, 7, 0, 9, 3};
+  const DeviceBuffer dlogits = to_device(logits), dbias = to_device(bias), dtable = to_device(tid2eid),
+                     dtokens = to_device(token_ids);
+  for (Numerics numerics : kBoth) {
+    for (bool hash : {false, true}) {
+      DeviceBuffer dids(static_cast<size_t>(tokens * k) * 4), dweights(static_cast<size_t>(tokens * k) * 4);
+      RouteRows r;
+      r.logits = dlogits.as<float>();
+      r.bias = hash ? nullptr : dbias.as<float>();
+      r.tid2eid = hash ? dtable.as<int32_t>() : nullptr;
+      r.tokens = hash ? dtokens.as<int32_t>() : nullptr;
+      r.n_tokens = tokens;
+      r.n_expert = n_expert;
+      r.k = k;
+      r.scale = 1.5f;
+      r.ids = dids.as<int32_t>();
+      r.weights = dweights.as<float>();
+      route_rows(r, numerics, nullptr);
+      const std::vector<int32_t> ids = from_device<int32_t>(dids, static_cast<size_t>(tokens * k));
+      const std::vector<float> weights = from_device<float>(dweights, static_cast<size_t>(tokens * k));
+      std::vector<int32_t> want_ids;
+      std::vector<float> want_weights;
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::vector<float> scores(static_cast<size_t>(n_expert));
+        cpu::router_scores(std::span<const float>(logits.data() + t * n_expert, static_cast<size_t>(n_expert)), scores,
+                           numerics);
+        std::vector<int32_t> cid(static_cast<size_t>(k));
+        std::vector<float> cw(static_cast<size_t>(k));
+        if (hash)
+          cpu::route_hash(scores, std::span<const int32_t>(tid2eid.data() + token_ids[t] * k, static_cast<size_t>(k)),
+                          1.5f, cid, cw, numerics);
+        else
+          cpu::route_top_k(scores, bias, 1.5f, cid, cw, numerics);
+        want_ids.insert(want_ids.end(), cid.begin(), cid.end());
+        want_weights.insert(want_weights.end(), cw.begin(), cw.end());
+      }
+      EXPECT_EQ(ids, want_ids) << (hash ? "hash" : "top-k");
+      EXPECT_LT(max_rel(weights, want_weights), 1e-5) << (hash ? "hash" : "top-k");
     }
   }
 }

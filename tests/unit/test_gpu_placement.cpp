@@ -9,6 +9,8 @@
 
 #include "backend/gpu_placement.h"
 #include "core/error.h"
+#include "model/deepseek4_memory.h"
+#include "support/synthetic_model.h"
 
 namespace ds4::backend {
 namespace {
@@ -128,6 +130,30 @@ TEST(GpuPlacement, ASmallGpuTakesFewerLayers) {
   EXPECT_EQ(shares[2].layer_end, 10);
   EXPECT_TRUE(shares[2].output);
   EXPECT_EQ(shares[1].bytes, 5 * kGiB + kMiB * 512);
+}
+
+TEST(GpuPlacement, RequestFromAModelCountsEveryTensorAndTheKvStateOnce) {
+  const test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 41);
+  const model::Deepseek4Weights& w = m.model().weights();
+  const uint64_t n_ctx = 4096;
+  const PlacementRequest r = placement_request(w, m.hparams(), n_ctx, 4, kMiB);
+  ASSERT_EQ(r.layer_bytes.size(), m.hparams().n_layer);
+  uint64_t tensors = 0;
+  for (const model::TensorView* t : w.all()) tensors += t->nbytes;
+  uint64_t placed = r.input_bytes + r.output_bytes;
+  for (uint64_t b : r.layer_bytes) placed += b;
+  EXPECT_EQ(placed, tensors + model::kv_state_bytes(m.hparams(), n_ctx, 4).total());
+  EXPECT_EQ(r.input_bytes, w.token_embd.nbytes);
+  EXPECT_GT(r.output_bytes, w.output.nbytes);  // the HC head and norm too
+
+  // One GPU with exactly enough (scratch and the auto reserve on top) fits;
+  // a byte less is refused by that byte.
+  const uint64_t exact = placed + kMiB + kAutoVramReserve;
+  const auto shares = place_layers(r, {{0, "Exact", exact}}, {});
+  EXPECT_EQ(shares[0].layer_end, static_cast<int>(m.hparams().n_layer));
+  EXPECT_EQ(shares[0].bytes, placed + kMiB);
+  const std::string refusal = error_of([&] { place_layers(r, {{0, "Exact", exact - 1}}, {}); });
+  EXPECT_NE(refusal.find("short by 1 bytes"), std::string::npos) << refusal;
 }
 
 }  // namespace

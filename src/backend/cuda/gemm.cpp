@@ -2,6 +2,7 @@
 
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
@@ -20,7 +21,8 @@ void cublas_check(cublasStatus_t status, const char* call, int device) {
 
 }  // namespace
 
-GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
+GemmRunner::GemmRunner(cudaStream_t stream, size_t weight_scratch_bytes)
+    : stream_(stream), weight_scratch_limit_(weight_scratch_bytes) {
   cuda_check(cudaGetDevice(&device_), "cudaGetDevice", -1);
   cublasHandle_t handle = nullptr;
   cublas_check(cublasCreate(&handle), "cublasCreate", device_);
@@ -60,19 +62,29 @@ void GemmRunner::matmul(GgmlType type, const void* w, int64_t rows, int64_t cols
   const bool bf16 = type == GgmlType::BF16 || type == GgmlType::MXFP4;
   const DequantTo to = bf16 ? DequantTo::BF16 : DequantTo::F16;
   const cudaDataType data_type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-  const void* weights = w;
-  if (type != GgmlType::F16 && type != GgmlType::BF16) {
-    void* buffer = scratch(weight_scratch_, static_cast<size_t>(rows * cols) * 2);
-    dequantize(type, w, buffer, to, rows * cols, stream_);
-    weights = buffer;
-  }
   void* acts = scratch(act_scratch_, static_cast<size_t>(n_tokens * cols) * 2);
   dequantize(GgmlType::F32, x, acts, to, n_tokens * cols, stream_);
-  cublas_check(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n_tokens),
-                            static_cast<int>(cols), &one, weights, data_type, static_cast<int>(cols), acts, data_type,
-                            static_cast<int>(cols), &zero, y, CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx", device_);
+  // Rows [r0, r0 + n) of W and of Y^T: the weights from row r0, Y from
+  // column r0 of its column-major view.
+  auto product = [&](const void* weights, int64_t r0, int64_t n) {
+    cublas_check(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(n_tokens),
+                              static_cast<int>(cols), &one, weights, data_type, static_cast<int>(cols), acts, data_type,
+                              static_cast<int>(cols), &zero, y + r0, CUDA_R_32F, static_cast<int>(ldy),
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx", device_);
+  };
+  if (type == GgmlType::F16 || type == GgmlType::BF16) {
+    product(w, 0, rows);
+    return;
+  }
+  const int64_t row_bytes = static_cast<int64_t>(*ggml_nbytes(type, static_cast<uint64_t>(cols)));
+  const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(weight_scratch_limit_) / (2 * cols));
+  void* buffer = scratch(weight_scratch_, static_cast<size_t>(std::min(chunk, rows) * cols) * 2);
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const int64_t n = std::min(chunk, rows - r0);
+    dequantize(type, static_cast<const uint8_t*>(w) + r0 * row_bytes, buffer, to, n * cols, stream_);
+    product(buffer, r0, n);
+  }
 }
 
 }  // namespace ds4::cuda

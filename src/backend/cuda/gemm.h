@@ -22,10 +22,15 @@ struct cublasContext;
 
 namespace ds4::cuda {
 
+// Dequantized weights go through a scratch buffer of at most this many
+// bytes, a block of rows at a time (the output head alone would take 1.7 GiB
+// as f16).
+inline constexpr size_t kGemmWeightScratchBytes = 64ull << 20;
+
 class GemmRunner {
  public:
   // On the current device, queued on `stream`.
-  explicit GemmRunner(cudaStream_t stream);
+  explicit GemmRunner(cudaStream_t stream, size_t weight_scratch_bytes = kGemmWeightScratchBytes);
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
@@ -38,6 +43,7 @@ class GemmRunner {
 
   cublasContext* handle_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  size_t weight_scratch_limit_ = 0;
   int device_ = -1;
   DeviceBuffer weight_scratch_, act_scratch_;
 };

@@ -101,6 +101,66 @@ __global__ void hc_post_kernel(const float* f, const float* state, const float* 
   out[i] = acc;
 }
 
+// One thread per token: the split is 24 values and a 4x4 matrix.
+__device__ float sum_plus_eps(float v0, float v1, float v2, float v3, float eps, bool quality) {
+  return quality ? (((eps + v0) + v1) + v2) + v3 : (((v0 + v1) + v2) + v3) + eps;
+}
+
+__device__ float sigmoid_plain(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__global__ void hc_split_kernel(const float* mix_all, const float* scale, const float* base, float eps, int iters,
+                                float* pre, float* post, float* comb_all, int64_t n_tokens, bool quality) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (t >= n_tokens) return;
+  constexpr int kN = kHcStreams;
+  const float* mix = mix_all + t * (2 + kN) * kN;
+  for (int i = 0; i < kN; ++i) {
+    pre[t * kN + i] = sigmoid_plain(mix[i] * scale[0] + base[i]) + eps;
+    post[t * kN + i] = 2.0f * sigmoid_plain(mix[kN + i] * scale[1] + base[kN + i]);
+  }
+  float c[kN * kN];
+  for (int i = 0; i < kN; ++i) {
+    float* r = c + i * kN;
+    float max = -INFINITY;
+    for (int j = 0; j < kN; ++j) {
+      const int k = 2 * kN + i * kN + j;
+      r[j] = quality ? fmaf(mix[k], scale[2], base[k]) : mix[k] * scale[2] + base[k];
+      max = r[j] > max ? r[j] : max;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < kN; ++j) {
+      r[j] = expf(r[j] - max);
+      sum += r[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < kN; ++j) r[j] = quality ? fmaf(r[j], inv, eps) : r[j] * inv + eps;
+  }
+  auto normalize_cols = [&] {
+    for (int j = 0; j < kN; ++j) {
+      const float inv = 1.0f / sum_plus_eps(c[j], c[kN + j], c[2 * kN + j], c[3 * kN + j], eps, quality);
+      for (int i = 0; i < kN; ++i) c[i * kN + j] *= inv;
+    }
+  };
+  normalize_cols();
+  for (int it = 1; it < iters; ++it) {
+    for (int i = 0; i < kN; ++i) {
+      float* r = c + i * kN;
+      const float inv = 1.0f / sum_plus_eps(r[0], r[1], r[2], r[3], eps, quality);
+      for (int j = 0; j < kN; ++j) r[j] *= inv;
+    }
+    normalize_cols();
+  }
+  for (int k = 0; k < kN * kN; ++k) comb_all[t * kN * kN + k] = c[k];
+}
+
+__global__ void hc_head_weights_kernel(const float* mix, const float* scale, const float* base, float eps,
+                                       float* weights, int64_t n_tokens, bool quality) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;  // (t, stream)
+  if (i >= n_tokens * kHcStreams) return;
+  const float z = mix[i] * scale[0] + base[i % kHcStreams];
+  weights[i] = (quality ? sigmoid_plain(z) : sigmoid_two_branch(z)) + eps;
+}
+
 // ---- RoPE ----
 
 __global__ void rope_kernel(float* x, const float* cos, const float* sin, int64_t n_rows, int n_head, int head_dim,
@@ -206,6 +266,22 @@ void hc_post_rows(const float* f, const float* state, const float* post, const f
   hc_post_kernel<<<blocks_for(n_tokens * kHcStreams * n_embd), kThreads, 0, stream>>>(
       f, state, post, comb, out, n_tokens, n_embd, numerics == Numerics::Quality);
   cuda_check_launch("hc_post", current_device());
+}
+
+void hc_split_rows(const float* mix, const float* scale, const float* base, float eps, int iters, float* pre,
+                   float* post, float* comb, int64_t n_tokens, Numerics numerics, cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  hc_split_kernel<<<blocks_for(n_tokens), kThreads, 0, stream>>>(mix, scale, base, eps, iters, pre, post, comb,
+                                                                 n_tokens, numerics == Numerics::Quality);
+  cuda_check_launch("hc_split", current_device());
+}
+
+void hc_head_weights_rows(const float* mix, const float* scale, const float* base, float eps, float* weights,
+                          int64_t n_tokens, Numerics numerics, cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  hc_head_weights_kernel<<<blocks_for(n_tokens * kHcStreams), kThreads, 0, stream>>>(
+      mix, scale, base, eps, weights, n_tokens, numerics == Numerics::Quality);
+  cuda_check_launch("hc_head_weights", current_device());
 }
 
 void rope_heads_rows(float* x, const float* cos, const float* sin, int64_t n_rows, int n_head, int head_dim,

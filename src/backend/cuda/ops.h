@@ -40,6 +40,16 @@ void hc_weighted_sum_rows(const float* state, const float* weights, float* out, 
 void hc_post_rows(const float* f, const float* state, const float* post, const float* comb, float* out,
                   int64_t n_tokens, int64_t n_embd, Numerics numerics, cudaStream_t stream);
 
+// The HC split per token (cpu::hc_split_sinkhorn): from the token's 24
+// mixes, scale[3] and base[24], the 4 pre weights, 4 post weights and the
+// 4x4 Sinkhorn-normalised combine matrix (16, comb[i*4+j]); and the output
+// head's 4 weights from its 4 mixes, one scale and base[4]
+// (cpu::hc_head_weights). CUDA's expf: within a few ulp of the CPU.
+void hc_split_rows(const float* mix, const float* scale, const float* base, float eps, int iters, float* pre,
+                   float* post, float* comb, int64_t n_tokens, Numerics numerics, cudaStream_t stream);
+void hc_head_weights_rows(const float* mix, const float* scale, const float* base, float eps, float* weights,
+                          int64_t n_tokens, Numerics numerics, cudaStream_t stream);
+
 // RoPE on the last 2 * n_pairs dims of each of n_head heads of width
 // head_dim, in each of n_rows rows, with row r's cos/sin (n_pairs each, as
 // cpu::rope_cache made them; sin negated for the inverse); fused: Quality's
