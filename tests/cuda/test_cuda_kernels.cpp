@@ -306,6 +306,41 @@ TEST(CudaMatvec, FastOrderAgreesWithTheReferenceOrder) {
   }
 }
 
+TEST(CudaMatvec, BatchEqualsOneActivationAtATimeBitForBit) {
+  REQUIRE_GPU();
+  // 7 activations: batches of 4, 2 and 1.
+  const int64_t rows = 133, cols = 1024;
+  const int n_acts = 7;
+  for (GgmlType type : all_types()) {
+    SCOPED_TRACE(type_name(type));
+    const std::vector<uint8_t> w = random_weights(type, rows, cols, 51);
+    const std::vector<float> x = quant::test::gaussian(static_cast<size_t>(n_acts * cols), 52);
+    const DeviceBuffer dw = to_device(w), dx = to_device(x);
+    ActQuant form;
+    const bool quantized = activation_quant(type, Numerics::Default, form);
+    const int64_t act_bytes = quantized ? activation_row_bytes(form, cols) : cols * 4;
+    DeviceBuffer dacts(static_cast<size_t>(act_bytes * n_acts));
+    if (quantized)
+      quantize_activations(form, dx.as<float>(), dacts.data(), n_acts, cols, nullptr);
+    else
+      ASSERT_EQ(cudaMemcpy(dacts.data(), dx.data(), x.size() * 4, cudaMemcpyDeviceToDevice), cudaSuccess);
+    const int64_t ldy = rows + 3;
+    DeviceBuffer dbatch(static_cast<size_t>(ldy * n_acts) * 4), done(static_cast<size_t>(rows) * 4);
+    matvec_batch(type, dw.data(), rows, cols, dacts.data(), n_acts, dbatch.as<float>(), ldy, nullptr);
+    sync();
+    const std::vector<float> batch = from_device<float>(dbatch, static_cast<size_t>(ldy * n_acts));
+    int bad = 0;
+    for (int a = 0; a < n_acts; ++a) {
+      matvec(type, dw.data(), rows, cols, dacts.as<uint8_t>() + a * act_bytes, done.as<float>(), MatvecOrder::Fast,
+             nullptr);
+      sync();
+      const std::vector<float> one = from_device<float>(done, static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) bad += !same_bits_or_both_nan(one[r], batch[a * ldy + r]);
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
 TEST(CudaMatvec, UnsupportedTypesAndShapesAreNamed) {
   REQUIRE_GPU();
   DeviceBuffer w(1024), a(1024), y(64);

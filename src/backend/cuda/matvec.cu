@@ -6,6 +6,8 @@
 // accumulator, and the warp's accumulators are added at the end.
 // Reference: a thread per row adding the block terms in block order, the
 // CPU scalar kernel's float order.
+#include <type_traits>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/quant_device.cuh"
 #include "backend/cuda/quant_kernels.h"
@@ -19,9 +21,13 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-template <typename F>
+// N activations at once (batched decode: each weight block is read once for
+// all of them); activation a at act + a * act_stride blocks, its outputs at
+// y + a * ldy. Each activation's sums follow the same lanes and order
+// whatever N is, so its result does not depend on the batch.
+template <typename F, int N>
 __global__ void matvec_fast_kernel(const uint8_t* w, int64_t row_bytes, int n_blocks, const typename F::A* act,
-                                   float* y, int64_t rows, QuantTables tables) {
+                                   int64_t act_stride, float* y, int64_t ldy, int64_t rows, QuantTables tables) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
   if (row >= rows) return;  // whole warps leave together
   using W = typename F::W;
@@ -29,21 +35,30 @@ __global__ void matvec_fast_kernel(const uint8_t* w, int64_t row_bytes, int n_bl
   constexpr int G = F::kItems;
   const int lane = threadIdx.x;
   const int item = lane % G;
-  float acc = 0.0f;
+  float acc[N];
+#pragma unroll
+  for (int a = 0; a < N; ++a) acc[a] = 0.0f;
   for (int b0 = 0; b0 < n_blocks; b0 += 32 / G) {
     const int b = b0 + lane / G;
-    int2 sums = make_int2(0, 0);
-    if (b < n_blocks) sums = F::item(wr[b], act[b], item, tables);
 #pragma unroll
-    for (int offset = G / 2; offset > 0; offset /= 2) {
-      sums.x += __shfl_xor_sync(kFullMask, sums.x, offset);
-      sums.y += __shfl_xor_sync(kFullMask, sums.y, offset);
+    for (int a = 0; a < N; ++a) {
+      const typename F::A* x = act + a * act_stride;
+      int2 sums = make_int2(0, 0);
+      if (b < n_blocks) sums = F::item(wr[b], x[b], item, tables);
+#pragma unroll
+      for (int offset = G / 2; offset > 0; offset /= 2) {
+        sums.x += __shfl_xor_sync(kFullMask, sums.x, offset);
+        sums.y += __shfl_xor_sync(kFullMask, sums.y, offset);
+      }
+      if (b < n_blocks && item == 0) acc[a] += F::term(wr[b], x[b], sums);
     }
-    if (b < n_blocks && item == 0) acc += F::term(wr[b], act[b], sums);
   }
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(kFullMask, acc, offset);
-  if (lane == 0) y[row] = F::kFinal == 1.0f ? acc : F::kFinal * acc;
+  for (int a = 0; a < N; ++a) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) acc[a] += __shfl_xor_sync(kFullMask, acc[a], offset);
+    if (lane == 0) y[a * ldy + row] = F::kFinal == 1.0f ? acc[a] : F::kFinal * acc[a];
+  }
 }
 
 template <typename F>
@@ -85,19 +100,28 @@ struct FloatWeight<GgmlType::BF16> {
   __device__ static float value(E v) { return dev::bf16_to_f32(v); }
 };
 
-template <GgmlType T>
-__global__ void matvec_float_fast_kernel(const void* w, int64_t cols, const float* x, float* y, int64_t rows) {
+template <GgmlType T, int N>
+__global__ void matvec_float_fast_kernel(const void* w, int64_t cols, const float* x, int64_t x_stride, float* y,
+                                         int64_t ldy, int64_t rows) {
   using FW = FloatWeight<T>;
   using Acc = typename FW::Acc;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
   if (row >= rows) return;
   const typename FW::E* wr = static_cast<const typename FW::E*>(w) + row * cols;
-  Acc acc = 0;
-  for (int64_t i = threadIdx.x; i < cols; i += 32)
-    acc += static_cast<Acc>(FW::value(wr[i])) * static_cast<Acc>(x[i]);
+  Acc acc[N];
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(kFullMask, acc, offset);
-  if (threadIdx.x == 0) y[row] = static_cast<float>(acc);
+  for (int a = 0; a < N; ++a) acc[a] = 0;
+  for (int64_t i = threadIdx.x; i < cols; i += 32) {
+    const Acc v = static_cast<Acc>(FW::value(wr[i]));
+#pragma unroll
+    for (int a = 0; a < N; ++a) acc[a] += v * static_cast<Acc>(x[a * x_stride + i]);
+  }
+#pragma unroll
+  for (int a = 0; a < N; ++a) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) acc[a] += __shfl_xor_sync(kFullMask, acc[a], offset);
+    if (threadIdx.x == 0) y[a * ldy + row] = static_cast<float>(acc[a]);
+  }
 }
 
 template <GgmlType T>
@@ -116,16 +140,55 @@ __global__ void matvec_float_reference_kernel(const void* w, int64_t cols, const
   y[row] = static_cast<float>(sum);
 }
 
+// Chunks of 4, 2 and 1 activations: the batch sizes the fast kernels are
+// built for. launch(n, first) runs activations [first, first + n).
+template <typename Launch>
+void in_batches(int n_acts, Launch&& launch) {
+  int first = 0;
+  for (int n : {4, 2, 1})
+    for (; n_acts - first >= n; first += n) launch(n, first);
+}
+
 template <GgmlType T>
-void launch_float(const void* w, int64_t rows, int64_t cols, const float* x, float* y, MatvecOrder order,
-                  cudaStream_t stream) {
-  if (order == MatvecOrder::Fast) {
-    const dim3 block(32, kWarpsPerBlock);
-    const unsigned grid = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    matvec_float_fast_kernel<T><<<grid, block, 0, stream>>>(w, cols, x, y, rows);
-  } else {
-    matvec_float_reference_kernel<T><<<static_cast<unsigned>((rows + 127) / 128), 128, 0, stream>>>(w, cols, x, y, rows);
+void launch_float_fast(const void* w, int64_t rows, int64_t cols, const float* x, int n_acts, float* y, int64_t ldy,
+                       cudaStream_t stream) {
+  const dim3 block(32, kWarpsPerBlock);
+  const unsigned grid = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  in_batches(n_acts, [&](int n, int first) {
+    const float* xa = x + first * cols;
+    float* ya = y + first * ldy;
+    if (n == 4) matvec_float_fast_kernel<T, 4><<<grid, block, 0, stream>>>(w, cols, xa, cols, ya, ldy, rows);
+    if (n == 2) matvec_float_fast_kernel<T, 2><<<grid, block, 0, stream>>>(w, cols, xa, cols, ya, ldy, rows);
+    if (n == 1) matvec_float_fast_kernel<T, 1><<<grid, block, 0, stream>>>(w, cols, xa, cols, ya, ldy, rows);
+  });
+}
+
+template <GgmlType T>
+void launch_float_reference(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
+  matvec_float_reference_kernel<T><<<static_cast<unsigned>((rows + 127) / 128), 128, 0, stream>>>(w, cols, x, y, rows);
+}
+
+// Calls f(integral_constant<GgmlType, T>) for F32, F16 and BF16; false for
+// other types.
+template <typename Fn>
+bool visit_float_type(GgmlType type, Fn&& f) {
+  switch (type) {
+    case GgmlType::F32: f(std::integral_constant<GgmlType, GgmlType::F32>{}); return true;
+    case GgmlType::F16: f(std::integral_constant<GgmlType, GgmlType::F16>{}); return true;
+    case GgmlType::BF16: f(std::integral_constant<GgmlType, GgmlType::BF16>{}); return true;
+    default: return false;
   }
+}
+
+// The block count of a row of `cols` values of format F (ds4::Error when
+// not whole).
+template <typename F>
+int row_blocks(GgmlType type, int64_t cols) {
+  constexpr int64_t kBlockElems = F::kItems * 32;
+  if (cols % kBlockElems != 0)
+    throw Error("matvec: a row of " + std::to_string(cols) + " " + std::string(ggml_type_name(type)) +
+                " values is not a whole number of blocks");
+  return static_cast<int>(cols / kBlockElems);
 }
 
 }  // namespace
@@ -135,46 +198,60 @@ bool weight_type_supported(GgmlType type) {
   return dev::visit_quant_format(type, [](auto) {});
 }
 
-void matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* act, float* y, MatvecOrder order,
-            cudaStream_t stream) {
-  if (rows == 0) return;
+void matvec_batch(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* acts, int n_acts, float* y,
+                  int64_t ldy, cudaStream_t stream) {
+  if (rows == 0 || n_acts == 0) return;
+  if (n_acts < 0) throw Error("matvec: a negative activation count");
   int device = -1;
   (void)cudaGetDevice(&device);
-  switch (type) {
-    case GgmlType::F32:
-      launch_float<GgmlType::F32>(w, rows, cols, static_cast<const float*>(act), y, order, stream);
-      cuda_check_launch("matvec f32", device);
-      return;
-    case GgmlType::F16:
-      launch_float<GgmlType::F16>(w, rows, cols, static_cast<const float*>(act), y, order, stream);
-      cuda_check_launch("matvec f16", device);
-      return;
-    case GgmlType::BF16:
-      launch_float<GgmlType::BF16>(w, rows, cols, static_cast<const float*>(act), y, order, stream);
-      cuda_check_launch("matvec bf16", device);
-      return;
-    default:
-      break;
+  if (visit_float_type(type, [&](auto t) {
+        launch_float_fast<decltype(t)::value>(w, rows, cols, static_cast<const float*>(acts), n_acts, y, ldy, stream);
+      })) {
+    cuda_check_launch("matvec", device);
+    return;
   }
   const QuantTables& tables = quant_tables();
   const bool known = dev::visit_quant_format(type, [&](auto format) {
     using F = decltype(format);
-    constexpr int64_t kBlockElems = F::kItems * 32;
-    if (cols % kBlockElems != 0)
-      throw Error("matvec: a row of " + std::to_string(cols) + " " + std::string(ggml_type_name(type)) +
-                  " values is not a whole number of blocks");
-    const int n_blocks = static_cast<int>(cols / kBlockElems);
+    const int n_blocks = row_blocks<F>(type, cols);
     const int64_t row_bytes = n_blocks * static_cast<int64_t>(sizeof(typename F::W));
-    const auto* a = static_cast<const typename F::A*>(act);
+    // The activation rows are back to back: one row is the quantized form of
+    // cols values, n_blocks of its blocks.
+    const auto* a = static_cast<const typename F::A*>(acts);
     const auto* wb = static_cast<const uint8_t*>(w);
-    if (order == MatvecOrder::Fast) {
-      const dim3 block(32, kWarpsPerBlock);
-      const unsigned grid = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-      matvec_fast_kernel<F><<<grid, block, 0, stream>>>(wb, row_bytes, n_blocks, a, y, rows, tables);
-    } else {
-      matvec_reference_kernel<F><<<static_cast<unsigned>((rows + 127) / 128), 128, 0, stream>>>(wb, row_bytes, n_blocks,
-                                                                                               a, y, rows, tables);
-    }
+    const dim3 block(32, kWarpsPerBlock);
+    const unsigned grid = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    in_batches(n_acts, [&](int n, int first) {
+      const auto* af = a + static_cast<int64_t>(first) * n_blocks;
+      float* yf = y + first * ldy;
+      if (n == 4) matvec_fast_kernel<F, 4><<<grid, block, 0, stream>>>(wb, row_bytes, n_blocks, af, n_blocks, yf, ldy, rows, tables);
+      if (n == 2) matvec_fast_kernel<F, 2><<<grid, block, 0, stream>>>(wb, row_bytes, n_blocks, af, n_blocks, yf, ldy, rows, tables);
+      if (n == 1) matvec_fast_kernel<F, 1><<<grid, block, 0, stream>>>(wb, row_bytes, n_blocks, af, n_blocks, yf, ldy, rows, tables);
+    });
+  });
+  if (!known) throw Error("matvec: no GPU kernel for weight type " + std::string(ggml_type_name(type)));
+  cuda_check_launch("matvec", device);
+}
+
+void matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* act, float* y, MatvecOrder order,
+            cudaStream_t stream) {
+  if (order == MatvecOrder::Fast) return matvec_batch(type, w, rows, cols, act, 1, y, rows, stream);
+  if (rows == 0) return;
+  int device = -1;
+  (void)cudaGetDevice(&device);
+  if (visit_float_type(type, [&](auto t) {
+        launch_float_reference<decltype(t)::value>(w, rows, cols, static_cast<const float*>(act), y, stream);
+      })) {
+    cuda_check_launch("matvec", device);
+    return;
+  }
+  const QuantTables& tables = quant_tables();
+  const bool known = dev::visit_quant_format(type, [&](auto format) {
+    using F = decltype(format);
+    const int n_blocks = row_blocks<F>(type, cols);
+    const int64_t row_bytes = n_blocks * static_cast<int64_t>(sizeof(typename F::W));
+    matvec_reference_kernel<F><<<static_cast<unsigned>((rows + 127) / 128), 128, 0, stream>>>(
+        static_cast<const uint8_t*>(w), row_bytes, n_blocks, static_cast<const typename F::A*>(act), y, rows, tables);
   });
   if (!known) throw Error("matvec: no GPU kernel for weight type " + std::string(ggml_type_name(type)));
   cuda_check_launch("matvec", device);

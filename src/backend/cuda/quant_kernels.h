@@ -54,4 +54,12 @@ enum class MatvecOrder { Fast, Reference };
 void matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* act, float* y, MatvecOrder order,
             cudaStream_t stream);
 
+// Batched decode: y[a * ldy + r] = row r of W . activation a for a < n_acts,
+// the activations back to back in the weight's form (quantized rows of cols
+// values, or cols floats each). Every weight block is read once for up to 4
+// activations, and each result equals matvec's fast order for that
+// activation alone, bit for bit, whatever n_acts is.
+void matvec_batch(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* acts, int n_acts, float* y,
+                  int64_t ldy, cudaStream_t stream);
+
 }  // namespace ds4::cuda
