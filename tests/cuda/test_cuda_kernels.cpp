@@ -341,6 +341,39 @@ TEST(CudaMatvec, BatchEqualsOneActivationAtATimeBitForBit) {
   }
 }
 
+TEST(CudaMatvec, RoutedExpertsEqualEachExpertsOwnProductBitForBit) {
+  REQUIRE_GPU();
+  // 4 experts of 96 x 512; 5 token-slot pairs choosing 2, 0, 3, 2, 1.
+  const int64_t rows = 96, cols = 512, n_expert = 4;
+  const std::vector<int32_t> ids = {2, 0, 3, 2, 1};
+  const int n_pairs = static_cast<int>(ids.size());
+  for (GgmlType type : kQuantTypes) {
+    SCOPED_TRACE(type_name(type));
+    const std::vector<uint8_t> w = random_weights(type, rows * n_expert, cols, 61);
+    const size_t matrix_bytes = row_bytes(type, cols) * static_cast<size_t>(rows);
+    const std::vector<float> x = quant::test::gaussian(static_cast<size_t>(n_pairs * cols), 62);
+    const DeviceBuffer dw = to_device(w), dx = to_device(x), dids = to_device(ids);
+    ActQuant form;
+    ASSERT_TRUE(activation_quant(type, Numerics::Default, form));
+    const int64_t act_bytes = activation_row_bytes(form, cols);
+    DeviceBuffer dacts(static_cast<size_t>(act_bytes * n_pairs));
+    quantize_activations(form, dx.as<float>(), dacts.data(), n_pairs, cols, nullptr);
+    DeviceBuffer dy(static_cast<size_t>(rows * n_pairs) * 4), done(static_cast<size_t>(rows) * 4);
+    matvec_experts(type, dw.data(), rows, cols, dids.as<int32_t>(), n_pairs, dacts.data(), dy.as<float>(), rows, nullptr);
+    sync();
+    const std::vector<float> y = from_device<float>(dy, static_cast<size_t>(rows * n_pairs));
+    int bad = 0;
+    for (int p = 0; p < n_pairs; ++p) {
+      matvec(type, dw.as<uint8_t>() + ids[p] * matrix_bytes, rows, cols, dacts.as<uint8_t>() + p * act_bytes,
+             done.as<float>(), MatvecOrder::Fast, nullptr);
+      sync();
+      const std::vector<float> one = from_device<float>(done, static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) bad += !same_bits_or_both_nan(one[r], y[p * rows + r]);
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
 TEST(CudaMatvec, UnsupportedTypesAndShapesAreNamed) {
   REQUIRE_GPU();
   DeviceBuffer w(1024), a(1024), y(64);

@@ -163,6 +163,37 @@ TEST(CudaOps, HyperConnectionSumsEqualTheCpuBitForBit) {
   }
 }
 
+TEST(CudaOps, MoeCombineAddsTheSlotsInTheCpusOrderBitForBit) {
+  REQUIRE_GPU();
+  const int64_t tokens = 3, n_embd = 640;
+  const int k = 6;
+  const std::vector<float> down = quant::test::gaussian(static_cast<size_t>(tokens * k * n_embd), 18);
+  const std::vector<float> weights = quant::test::gaussian(static_cast<size_t>(tokens * k), 19);
+  const std::vector<float> shared = quant::test::gaussian(static_cast<size_t>(tokens * n_embd), 20);
+  const DeviceBuffer dd = to_device(down), dw = to_device(weights), ds = to_device(shared);
+  for (bool weighted : {false, true}) {
+    for (bool with_shared : {false, true}) {
+      DeviceBuffer dout(static_cast<size_t>(tokens * n_embd) * 4);
+      moe_combine_rows(dd.as<float>(), weighted ? dw.as<float>() : nullptr, with_shared ? ds.as<float>() : nullptr,
+                       dout.as<float>(), tokens, k, n_embd, nullptr);
+      const std::vector<float> gpu = from_device<float>(dout, static_cast<size_t>(tokens * n_embd));
+      int bad = 0;
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t d = 0; d < n_embd; ++d) {
+          // cpu::MoeLayer's sum: slots in order from 0, then the shared row.
+          float acc = 0.0f;
+          for (int s = 0; s < k; ++s) {
+            const float v = down[(t * k + s) * n_embd + d];
+            acc = weighted ? acc + v * weights[t * k + s] : acc + v;
+          }
+          const float want = with_shared ? acc + shared[t * n_embd + d] : acc;
+          bad += bits(want) != bits(gpu[t * n_embd + d]);
+        }
+      EXPECT_EQ(bad, 0) << (weighted ? "weighted" : "unweighted") << (with_shared ? " with shared" : "");
+    }
+  }
+}
+
 TEST(CudaOps, HyperConnectionSplitAndHeadWeightsMatchTheCpu) {
   REQUIRE_GPU();
   const int64_t tokens = 9;

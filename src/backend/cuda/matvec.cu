@@ -23,14 +23,22 @@ constexpr unsigned kFullMask = 0xffffffffu;
 
 // N activations at once (batched decode: each weight block is read once for
 // all of them); activation a at act + a * act_stride blocks, its outputs at
-// y + a * ldy. Each activation's sums follow the same lanes and order
-// whatever N is, so its result does not depend on the batch.
+// y + a * ldy. Grid row g (blockIdx.y) takes activations gN .. gN + N - 1
+// and, with ids, the matrix ids[g] of a 3-D weight (matrix_bytes apart: the
+// routed experts of decode's token-slot pairs, N = 1). Each activation's
+// sums follow the same lanes and order whatever N and g are, so its result
+// does not depend on the batch.
 template <typename F, int N>
 __global__ void matvec_fast_kernel(const uint8_t* w, int64_t row_bytes, int n_blocks, const typename F::A* act,
-                                   int64_t act_stride, float* y, int64_t ldy, int64_t rows, QuantTables tables) {
+                                   int64_t act_stride, float* y, int64_t ldy, int64_t rows, QuantTables tables,
+                                   const int32_t* ids, int64_t matrix_bytes) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
   if (row >= rows) return;  // whole warps leave together
   using W = typename F::W;
+  const int64_t g = blockIdx.y;
+  if (ids) w += ids[g] * matrix_bytes;
+  act += g * N * act_stride;
+  y += g * N * ldy;
   const W* wr = reinterpret_cast<const W*>(w + row * row_bytes);
   constexpr int G = F::kItems;
   const int lane = threadIdx.x;
@@ -224,13 +232,40 @@ void matvec_batch(GgmlType type, const void* w, int64_t rows, int64_t cols, cons
     in_batches(n_acts, [&](int n, int first) {
       const auto* af = a + static_cast<int64_t>(first) * n_blocks;
       float* yf = y + first * ldy;
-      if (n == 4) matvec_fast_kernel<F, 4><<<grid, block, 0, stream>>>(wb, row_bytes, n_blocks, af, n_blocks, yf, ldy, rows, tables);
-      if (n == 2) matvec_fast_kernel<F, 2><<<grid, block, 0, stream>>>(wb, row_bytes, n_blocks, af, n_blocks, yf, ldy, rows, tables);
-      if (n == 1) matvec_fast_kernel<F, 1><<<grid, block, 0, stream>>>(wb, row_bytes, n_blocks, af, n_blocks, yf, ldy, rows, tables);
+      if (n == 4)
+        matvec_fast_kernel<F, 4><<<grid, block, 0, stream>>>(wb, row_bytes, n_blocks, af, n_blocks, yf, ldy, rows,
+                                                             tables, nullptr, 0);
+      if (n == 2)
+        matvec_fast_kernel<F, 2><<<grid, block, 0, stream>>>(wb, row_bytes, n_blocks, af, n_blocks, yf, ldy, rows,
+                                                             tables, nullptr, 0);
+      if (n == 1)
+        matvec_fast_kernel<F, 1><<<grid, block, 0, stream>>>(wb, row_bytes, n_blocks, af, n_blocks, yf, ldy, rows,
+                                                             tables, nullptr, 0);
     });
   });
   if (!known) throw Error("matvec: no GPU kernel for weight type " + std::string(ggml_type_name(type)));
   cuda_check_launch("matvec", device);
+}
+
+void matvec_experts(GgmlType type, const void* w, int64_t rows, int64_t cols, const int32_t* ids, int n_pairs,
+                    const void* acts, float* y, int64_t ldy, cudaStream_t stream) {
+  if (rows == 0 || n_pairs == 0) return;
+  if (n_pairs < 0 || n_pairs > 65535) throw Error("matvec_experts: " + std::to_string(n_pairs) + " pairs (1..65535)");
+  int device = -1;
+  (void)cudaGetDevice(&device);
+  const QuantTables& tables = quant_tables();
+  const bool known = dev::visit_quant_format(type, [&](auto format) {
+    using F = decltype(format);
+    const int n_blocks = row_blocks<F>(type, cols);
+    const int64_t row_bytes = n_blocks * static_cast<int64_t>(sizeof(typename F::W));
+    const dim3 block(32, kWarpsPerBlock);
+    const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), static_cast<unsigned>(n_pairs));
+    matvec_fast_kernel<F, 1><<<grid, block, 0, stream>>>(static_cast<const uint8_t*>(w), row_bytes, n_blocks,
+                                                         static_cast<const typename F::A*>(acts), n_blocks, y, ldy,
+                                                         rows, tables, ids, rows * row_bytes);
+  });
+  if (!known) throw Error("matvec_experts: no GPU kernel for weight type " + std::string(ggml_type_name(type)));
+  cuda_check_launch("matvec_experts", device);
 }
 
 void matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* act, float* y, MatvecOrder order,

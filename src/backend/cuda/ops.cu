@@ -71,6 +71,19 @@ __global__ void swiglu_kernel(const float* gate, const float* up, const float* r
   }
 }
 
+__global__ void moe_combine_kernel(const float* down, const float* pair_weight, const float* shared, float* out,
+                                   int64_t n_tokens, int k, int64_t n_embd) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i >= n_tokens * n_embd) return;
+  const int64_t t = i / n_embd, d = i % n_embd;
+  float acc = 0.0f;
+  for (int slot = 0; slot < k; ++slot) {
+    const int64_t pair = t * k + slot;
+    acc = pair_weight ? acc + down[pair * n_embd + d] * pair_weight[pair] : acc + down[pair * n_embd + d];
+  }
+  out[i] = shared ? acc + shared[i] : acc;
+}
+
 // ---- hyper-connections ----
 
 __global__ void hc_weighted_sum_kernel(const float* state, const float* weights, float* out, int64_t n_tokens,
@@ -250,6 +263,14 @@ void swiglu_clamp_rows(const float* gate, const float* up, const float* row_weig
   swiglu_kernel<<<blocks_for(n_rows * n), kThreads, 0, stream>>>(gate, up, row_weight, out, n_rows, n, limit,
                                                                  numerics == Numerics::Quality);
   cuda_check_launch("swiglu", current_device());
+}
+
+void moe_combine_rows(const float* down, const float* pair_weight, const float* shared, float* out, int64_t n_tokens,
+                      int k, int64_t n_embd, cudaStream_t stream) {
+  if (n_tokens * n_embd == 0) return;
+  moe_combine_kernel<<<blocks_for(n_tokens * n_embd), kThreads, 0, stream>>>(down, pair_weight, shared, out, n_tokens,
+                                                                             k, n_embd);
+  cuda_check_launch("moe_combine", current_device());
 }
 
 void hc_weighted_sum_rows(const float* state, const float* weights, float* out, int64_t n_tokens, int64_t n_embd,

@@ -40,6 +40,13 @@ void hc_weighted_sum_rows(const float* state, const float* weights, float* out, 
 void hc_post_rows(const float* f, const float* state, const float* post, const float* comb, float* out,
                   int64_t n_tokens, int64_t n_embd, Numerics numerics, cudaStream_t stream);
 
+// The MoE sublayer's sum per token t (cpu::MoeLayer): acc = the k routed
+// experts' down-projection rows down[t * k + slot] added in slot order, each
+// times pair_weight[t * k + slot] when given (Quality; Default weighs before
+// the down projection), then out[t] = acc + shared[t] (shared null: acc).
+void moe_combine_rows(const float* down, const float* pair_weight, const float* shared, float* out, int64_t n_tokens,
+                      int k, int64_t n_embd, cudaStream_t stream);
+
 // The HC split per token (cpu::hc_split_sinkhorn): from the token's 24
 // mixes, scale[3] and base[24], the 4 pre weights, 4 post weights and the
 // 4x4 Sinkhorn-normalised combine matrix (16, comb[i*4+j]); and the output

@@ -62,4 +62,12 @@ void matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const void
 void matvec_batch(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* acts, int n_acts, float* y,
                   int64_t ldy, cudaStream_t stream);
 
+// Decode's routed experts: for each of n_pairs token-slot pairs p, y[p *
+// ldy + r] = row r of expert matrix ids[p] (device memory; each matrix rows
+// x cols, back to back) . activation p (quantized rows back to back). Each
+// result equals matvec's fast order on that expert's matrix, bit for bit.
+// The quantized types only (the routed experts' types).
+void matvec_experts(GgmlType type, const void* w, int64_t rows, int64_t cols, const int32_t* ids, int n_pairs,
+                    const void* acts, float* y, int64_t ldy, cudaStream_t stream);
+
 }  // namespace ds4::cuda
