@@ -15,7 +15,9 @@
 
 #include "backend/cuda/cuda_devices.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/expert_products.h"
 #include "backend/cuda/gemm.h"
+#include "backend/expert_groups.h"
 #include "backend/cuda/quant_kernels.h"
 #include "core/error.h"
 #include "core/fp16.h"
@@ -433,6 +435,45 @@ TEST(CudaGemm, MatchesADoublePrecisionProductOfTheDequantizedWeights) {
     // and BF16 (2^-8 on the activations), f32 sums alone for F32.
     const double bound = type == GgmlType::F32 ? 1e-5 : (type == GgmlType::MXFP4 || type == GgmlType::BF16) ? 6e-3 : 1.5e-3;
     EXPECT_LT(rel, bound);
+  }
+}
+
+TEST(CudaExpertProducts, EveryPairGetsItsExpertsProductInPairOrder) {
+  REQUIRE_GPU();
+  const int64_t tokens = 9, rows = 64, cols = 512;
+  const int k = 3, n_expert = 5;
+  std::vector<int32_t> ids(static_cast<size_t>(tokens * k));
+  for (size_t p = 0; p < ids.size(); ++p) ids[p] = static_cast<int32_t>((p * 7 + p / 3) % 4);  // expert 4 unused
+  const backend::ExpertGroups groups = backend::group_pairs_by_expert(ids, n_expert);
+  GemmRunner gemm(nullptr);
+  ExpertProducts products(groups, k, nullptr);
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::IQ2_XXS, GgmlType::MXFP4, GgmlType::Q8_0}) {
+    for (bool by_token : {true, false}) {
+      SCOPED_TRACE(type_name(type) + (by_token ? " by token" : " by pair"));
+      const std::vector<uint8_t> w = random_weights(type, rows * n_expert, cols, 71);
+      const int64_t n_src = by_token ? tokens : tokens * k;
+      const std::vector<float> x = quant::test::gaussian(static_cast<size_t>(n_src * cols), 72);
+      std::vector<float> wf(static_cast<size_t>(rows * n_expert * cols));
+      for (int64_t r = 0; r < rows * n_expert; ++r)
+        quant::dequantize_row(type, w.data() + r * row_bytes(type, cols), wf.data() + r * cols, cols);
+      const DeviceBuffer dw = to_device(w), dx = to_device(x);
+      DeviceBuffer dy(static_cast<size_t>(tokens * k * rows) * 4);
+      products.run(gemm, type, dw.data(), rows, cols, dx.as<float>(), by_token, dy.as<float>());
+      sync();
+      const std::vector<float> y = from_device<float>(dy, static_cast<size_t>(tokens * k * rows));
+      double err2 = 0, ref2 = 0;
+      for (int64_t p = 0; p < tokens * k; ++p) {
+        const float* xs = x.data() + (by_token ? p / k : p) * cols;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* wr = wf.data() + (ids[p] * rows + r) * cols;
+          double ref = 0;
+          for (int64_t c = 0; c < cols; ++c) ref += static_cast<double>(wr[c]) * xs[c];
+          err2 += (y[p * rows + r] - ref) * (y[p * rows + r] - ref);
+          ref2 += ref * ref;
+        }
+      }
+      EXPECT_LT(std::sqrt(err2 / ref2), type == GgmlType::MXFP4 ? 6e-3 : 1.5e-3);
+    }
   }
 }
 

@@ -37,6 +37,7 @@ class GemmRunner {
 
   void matmul(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
               int64_t ldy);
+  cudaStream_t stream() const { return stream_; }
 
  private:
   void* scratch(DeviceBuffer& buffer, size_t bytes);

@@ -71,6 +71,18 @@ __global__ void swiglu_kernel(const float* gate, const float* up, const float* r
   }
 }
 
+template <bool kGather>
+__global__ void move_rows_kernel(const float* src, const int32_t* index, float* dst, int64_t m, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i >= m * n) return;
+  const int64_t row = i / n, col = i % n;
+  if constexpr (kGather) {
+    dst[i] = src[index[row] * n + col];
+  } else {
+    dst[index[row] * n + col] = src[i];
+  }
+}
+
 __global__ void moe_combine_kernel(const float* down, const float* pair_weight, const float* shared, float* out,
                                    int64_t n_tokens, int k, int64_t n_embd) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
@@ -263,6 +275,18 @@ void swiglu_clamp_rows(const float* gate, const float* up, const float* row_weig
   swiglu_kernel<<<blocks_for(n_rows * n), kThreads, 0, stream>>>(gate, up, row_weight, out, n_rows, n, limit,
                                                                  numerics == Numerics::Quality);
   cuda_check_launch("swiglu", current_device());
+}
+
+void gather_rows(const float* src, const int32_t* index, float* dst, int64_t m, int64_t n, cudaStream_t stream) {
+  if (m * n == 0) return;
+  move_rows_kernel<true><<<blocks_for(m * n), kThreads, 0, stream>>>(src, index, dst, m, n);
+  cuda_check_launch("gather_rows", current_device());
+}
+
+void scatter_rows(const float* src, const int32_t* index, float* dst, int64_t m, int64_t n, cudaStream_t stream) {
+  if (m * n == 0) return;
+  move_rows_kernel<false><<<blocks_for(m * n), kThreads, 0, stream>>>(src, index, dst, m, n);
+  cuda_check_launch("scatter_rows", current_device());
 }
 
 void moe_combine_rows(const float* down, const float* pair_weight, const float* shared, float* out, int64_t n_tokens,

@@ -40,6 +40,11 @@ void hc_weighted_sum_rows(const float* state, const float* weights, float* out, 
 void hc_post_rows(const float* f, const float* state, const float* post, const float* comb, float* out,
                   int64_t n_tokens, int64_t n_embd, Numerics numerics, cudaStream_t stream);
 
+// Rows of n floats: dst[i] = src[index[i]] (gather) or dst[index[i]] =
+// src[i] (scatter), for i < m.
+void gather_rows(const float* src, const int32_t* index, float* dst, int64_t m, int64_t n, cudaStream_t stream);
+void scatter_rows(const float* src, const int32_t* index, float* dst, int64_t m, int64_t n, cudaStream_t stream);
+
 // The MoE sublayer's sum per token t (cpu::MoeLayer): acc = the k routed
 // experts' down-projection rows down[t * k + slot] added in slot order, each
 // times pair_weight[t * k + slot] when given (Quality; Default weighs before

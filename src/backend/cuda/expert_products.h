@@ -1,0 +1,42 @@
+// Prefill's routed-expert products on a GPU: each active expert evaluated
+// once over the rows of its (token, slot) pairs through cuBLAS (gemm.h),
+// the rows gathered into expert order first and the results scattered back
+// to pair order (pair p = token p / k, slot p % k). Deterministic: no
+// atomics, each expert's rows in token order (backend/expert_groups.h).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gemm.h"
+#include "backend/expert_groups.h"
+#include "core/ggml_type.h"
+
+namespace ds4::cuda {
+
+class ExpertProducts {
+ public:
+  // One batch's grouping (made on the host from its expert ids; it must
+  // outlive this object); uploads its row maps on `stream`, which the GEMM
+  // runner given to run() must queue on too.
+  ExpertProducts(const backend::ExpertGroups& groups, int k, cudaStream_t stream);
+
+  // y (pairs x rows, pair order) = for each pair p, the matrix ids[p] of the
+  // 3-D weight w (n_expert matrices of rows x cols, back to back) times
+  // source row p / k of src (by_token: the gate and up products over the
+  // normed tokens) or row p (the down product over the pairs' activations);
+  // src rows are cols floats.
+  void run(GemmRunner& gemm, GgmlType type, const void* w, int64_t rows, int64_t cols, const float* src, bool by_token,
+           float* y);
+
+ private:
+  const backend::ExpertGroups& groups_;
+  cudaStream_t stream_;
+  int64_t n_pairs_;
+  DeviceBuffer token_of_row_, pair_of_row_;  // sorted row -> source row
+  DeviceBuffer gathered_, products_;         // scratch, grown on demand
+};
+
+}  // namespace ds4::cuda
