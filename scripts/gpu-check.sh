@@ -37,14 +37,17 @@ step() {  # step NAME TIMEOUT COMMAND...: runs it, its output to OUT/NAME.log an
   [ $rc -eq 0 ] || status=1
 }
 
+# A library the carried programs cannot find here, named before anything runs.
+ldd "$build/tests/test_cuda_kernels" "$build/bench/ds4-bench-cuda" 2>&1 | grep -i "not found" && status=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv >"$out/nvidia-smi.log" 2>&1
 cat "$out/nvidia-smi.log"
 export DS4_REQUIRE_GPU=1
 step devices 60 "$build/tests/test_cuda_devices"
 step kernels 300 "$build/tests/test_cuda_kernels"
 step ops 120 "$build/tests/test_cuda_ops"
-if command -v compute-sanitizer >/dev/null; then
-  step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_kernels" \
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if [ -n "$sanitizer" ]; then
+  step memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_kernels" \
     --gtest_filter='CudaMatvec.FastOrder*:CudaDequantize.F32*:CudaActivationQuant.*:CudaGemm.*'
 fi
 step bench 300 "$build/bench/ds4-bench-cuda"
