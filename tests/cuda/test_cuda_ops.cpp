@@ -12,15 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/ops_attention.h"
 #include "backend/cpu/ops_hc.h"
 #include "backend/cpu/ops_moe.h"
 #include "backend/cpu/ops_norm.h"
 #include "backend/cpu/ops_rope.h"
 #include "backend/cpu/ops_topk.h"
+#include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_devices.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/route.h"
+#include "core/fp16.h"
 #include "unit/test_quant_util.h"
 
 namespace ds4::cuda {
@@ -326,6 +329,62 @@ TEST(CudaOps, RoutingChoosesTheCpusExpertsWithItsWeights) {
       EXPECT_LT(max_rel(weights, want_weights), 1e-5) << (hash ? "hash" : "top-k");
     }
   }
+}
+
+TEST(CudaOps, AttentionWithSinkOverF16RowsMatchesTheCpu) {
+  REQUIRE_GPU();
+  // 300 f16 rows of 512; token 0 attends to 128 of them, token 1 to 200
+  // (in a scattered order), token 2 to none (the sink alone).
+  const int dim = 512, n_head = 3, pool_rows = 300;
+  const std::vector<float> pool_f = quant::test::gaussian(static_cast<size_t>(pool_rows * dim), 21);
+  std::vector<uint16_t> pool(pool_f.size());
+  for (size_t i = 0; i < pool.size(); ++i) pool[i] = f32_to_f16(pool_f[i]);
+  const std::vector<std::vector<int>> lists = {
+      [] { std::vector<int> v; for (int i = 0; i < 128; ++i) v.push_back(i); return v; }(),
+      [] { std::vector<int> v; for (int i = 0; i < 200; ++i) v.push_back((i * 37) % 300); return v; }(), {}};
+  const int64_t tokens = static_cast<int64_t>(lists.size());
+  const int max_rows = 200;
+  const std::vector<float> q = quant::test::gaussian(static_cast<size_t>(tokens * n_head * dim), 22);
+  const std::vector<float> sinks = {0.5f, -1.0f, 3.0f};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  const DeviceBuffer dpool = to_device(pool), dq = to_device(q), dsinks = to_device(sinks);
+  std::vector<const uint16_t*> ptrs(static_cast<size_t>(tokens * max_rows), nullptr);
+  std::vector<int32_t> counts;
+  for (int64_t t = 0; t < tokens; ++t) {
+    counts.push_back(static_cast<int32_t>(lists[t].size()));
+    for (size_t r = 0; r < lists[t].size(); ++r) ptrs[t * max_rows + r] = dpool.as<uint16_t>() + lists[t][r] * dim;
+  }
+  const DeviceBuffer dptrs = to_device(ptrs), dcounts = to_device(counts);
+  DeviceBuffer dout(q.size() * 4);
+  AttentionRows a;
+  a.q = dq.as<float>();
+  a.rows = dptrs.as<const uint16_t*>();
+  a.n_rows = dcounts.as<int32_t>();
+  a.max_rows = max_rows;
+  a.sinks = dsinks.as<float>();
+  a.scale = scale;
+  a.n_tokens = tokens;
+  a.n_head = n_head;
+  a.dim = dim;
+  a.out = dout.as<float>();
+  attention_with_sink_f16_rows(a, nullptr);
+  const std::vector<float> gpu = from_device<float>(dout, q.size());
+  double worst = 0, scale_out = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<const uint16_t*> rows;
+    for (int r : lists[t]) rows.push_back(pool.data() + r * dim);
+    for (int h = 0; h < n_head; ++h) {
+      std::vector<float> scores(std::max<size_t>(rows.size(), 1)), out(static_cast<size_t>(dim));
+      cpu::attention_with_sink_f16(std::span<const float>(q.data() + (t * n_head + h) * dim, static_cast<size_t>(dim)),
+                                   rows, sinks[h], scale, scores, out);
+      for (int d = 0; d < dim; ++d) {
+        const double g = gpu[(t * n_head + h) * dim + d];
+        worst = std::max(worst, std::fabs(g - out[d]));
+        scale_out = std::max(scale_out, std::fabs(static_cast<double>(out[d])));
+      }
+    }
+  }
+  EXPECT_LT(worst, 2e-5 * std::max(scale_out, 1e-30)) << "worst " << worst << " of " << scale_out;
 }
 
 TEST(CudaOps, TopKEqualsTheCpuWithTiesAndNaNs) {
