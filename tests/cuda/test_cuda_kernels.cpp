@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_devices.h"
+#include "cuda/gpu_test.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/expert_products.h"
 #include "backend/cuda/gemm.h"
@@ -31,28 +32,6 @@ namespace {
 
 using backend::Numerics;
 
-// Whether a usable GPU is here; the reason when not.
-bool have_gpu(std::string& why) {
-  static const GpuList list = list_gpus();
-  if (list.devices.empty()) {
-    why = list.unavailable;
-    return false;
-  }
-  if (!list.devices[0].unsupported.empty()) {
-    why = describe(list.devices[0]);
-    return false;
-  }
-  return true;
-}
-
-#define REQUIRE_GPU()                                                                   \
-  do {                                                                                  \
-    std::string why_;                                                                   \
-    if (!have_gpu(why_)) {                                                              \
-      if (std::getenv("DS4_REQUIRE_GPU")) FAIL() << "DS4_REQUIRE_GPU is set: " << why_; \
-      GTEST_SKIP() << why_;                                                             \
-    }                                                                                   \
-  } while (0)
 
 const std::vector<GgmlType> kQuantTypes = {
     GgmlType::Q8_0,    GgmlType::Q4_0,   GgmlType::Q4_1,    GgmlType::Q5_0,  GgmlType::Q5_1,  GgmlType::MXFP4,

@@ -20,6 +20,7 @@
 #include "backend/cpu/ops_topk.h"
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_devices.h"
+#include "cuda/gpu_test.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/route.h"
@@ -29,27 +30,6 @@
 namespace ds4::cuda {
 namespace {
 
-bool have_gpu(std::string& why) {
-  static const GpuList list = list_gpus();
-  if (list.devices.empty()) {
-    why = list.unavailable;
-    return false;
-  }
-  if (!list.devices[0].unsupported.empty()) {
-    why = describe(list.devices[0]);
-    return false;
-  }
-  return true;
-}
-
-#define REQUIRE_GPU()                                                                   \
-  do {                                                                                  \
-    std::string why_;                                                                   \
-    if (!have_gpu(why_)) {                                                              \
-      if (std::getenv("DS4_REQUIRE_GPU")) FAIL() << "DS4_REQUIRE_GPU is set: " << why_; \
-      GTEST_SKIP() << why_;                                                             \
-    }                                                                                   \
-  } while (0)
 
 template <typename T>
 DeviceBuffer to_device(const std::vector<T>& host) {
