@@ -1,6 +1,7 @@
 // Kernels of backend/cuda/ops.h.
 #include <cfloat>
 
+#include "backend/cuda/block_argmax.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/ops.h"
 #include "core/error.h"
@@ -209,15 +210,6 @@ __global__ void rope_kernel(float* x, const float* cos, const float* sin, int64_
 
 // ---- top-k: a thread block per row, k rounds of a block-wide arg-max ----
 
-// Whether (va, ia) goes before (vb, ib): numbers by value descending, NaN
-// last, then the lower index.
-__device__ bool before(float va, int ia, float vb, int ib) {
-  const bool na = isnan(va), nb = isnan(vb);
-  if (na != nb) return nb;
-  if (!na && va != vb) return va > vb;
-  return ia < ib;
-}
-
 __global__ void top_k_kernel(const float* scores, int32_t* out, int64_t n, int k, unsigned char* taken_all) {
   __shared__ float best_v[kThreads];
   __shared__ int best_i[kThreads];
@@ -226,32 +218,11 @@ __global__ void top_k_kernel(const float* scores, int32_t* out, int64_t n, int k
   for (int64_t i = threadIdx.x; i < n; i += kThreads) taken[i] = 0;
   __syncthreads();
   for (int round = 0; round < k; ++round) {
-    float v = 0.0f;
-    int index = -1;
-    for (int64_t i = threadIdx.x; i < n; i += kThreads) {
-      if (taken[i]) continue;
-      if (index < 0 || before(row[i], static_cast<int>(i), v, index)) {
-        v = row[i];
-        index = static_cast<int>(i);
-      }
-    }
-    best_v[threadIdx.x] = v;
-    best_i[threadIdx.x] = index;
-    __syncthreads();
-    for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-      if (threadIdx.x < stride) {
-        const int other = best_i[threadIdx.x + stride];
-        if (other >= 0 && (best_i[threadIdx.x] < 0 ||
-                           before(best_v[threadIdx.x + stride], other, best_v[threadIdx.x], best_i[threadIdx.x]))) {
-          best_v[threadIdx.x] = best_v[threadIdx.x + stride];
-          best_i[threadIdx.x] = other;
-        }
-      }
-      __syncthreads();
-    }
+    const int best = dev::block_argmax<kThreads>([&](int64_t i) { return row[i]; }, [&](int64_t i) { return taken[i] != 0; },
+                                                 n, best_v, best_i);
     if (threadIdx.x == 0) {
-      out[blockIdx.x * static_cast<int64_t>(k) + round] = best_i[0];
-      taken[best_i[0]] = 1;
+      out[blockIdx.x * static_cast<int64_t>(k) + round] = best;
+      taken[best] = 1;
     }
     __syncthreads();
   }

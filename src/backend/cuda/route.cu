@@ -1,5 +1,6 @@
 // Kernels of backend/cuda/route.h: a thread block per token, a thread per
 // expert (strided beyond the block), k rounds of a block-wide arg-max.
+#include "backend/cuda/block_argmax.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/route.h"
 #include "core/error.h"
@@ -20,14 +21,6 @@ __device__ float softplus(float x, bool quality) {
   return log1pf(expf(x));
 }
 
-// (va, ia) before (vb, ib): larger value, NaN last, then lower index.
-__device__ bool before(float va, int ia, float vb, int ib) {
-  const bool na = isnan(va), nb = isnan(vb);
-  if (na != nb) return nb;
-  if (!na && va != vb) return va > vb;
-  return ia < ib;
-}
-
 __global__ void route_kernel(RouteRows r, bool quality) {
   __shared__ float scores[kMaxExperts];
   __shared__ float selection[kMaxExperts];
@@ -46,32 +39,11 @@ __global__ void route_kernel(RouteRows r, bool quality) {
     if (threadIdx.x < r.k) chosen[threadIdx.x] = r.tid2eid[static_cast<int64_t>(r.tokens[t]) * r.k + threadIdx.x];
   } else {
     for (int round = 0; round < r.k; ++round) {
-      float v = 0.0f;
-      int index = -1;
-      for (int e = threadIdx.x; e < r.n_expert; e += kThreads) {
-        if (taken[e]) continue;
-        if (index < 0 || before(selection[e], e, v, index)) {
-          v = selection[e];
-          index = e;
-        }
-      }
-      best_v[threadIdx.x] = v;
-      best_i[threadIdx.x] = index;
-      __syncthreads();
-      for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-        if (threadIdx.x < stride) {
-          const int other = best_i[threadIdx.x + stride];
-          if (other >= 0 && (best_i[threadIdx.x] < 0 ||
-                             before(best_v[threadIdx.x + stride], other, best_v[threadIdx.x], best_i[threadIdx.x]))) {
-            best_v[threadIdx.x] = best_v[threadIdx.x + stride];
-            best_i[threadIdx.x] = other;
-          }
-        }
-        __syncthreads();
-      }
+      const int best = dev::block_argmax<kThreads>([&](int64_t e) { return selection[e]; },
+                                                   [&](int64_t e) { return taken[e]; }, r.n_expert, best_v, best_i);
       if (threadIdx.x == 0) {
-        chosen[round] = best_i[0];
-        taken[best_i[0]] = true;
+        chosen[round] = best;
+        taken[best] = true;
       }
       __syncthreads();
     }
