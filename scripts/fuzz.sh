@@ -2,13 +2,19 @@
 # Builds the libFuzzer targets with clang and runs each for N seconds, seeded
 # from its committed corpus (copied, so new inputs never land in the repo).
 # Usage: scripts/fuzz.sh BUILD_DIR SECONDS
+# BUILD_DIR is configured as a fuzz build (DS4_FUZZ=ON) unless it already is
+# one, or is clang's ASan+UBSan build, which has the same targets (its fuzzed
+# libraries carry the coverage instrumentation): scripts/test.sh passes that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-fuzz}
 seconds=${2:-60}
 
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DDS4_FUZZ=ON -DDS4_REFERENCE=OFF -DDS4_BENCH=OFF >/dev/null
+# tests/fuzz/CMakeLists.txt records whether a build has the libFuzzer targets.
+if ! grep -qx 'DS4_LIBFUZZER:INTERNAL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DDS4_FUZZ=ON -DDS4_REFERENCE=OFF -DDS4_BENCH=OFF >/dev/null
+fi
 
 targets=()
 for dir in tests/fuzz/corpus/*/; do

@@ -85,12 +85,14 @@ else
   echo "main build FAILED"; failed=$((failed + 1))
 fi
 
+asan_built=0
 # clang: it compiles the ASan+UBSan test programs 2.5x faster than GCC
 # (test_server_reply.cpp 10 s against 26 s) and its -O0 runs are no slower.
 stage "ASan+UBSan build (clang)"
 if cmake -S . -B "$ASAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
      -DDS4_SANITIZE=ON -DDS4_REFERENCE=OFF -DDS4_BENCH=OFF >/dev/null &&
    cmake --build "$ASAN_BUILD"; then
+  asan_built=1
   stage "ASan+UBSan unit tests"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$ASAN_BUILD" -L unit --output-on-failure -j "$JOBS" 2>&1 | tee "$log_dir/asan.log"
@@ -99,8 +101,12 @@ else
   echo "ASan build FAILED"; failed=$((failed + 1))
 fi
 
+# The ASan+UBSan build has the libFuzzer targets (tests/fuzz/CMakeLists.txt):
+# fuzz there rather than compile the libraries a third time.
+fuzz_build=$FUZZ_BUILD
+if [ "$asan_built" = 1 ]; then fuzz_build=$ASAN_BUILD; fi
 stage "libFuzzer, ${FUZZ_SECONDS}s per target"
-if ./scripts/fuzz.sh "$FUZZ_BUILD" "$FUZZ_SECONDS"; then
+if ./scripts/fuzz.sh "$fuzz_build" "$FUZZ_SECONDS"; then
   passed=$((passed + 1))
 else
   echo "fuzzing FAILED"; failed=$((failed + 1))
