@@ -20,6 +20,7 @@
 #include <initializer_list>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "quant/dot.h"
 #include "quant/dot_ggml_avx2.h"
 #include "quant/dot_ggml_bf16_avx512.h"
+#include "quant/dot_ggml_quant.h"
 #include "quant/ggml_order.h"
 #include "quant/legacy_codes.h"
 #include "quant/quant.h"
@@ -148,6 +150,97 @@ TEST(GgmlOrder, Avx2LanesEqualTheScalarReplicas) {
 // vdpbf16ps as the Intel SDM states it: per lane the odd pair, then the even
 // pair, each an fma (the bf16 products are exact), denormal inputs read as
 // zero, denormal results flushed to zero.
+// Random blocks of a weight or activation type: every byte random, then the
+// float scale fields set to modest finite values (random bytes there would be
+// NaN or huge), Q8_K's block sums made consistent with its codes. The codes
+// span their whole range (Q8 activations include -128).
+template <typename Block>
+std::vector<Block> random_blocks(size_t n, std::mt19937& rng) {
+  std::vector<Block> v(n);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> scale(0.0f, 0.05f);
+  auto* raw = reinterpret_cast<uint8_t*>(v.data());
+  for (size_t i = 0; i < n * sizeof(Block); ++i) raw[i] = static_cast<uint8_t>(byte(rng));
+  for (Block& b : v) {
+    if constexpr (std::is_same_v<Block, BlockQ8_K>) {
+      b.d = scale(rng);
+      for (int g = 0; g < kQK_K / 16; ++g) {
+        int s = 0;
+        for (int e = 0; e < 16; ++e) s += b.qs[16 * g + e];
+        b.bsums[g] = static_cast<int16_t>(s);
+      }
+    } else if constexpr (std::is_same_v<Block, BlockMXFP4>) {
+      b.e = static_cast<uint8_t>(120 + byte(rng) % 16);
+    } else {
+      b.d = f32_to_f16(scale(rng));
+    }
+    if constexpr (requires { b.dmin; }) b.dmin = f32_to_f16(scale(rng));
+    if constexpr (requires { b.m; }) b.m = f32_to_f16(scale(rng));
+    if constexpr (requires { b.s; }) b.s = f32_to_f16(scale(rng));
+  }
+  return v;
+}
+
+// One dot's AVX2 copy (dot_ggml_quant_avx2.cpp) against the portable copy of
+// the same source compiled into this test, over 1..8 blocks of random data.
+template <typename W, typename X>
+void expect_copies_equal(const char* name, float (*avx2)(int64_t, const W*, const X*),
+                         float (*portable)(int64_t, const W*, const X*), int64_t block_elems) {
+  std::mt19937 rng(41);
+  for (int trial = 0; trial < 64; ++trial) {
+    const size_t nb = 1 + static_cast<size_t>(trial % 8);
+    const std::vector<W> w = random_blocks<W>(nb, rng);
+    const std::vector<X> x = random_blocks<X>(nb, rng);
+    const int64_t n = static_cast<int64_t>(nb) * block_elems;
+    ASSERT_EQ(bits(avx2(n, w.data(), x.data())), bits(portable(n, w.data(), x.data())))
+        << name << ", " << nb << " blocks, trial " << trial;
+  }
+}
+
+// The quantized --quality dots compiled for AVX2 equal their portable copies
+// bit for bit (the same operations: exact integer sums, explicit fma), Q8_0's
+// hand-written lanes included.
+TEST(GgmlOrder, Avx2QuantizedDotsEqualThePortableCopies) {
+  const auto f = cpu_features();
+  if (!(f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+  namespace a = ggml_avx2;
+  namespace p = ggml_quant;
+#define DS4_EXPECT_COPIES_EQUAL(fn, elems) expect_copies_equal(#fn, &a::fn, &p::fn, elems)
+  DS4_EXPECT_COPIES_EQUAL(dot_q8_0_q8_0, kQK8_0);
+  DS4_EXPECT_COPIES_EQUAL(dot_q4_K_q8_K, kQK_K);
+  DS4_EXPECT_COPIES_EQUAL(dot_q2_K_q8_K, kQK_K);
+  DS4_EXPECT_COPIES_EQUAL(dot_mxfp4_q8_0, kQKMxfp4);
+  DS4_EXPECT_COPIES_EQUAL(dot_iq2_xxs_q8_K, kQK_K);
+  DS4_EXPECT_COPIES_EQUAL(dot_q6_K_q8_K, kQK_K);
+  DS4_EXPECT_COPIES_EQUAL(dot_q5_K_q8_K, kQK_K);
+  DS4_EXPECT_COPIES_EQUAL(dot_q3_K_q8_K, kQK_K);
+  DS4_EXPECT_COPIES_EQUAL(dot_iq3_xxs_q8_K, kQK_K);
+  DS4_EXPECT_COPIES_EQUAL(dot_iq3_s_q8_K, kQK_K);
+  DS4_EXPECT_COPIES_EQUAL(dot_iq4_xs_q8_K, kQK_K);
+  DS4_EXPECT_COPIES_EQUAL(vec_dot_iq3_xxs_q8_K, kQK_K);
+  DS4_EXPECT_COPIES_EQUAL(vec_dot_iq4_xs_q8_K, kQK_K);
+  DS4_EXPECT_COPIES_EQUAL(dot_q4_0_q8_0, kQK8_0);
+  DS4_EXPECT_COPIES_EQUAL(dot_iq4_nl_q8_0, kQK8_0);
+  DS4_EXPECT_COPIES_EQUAL(tinyblas_q4_0_q8_0, kQK8_0);
+  DS4_EXPECT_COPIES_EQUAL(tinyblas_iq4_nl_q8_0, kQK8_0);
+  DS4_EXPECT_COPIES_EQUAL(dot_q5_0_q8_0, kQK8_0);
+  DS4_EXPECT_COPIES_EQUAL(dot_q4_1_q8_1, kQK8_1);
+  DS4_EXPECT_COPIES_EQUAL(dot_q5_1_q8_1, kQK8_1);
+#undef DS4_EXPECT_COPIES_EQUAL
+}
+
+// Q8_0's lanes where a pair of products reaches 2 * 128 * 128 (codes -128):
+// the exact sum, which an int16 (maddubs) pair would have saturated.
+TEST(GgmlOrder, Avx2Q8_0DotIsExactAtTheCodeExtremes) {
+  const auto f = cpu_features();
+  if (!(f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+  BlockQ8_0 w{}, x{};
+  w.d = x.d = f32_to_f16(1.0f);
+  for (int j = 0; j < kQK8_0; ++j) w.qs[j] = x.qs[j] = -128;
+  EXPECT_EQ(ggml_avx2::dot_q8_0_q8_0(kQK8_0, &w, &x), 32.0f * 128 * 128);
+  EXPECT_EQ(bits(ggml_avx2::dot_q8_0_q8_0(kQK8_0, &w, &x)), bits(ggml_quant::dot_q8_0_q8_0(kQK8_0, &w, &x)));
+}
+
 TEST(GgmlOrder, Dpbf16LaneFollowsTheInstructionDefinition) {
   using ggml_order::dpbf16_lane;
   const float big = std::exp2(24.0f);
