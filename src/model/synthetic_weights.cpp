@@ -16,6 +16,7 @@
 #include "quant/blocks.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/iq3_tables.h"
+#include "quant/iq4_values.h"
 #include "quant/k_scales.h"
 #include "quant/quant.h"
 
@@ -198,9 +199,128 @@ void random_mxfp4(Rng& rng, float std, quant::BlockMXFP4* out, int64_t n_blocks)
   }
 }
 
+// Q5_K: x = d*sc*q - dmin*m per 32 elements, q in 0..31; m = sc and
+// dmin = 15.5 d give x = d*sc*(q - 15.5), scales as Q4_K's.
+void random_q5_K(Rng& rng, float std, quant::BlockQ5_K* out, int64_t n_blocks) {
+  const double sc2 = mean_square_of_range(kQ4ScaleLo, kQ4ScaleSpan, 0.0);
+  const double q2 = mean_square_of_range(0, 32, -15.5);
+  const uint16_t d = f32_to_f16(static_cast<float>(std / std::sqrt(sc2 * q2)));
+  const uint16_t dmin = f32_to_f16(15.5f * f16_to_f32(d));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    quant::BlockQ5_K& blk = out[b];
+    uint64_t bits = rng.next();
+    uint8_t sc[8];
+    for (int j = 0; j < 8; ++j) {
+      sc[j] = static_cast<uint8_t>(kQ4ScaleLo + (bits & 31));
+      bits >>= 5;
+    }
+    std::memset(blk.scales, 0, sizeof blk.scales);
+    quant::pack_q4_K_scale_min(sc, sc, blk.scales);
+    random_bytes(rng, blk.qh, sizeof blk.qh);
+    random_bytes(rng, blk.qs, sizeof blk.qs);
+    blk.d = d;
+    blk.dmin = dmin;
+  }
+}
+
+// The K-quants and IQ4_XS with signed sub-block scales (Q6_K's sc, Q3_K's
+// sc - 32, IQ4_XS's ls - 32): magnitudes 8..15 with a random sign, so the
+// values' mean is 0 although the codes' is not.
+constexpr uint32_t kSignedScaleLo = 8, kSignedScaleSpan = 8;
+int signed_scale(uint64_t& bits) {
+  const int mag = static_cast<int>(kSignedScaleLo + (bits & 7));
+  const int s = (bits & 8) ? -mag : mag;
+  bits >>= 4;
+  return s;
+}
+
+// Q6_K: x = d*sc*(q - 32), q in 0..63, sc int8 per 16 elements.
+void random_q6_K(Rng& rng, float std, quant::BlockQ6_K* out, int64_t n_blocks) {
+  const double sc2 = mean_square_of_range(kSignedScaleLo, kSignedScaleSpan, 0.0);
+  const uint16_t d = f32_to_f16(static_cast<float>(std / std::sqrt(sc2 * mean_square_of_range(0, 64, -32.0))));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    quant::BlockQ6_K& blk = out[b];
+    random_bytes(rng, blk.ql, sizeof blk.ql);
+    random_bytes(rng, blk.qh, sizeof blk.qh);
+    uint64_t bits = rng.next();
+    for (int8_t& sc : blk.scales) sc = static_cast<int8_t>(signed_scale(bits));
+    blk.d = d;
+  }
+}
+
+// Q3_K: x = d*(sc - 32)*(q - 4), q in 0..7, sc 6 bits per 16 elements.
+void random_q3_K(Rng& rng, float std, quant::BlockQ3_K* out, int64_t n_blocks) {
+  const double sc2 = mean_square_of_range(kSignedScaleLo, kSignedScaleSpan, 0.0);
+  const uint16_t d = f32_to_f16(static_cast<float>(std / std::sqrt(sc2 * mean_square_of_range(0, 8, -4.0))));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    quant::BlockQ3_K& blk = out[b];
+    random_bytes(rng, blk.hmask, sizeof blk.hmask);
+    random_bytes(rng, blk.qs, sizeof blk.qs);
+    std::memset(blk.scales, 0, sizeof blk.scales);
+    uint64_t bits = rng.next();
+    for (int j = 0; j < 16; ++j) {
+      const auto sc = static_cast<uint32_t>(32 + signed_scale(bits));
+      blk.scales[j % 8] = static_cast<uint8_t>(blk.scales[j % 8] | ((sc & 0xF) << (j < 8 ? 0 : 4)));
+      blk.scales[8 + j % 4] = static_cast<uint8_t>(blk.scales[8 + j % 4] | ((sc >> 4) << (2 * (j / 4))));
+    }
+    blk.d = d;
+  }
+}
+
+// Mean of value^2 over IQ4_NL's 16 non-linear levels.
+constexpr double iq4nl_mean_square() {
+  double s = 0;
+  for (int8_t v : quant::kIq4nlValues) s += static_cast<double>(v) * v;
+  return s / 16.0;
+}
+
+// IQ4_XS: x = d*(ls - 32)*value[q], ls 6 bits per 32 elements.
+void random_iq4_xs(Rng& rng, float std, quant::BlockIQ4_XS* out, int64_t n_blocks) {
+  const double sc2 = mean_square_of_range(kSignedScaleLo, kSignedScaleSpan, 0.0);
+  const uint16_t d = f32_to_f16(static_cast<float>(std / std::sqrt(sc2 * iq4nl_mean_square())));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    quant::BlockIQ4_XS& blk = out[b];
+    random_bytes(rng, blk.qs, sizeof blk.qs);
+    uint64_t bits = rng.next();
+    blk.scales_h = 0;
+    std::memset(blk.scales_l, 0, sizeof blk.scales_l);
+    for (int s = 0; s < 8; ++s) {
+      const auto ls = static_cast<uint32_t>(32 + signed_scale(bits));
+      blk.scales_l[s / 2] = static_cast<uint8_t>(blk.scales_l[s / 2] | ((ls & 0xF) << (4 * (s % 2))));
+      blk.scales_h = static_cast<uint16_t>(blk.scales_h | ((ls >> 4) << (2 * s)));
+    }
+    blk.d = d;
+  }
+}
+
+// IQ4_NL: x = d*value[q] per 32 elements, d's sign random per block.
+void random_iq4_nl(Rng& rng, float std, quant::BlockIQ4_NL* out, int64_t n_blocks) {
+  const float d = static_cast<float>(std / std::sqrt(iq4nl_mean_square()));
+  const uint16_t pos = f32_to_f16(d), neg = f32_to_f16(-d);
+  for (int64_t b = 0; b < n_blocks; b += 64) {
+    uint64_t signs = rng.next();
+    for (int64_t k = b; k < std::min(n_blocks, b + 64); ++k, signs >>= 1) {
+      out[k].d = (signs & 1) ? neg : pos;
+      random_bytes(rng, out[k].qs, sizeof out[k].qs);
+    }
+  }
+}
+
 bool has_random_codes(GgmlType type) {
-  return type == GgmlType::Q2_K || type == GgmlType::Q4_K || type == GgmlType::IQ2_XXS || type == GgmlType::MXFP4 ||
-         type == GgmlType::IQ3_XXS || type == GgmlType::IQ3_S;
+  switch (type) {
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
+    case GgmlType::MXFP4: return true;
+    default: return false;
+  }
 }
 
 void random_codes(GgmlType type, Rng& rng, float std, uint8_t* dst, int64_t n_blocks) {
@@ -211,6 +331,11 @@ void random_codes(GgmlType type, Rng& rng, float std, uint8_t* dst, int64_t n_bl
     case GgmlType::MXFP4: random_mxfp4(rng, std, reinterpret_cast<quant::BlockMXFP4*>(dst), n_blocks); break;
     case GgmlType::IQ3_XXS: random_iq3_xxs(rng, std, reinterpret_cast<quant::BlockIQ3_XXS*>(dst), n_blocks); break;
     case GgmlType::IQ3_S: random_iq3_s(rng, std, reinterpret_cast<quant::BlockIQ3_S*>(dst), n_blocks); break;
+    case GgmlType::Q3_K: random_q3_K(rng, std, reinterpret_cast<quant::BlockQ3_K*>(dst), n_blocks); break;
+    case GgmlType::Q5_K: random_q5_K(rng, std, reinterpret_cast<quant::BlockQ5_K*>(dst), n_blocks); break;
+    case GgmlType::Q6_K: random_q6_K(rng, std, reinterpret_cast<quant::BlockQ6_K*>(dst), n_blocks); break;
+    case GgmlType::IQ4_NL: random_iq4_nl(rng, std, reinterpret_cast<quant::BlockIQ4_NL*>(dst), n_blocks); break;
+    case GgmlType::IQ4_XS: random_iq4_xs(rng, std, reinterpret_cast<quant::BlockIQ4_XS*>(dst), n_blocks); break;
     default: throw Error("synthetic weights: no random-code generator for " + std::string(ggml_type_name(type)));
   }
 }

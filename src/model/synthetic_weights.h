@@ -75,8 +75,10 @@ struct WeightInit {
 WeightInit weight_init(const TensorSpec& spec, const Deepseek4HParams& hp);
 
 // Fills dst (exactly the tensor's bytes in `type`) with its random values,
-// using up to n_threads threads. Q2_K / Q4_K / IQ2_XXS / MXFP4 / IQ3_XXS /
-// IQ3_S tensors with a mean-0 normal init get random codes directly; everything
+// using up to n_threads threads. Q2_K ... Q6_K, IQ2_XXS, IQ3_XXS, IQ3_S,
+// IQ4_NL, IQ4_XS and MXFP4 tensors with a mean-0 normal init get random codes
+// directly (quantizing random floats in IQ4_XS took ~5x as long as Q6_K, and
+// dominated the tests of those mixes); everything
 // else is drawn as floats and converted (f16) or quantized
 // (quant::quantize_row).
 void fill_tensor(const TensorSpec& spec, GgmlType type, const WeightInit& init, uint64_t seed,
