@@ -3,7 +3,9 @@
 // ds4-quantize and llama-quantize read).
 //   ds4-imatrix -m MODEL -f TEXT [-o imatrix.gguf] [-c 512] [--chunks N] [--chunk SKIP] [--process-output]
 //               [--per-group] [--ds4-numerics] [--in-file F]... [--output-format gguf|dat]
-// Without -f the --in-file matrices are only combined (llama-imatrix's rules).
+//   ds4-imatrix --in-file F --show-statistics
+// Without -f the --in-file matrices are only combined (llama-imatrix's rules);
+// --show-statistics prints one matrix's statistics as llama-imatrix does.
 // The text is fed as llama-imatrix feeds it (engine/imatrix_run.h), in
 // llama.cpp's arithmetic (--quality) unless --ds4-numerics. Errors: one line
 // "ds4-imatrix: <error>" and exit 1; usage errors exit 2.
@@ -23,6 +25,7 @@
 #include "engine/engine.h"
 #include "engine/imatrix_run.h"
 #include "model/imatrix.h"
+#include "model/imatrix_statistics.h"
 #include "version/version.h"
 
 namespace {
@@ -77,7 +80,7 @@ int main(int argc, char** argv) {
   ds4::engine::ImatrixRunOptions ro;
   std::string text_path, out_path = "imatrix.gguf", format = "gguf";
   std::vector<std::string> in_files;
-  bool ds4_numerics = false, quiet = false;
+  bool ds4_numerics = false, quiet = false, show_statistics = false;
   app.add_option("-f,--file", text_path,
                  "Text to evaluate (tokenized as llama-imatrix does: control-token literals stay text); without it, "
                  "the --in-file matrices are only combined");
@@ -101,11 +104,18 @@ int main(int argc, char** argv) {
                "ds4's faster arithmetic instead of llama.cpp's; routed experts' down inputs are then weighted by "
                "their route weight (ds4 applies it before down)");
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
+  app.add_flag("--show-statistics", show_statistics,
+               "Print the statistics of the one --in-file matrix (per tensor and per layer, as llama-imatrix "
+               "--show-statistics) and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::cerr << "ds4-imatrix: " << e.what() << " (see ds4-imatrix --help)\n";
+    return 2;
+  }
+  if (show_statistics && (in_files.size() != 1 || !text_path.empty())) {
+    std::cerr << "ds4-imatrix: --show-statistics needs exactly one --in-file imatrix and no -f (see --help)\n";
     return 2;
   }
   if (text_path.empty() && in_files.empty()) {
@@ -120,6 +130,13 @@ int main(int argc, char** argv) {
     const auto chunk = static_cast<uint32_t>(ro.chunk_tokens);
     ds4::model::Imatrix total;
     for (const std::string& f : in_files) total.add(ds4::model::Imatrix::load(f), chunk);
+    if (show_statistics) {
+      const ds4::model::ImatrixStatistics stats = ds4::model::imatrix_statistics(total);
+      for (const std::string& why : stats.skipped) std::fprintf(stderr, "ds4-imatrix: %s\n", why.c_str());
+      if (stats.tensors.empty()) throw ds4::Error("no statistics can be computed for " + in_files[0]);
+      std::fputs(ds4::model::format_imatrix_statistics(stats, in_files[0]).c_str(), stdout);
+      return 0;
+    }
     if (!text_path.empty()) {
       if (ds4_numerics) eo.numerics = ds4::backend::Numerics::Default;
       eo.prefill_chunk = static_cast<int>(std::min<int64_t>(eo.prefill_chunk, ro.chunk_tokens));
