@@ -95,20 +95,25 @@ void random_q2_K(Rng& rng, float std, quant::BlockQ2_K* out, int64_t n_blocks) {
   }
 }
 
+// Q4_K's and Q5_K's packed 6-bit scales, each in kQ4ScaleLo.., with min = scale.
+void random_k_scales(Rng& rng, uint8_t (&packed)[quant::kKScaleSize]) {
+  uint64_t bits = rng.next();
+  uint8_t sc[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = static_cast<uint8_t>(kQ4ScaleLo + (bits & 31));
+    bits >>= 5;
+  }
+  std::memset(packed, 0, sizeof packed);
+  quant::pack_q4_K_scale_min(sc, sc, packed);
+}
+
 void random_q4_K(Rng& rng, float std, quant::BlockQ4_K* out, int64_t n_blocks) {
   const double sc2 = mean_square_of_range(kQ4ScaleLo, kQ4ScaleSpan, 0.0);
   const uint16_t d = f32_to_f16(static_cast<float>(std / std::sqrt(sc2 * 21.25)));
   const uint16_t dmin = f32_to_f16(7.5f * f16_to_f32(d));
   for (int64_t b = 0; b < n_blocks; ++b) {
     quant::BlockQ4_K& blk = out[b];
-    uint64_t bits = rng.next();
-    uint8_t sc[8];
-    for (int j = 0; j < 8; ++j) {
-      sc[j] = static_cast<uint8_t>(kQ4ScaleLo + (bits & 31));
-      bits >>= 5;
-    }
-    std::memset(blk.scales, 0, sizeof blk.scales);
-    quant::pack_q4_K_scale_min(sc, sc, blk.scales);
+    random_k_scales(rng, blk.scales);
     random_bytes(rng, blk.qs, sizeof blk.qs);
     blk.d = d;
     blk.dmin = dmin;
@@ -208,14 +213,7 @@ void random_q5_K(Rng& rng, float std, quant::BlockQ5_K* out, int64_t n_blocks) {
   const uint16_t dmin = f32_to_f16(15.5f * f16_to_f32(d));
   for (int64_t b = 0; b < n_blocks; ++b) {
     quant::BlockQ5_K& blk = out[b];
-    uint64_t bits = rng.next();
-    uint8_t sc[8];
-    for (int j = 0; j < 8; ++j) {
-      sc[j] = static_cast<uint8_t>(kQ4ScaleLo + (bits & 31));
-      bits >>= 5;
-    }
-    std::memset(blk.scales, 0, sizeof blk.scales);
-    quant::pack_q4_K_scale_min(sc, sc, blk.scales);
+    random_k_scales(rng, blk.scales);
     random_bytes(rng, blk.qh, sizeof blk.qh);
     random_bytes(rng, blk.qs, sizeof blk.qs);
     blk.d = d;

@@ -72,6 +72,15 @@ __m256i signed_grid_products(__m256i grid, uint32_t four_sign_bytes, const int8_
   return _mm256_add_epi32(lo, hi);
 }
 
+// One IQ2_XXS / IQ3_XXS sub-block times its scale: `word` holds four 7-bit
+// sign-table indices and the 4-bit scale ls (scale 2 ls + 1) in its top nibble.
+__m256i scaled_sub_block(__m256i grid, uint32_t word, const int8_t* q8) {
+  uint32_t signs = 0;
+  for (int g = 0; g < 4; ++g) signs |= uint32_t{kIq2xsSigns[(word >> (7 * g)) & 127]} << (8 * g);
+  const __m256i ls = _mm256_set1_epi32(static_cast<int>(2 * (word >> 28) + 1));
+  return _mm256_mullo_epi32(signed_grid_products(grid, signs, q8), ls);
+}
+
 int32_t hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
@@ -89,10 +98,7 @@ int32_t iq2_xxs_block_isum_avx2(const BlockIQ2_XXS& w, const int8_t* q8) {
                                            static_cast<int64_t>(kIq2xxsGrid[(aux[0] >> 16) & 0xFF]),
                                            static_cast<int64_t>(kIq2xxsGrid[(aux[0] >> 8) & 0xFF]),
                                            static_cast<int64_t>(kIq2xxsGrid[aux[0] & 0xFF]));
-    uint32_t signs = 0;
-    for (int g = 0; g < 4; ++g) signs |= uint32_t{kIq2xsSigns[(aux[1] >> (7 * g)) & 127]} << (8 * g);
-    const __m256i ls = _mm256_set1_epi32(static_cast<int>(2 * (aux[1] >> 28) + 1));
-    block = _mm256_add_epi32(block, _mm256_mullo_epi32(signed_grid_products(grid, signs, q8 + 32 * ib), ls));
+    block = _mm256_add_epi32(block, scaled_sub_block(grid, aux[1], q8 + 32 * ib));
   }
   return hsum_epi32(block);
 }
@@ -108,32 +114,32 @@ int32_t iq3_xxs_block_isum_avx2(const BlockIQ3_XXS& w, const int8_t* q8) {
                                           static_cast<int>(kIq3xxsGrid[idx[5]]), static_cast<int>(kIq3xxsGrid[idx[4]]),
                                           static_cast<int>(kIq3xxsGrid[idx[3]]), static_cast<int>(kIq3xxsGrid[idx[2]]),
                                           static_cast<int>(kIq3xxsGrid[idx[1]]), static_cast<int>(kIq3xxsGrid[idx[0]]));
-    uint32_t signs = 0;
-    for (int g = 0; g < 4; ++g) signs |= uint32_t{kIq2xsSigns[(aux >> (7 * g)) & 127]} << (8 * g);
-    const __m256i ls = _mm256_set1_epi32(static_cast<int>(2 * (aux >> 28) + 1));
-    block = _mm256_add_epi32(block, _mm256_mullo_epi32(signed_grid_products(grid, signs, q8 + 32 * ib), ls));
+    block = _mm256_add_epi32(block, scaled_sub_block(grid, aux, q8 + 32 * ib));
   }
   return hsum_epi32(block);
 }
 
-}  // namespace
 
-// The IQP forms of dot_ggml_quant.h, with the block integers above: the
-// float steps are the portable copy's, so are the bits.
-float dot_iq2_xxs_q8_K(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
+// The IQP form of dot_ggml_quant.h with the block integers above: per block
+// acc = fma(isum, (d_w * factor) * d_x, acc), the portable copy's float steps,
+// so its bits.
+template <typename Block, typename BlockIsum>
+float iqp_dot(int64_t n, const Block* w, const BlockQ8_K* x, float factor, BlockIsum isum) {
   float acc = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i)
-    acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(static_cast<float>(iq2_xxs_block_isum_avx2(w[i], x[i].qs))),
-                                     _mm_set_ss((f16_to_f32(w[i].d) * 0.125f) * x[i].d), _mm_set_ss(acc)));
+    acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(static_cast<float>(isum(w[i], x[i].qs))),
+                                     _mm_set_ss((f16_to_f32(w[i].d) * factor) * x[i].d), _mm_set_ss(acc)));
   return acc;
 }
 
+}  // namespace
+
+float dot_iq2_xxs_q8_K(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
+  return iqp_dot(n, w, x, 0.125f, iq2_xxs_block_isum_avx2);
+}
+
 float dot_iq3_xxs_q8_K(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x) {
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kQK_K; ++i)
-    acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(static_cast<float>(iq3_xxs_block_isum_avx2(w[i], x[i].qs))),
-                                     _mm_set_ss((f16_to_f32(w[i].d) * 0.25f) * x[i].d), _mm_set_ss(acc)));
-  return acc;
+  return iqp_dot(n, w, x, 0.25f, iq3_xxs_block_isum_avx2);
 }
 
 float dot_q4_K_q8_K(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) { return ggml_quant::dot_q4_K_q8_K(n, w, x); }
