@@ -1,5 +1,6 @@
 // ds4-quantize: write a deepseek4 GGUF again in another quant mix.
-//   ds4-quantize [--mix M] [--tensor-type REGEX=TYPE]... [--types-from FILE] [--imatrix F] IN OUT
+//   ds4-quantize [--mix M] [--tensor-type REGEX=TYPE]... [--types-from FILE] [--imatrix F]
+//                [--flavour ds4|llama] [--mtp] IN OUT
 // IN is a GGUF (or a shard set's first file), or an official safetensors
 // checkpoint: its folder (config.json, model.safetensors.index.json,
 // tokenizer.json), index or single .safetensors file. OUT is written as OUT.part and renamed;
@@ -119,10 +120,10 @@ void print_plan(const std::vector<ds4::model::TensorPlan>& plan) {
 int main(int argc, char** argv) {
   CLI::App app{"Write a deepseek4 GGUF in a quant mix from a GGUF or the official safetensors checkpoint", "ds4-quantize"};
   app.set_version_flag("--version", ds4::version_line("ds4-quantize"), "Print the version and git commit and exit");
-  std::string in, out, mix_name = "ds4-q2", types_from, imatrix_path;
+  std::string in, out, mix_name = "ds4-q2", types_from, imatrix_path, flavour_name;
   std::vector<std::string> overrides;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  bool restart = false, dry_run = false, quiet = false;
+  bool restart = false, dry_run = false, quiet = false, mtp = false;
   app.add_option("input", in,
                  "Source: a GGUF (or a shard set's first file) in any type, or an official safetensors checkpoint "
                  "folder (FP8 / FP4 / BF16)")
@@ -135,6 +136,14 @@ int main(int argc, char** argv) {
   app.add_option("--types-from", types_from, "Give each tensor the type it has in this GGUF (copy a layout)");
   app.add_option("--imatrix", imatrix_path,
                  "Importance matrix (llama-imatrix's GGUF or legacy .dat, or ds4-imatrix's) for the quantizers");
+  app.add_option("--flavour", flavour_name,
+                 "Metadata as ds4 writes it (ds4; the default for a checkpoint) or as llama.cpp's converter does "
+                 "(llama); with --mtp also the layout: ds4's sidecar or llama.cpp's MTP-only file. A GGUF source "
+                 "keeps its own metadata unless this is given")
+      ->check(CLI::IsMember({"ds4", "llama"}));
+  app.add_flag("--mtp", mtp,
+               "From a checkpoint: write its MTP draft block (mtp.0.*) instead of the model, as ds4's sidecar "
+               "(deepseek4_mtp_support) or, with --flavour llama, as llama.cpp's MTP-only file");
   app.add_option("-t,--threads", threads, "Threads")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_flag("--restart", restart, "Start over even when OUTPUT.part holds an interrupted run of the same output");
   app.add_flag("--dry-run", dry_run, "Print what each tensor becomes; write nothing");
@@ -157,13 +166,25 @@ int main(int argc, char** argv) {
     std::optional<ds4::gguf::File> gguf_source;
     std::optional<ds4::model::SafetensorsSet> checkpoint;
     ds4::model::RequantizeInput source;
+    using ds4::model::MetadataFlavour;
+    const std::optional<MetadataFlavour> flavour = ds4::model::metadata_flavour_from_name(flavour_name);
     if (is_checkpoint(in)) {
       checkpoint.emplace(ds4::model::SafetensorsSet::open(in));
       const std::string config = (std::filesystem::path(checkpoint->folder()) / "config.json").string();
-      source = ds4::model::checkpoint_input(*checkpoint, ds4::model::hparams_from_config(config));
+      const ds4::model::Deepseek4HParams hp = ds4::model::hparams_from_config(config);
+      const MetadataFlavour f = flavour.value_or(MetadataFlavour::Ds4);
+      if (mtp) {
+        using ds4::model::MtpLayout;
+        source = ds4::model::checkpoint_mtp_input(
+            *checkpoint, hp, f == MetadataFlavour::Llama ? MtpLayout::LlamaNextn : MtpLayout::Ds4Sidecar, f);
+      } else {
+        source = ds4::model::checkpoint_input(*checkpoint, hp, f);
+      }
     } else {
+      if (mtp) throw ds4::Error("--mtp: the MTP block is read from an official checkpoint folder, not from a GGUF");
       gguf_source.emplace(ds4::gguf::File::open(in));
       source = ds4::model::gguf_input(*gguf_source);
+      if (flavour) ds4::model::set_metadata_flavour(source, *gguf_source, *flavour);
     }
     std::optional<ds4::gguf::File> layout;
     if (!types_from.empty()) {

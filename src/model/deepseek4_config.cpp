@@ -20,9 +20,8 @@ std::string blk(uint32_t il) { return "blk." + std::to_string(il) + "."; }
 
 Deepseek4Config read_config(const gguf::File& f) {
   Deepseek4Config cfg;
-  const std::string arch = f.get_string("general.architecture");
-  if (arch != kDeepseek4Arch)
-    throw Error(f.path() + ": general.architecture is '" + arch + "', expected 'deepseek4'");
+  (void)f.get_string("general.architecture");  // required here
+  check_architecture(f);
 
   const std::string arch_prefix = std::string(kDeepseek4Arch) + ".";
   cfg.block_count = f.get_u32(arch_prefix + "block_count");

@@ -331,12 +331,16 @@ void write_metadata(const Deepseek4HParams& hp, gguf::Writer& w) {
   w.set_f32(key("hyper_connection.epsilon"), hp.hc_eps);
 }
 
-namespace {
-
-void check_arch(const gguf::File& f) {
+void check_architecture(const gguf::File& f) {
+  if (auto arch = f.find_string("general.architecture"); arch && *arch == "deepseek4_mtp_support") {
+    throw Error(f.path() + ": general.architecture is 'deepseek4_mtp_support': ds4's MTP draft sidecar (the mtp.0.* "
+                           "block), not a model; open the model's own file");
+  }
   if (auto arch = f.find_string("general.architecture"); arch && *arch != kDeepseek4Arch)
     throw Error(f.path() + ": general.architecture is '" + *arch + "', expected 'deepseek4'");
 }
+
+namespace {
 
 // The per-layer array a of key k, at least n_layer long, cut to n_layer.
 template <typename T>
@@ -395,7 +399,7 @@ uint32_t vocab_size(const gguf::File& f) {
 }  // namespace
 
 Deepseek4HParams read_metadata(const gguf::File& f) {
-  check_arch(f);
+  check_architecture(f);
   const uint32_t block_count = f.get_u32(key("block_count"));
   // llama.cpp's converter appends the MTP block as blk.<n_layer> and counts it
   // in block_count; ds4 keeps it in a separate file. Only the latter is read
@@ -407,7 +411,7 @@ Deepseek4HParams read_metadata(const gguf::File& f) {
 }
 
 Deepseek4HParams read_metadata_layers(const gguf::File& f, uint32_t n_layer) {
-  check_arch(f);
+  check_architecture(f);
   Deepseek4HParams hp;
   hp.name = f.find_string("general.name").value_or("");
   hp.n_layer = n_layer;

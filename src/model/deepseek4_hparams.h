@@ -120,6 +120,10 @@ void resize_layers(Deepseek4HParams& hp, uint32_t n_layer);
 // Validates, then writes general.architecture/name and every deepseek4.* key.
 void write_metadata(const Deepseek4HParams& hp, gguf::Writer& w);
 
+// Throws ds4::Error unless general.architecture (when present) is deepseek4;
+// ds4's MTP sidecar is named as such.
+void check_architecture(const gguf::File& f);
+
 // Reads every deepseek4.* key llama.cpp and ds4 use, then validates.
 // Missing or mistyped keys throw ds4::Error naming the file and key;
 // per-layer arrays may be longer than block_count (Flash's carries an MTP

@@ -30,7 +30,10 @@ TensorFamily family_of(TensorKind kind) {
     case TensorKind::AttnKvNorm:
     case TensorKind::AttnCompNorm:
     case TensorKind::IndexerCompNorm:
-    case TensorKind::FfnNorm: return TensorFamily::Norm;
+    case TensorKind::FfnNorm:
+    case TensorKind::MtpENorm:
+    case TensorKind::MtpHNorm:
+    case TensorKind::MtpNorm: return TensorFamily::Norm;
     case TensorKind::OutputHcFn:
     case TensorKind::HcAttnFn:
     case TensorKind::HcFfnFn: return TensorFamily::HcFn;
@@ -44,7 +47,10 @@ TensorFamily family_of(TensorKind kind) {
     case TensorKind::AttnQB:
     case TensorKind::AttnKv:
     case TensorKind::AttnOutA:
-    case TensorKind::AttnOutB: return TensorFamily::AttnProjection;
+    case TensorKind::AttnOutB:
+    case TensorKind::MtpEProj:  // FP8 projections in the checkpoint, as attention's
+    case TensorKind::MtpHProj:
+    case TensorKind::MtpEhProj: return TensorFamily::AttnProjection;
     case TensorKind::AttnSinks: return TensorFamily::AttnSinks;
     case TensorKind::AttnCompKv:
     case TensorKind::AttnCompGate:
@@ -133,6 +139,12 @@ std::string_view kind_stem(TensorKind kind) {
     case TensorKind::FfnGateShexp: return "ffn_gate_shexp";
     case TensorKind::FfnUpShexp: return "ffn_up_shexp";
     case TensorKind::FfnDownShexp: return "ffn_down_shexp";
+    case TensorKind::MtpEProj: return "e_proj";
+    case TensorKind::MtpHProj: return "h_proj";
+    case TensorKind::MtpEhProj: return "nextn.eh_proj";
+    case TensorKind::MtpENorm: return "enorm";
+    case TensorKind::MtpHNorm: return "hnorm";
+    case TensorKind::MtpNorm: return "norm";
   }
   return "?";
 }

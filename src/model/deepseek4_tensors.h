@@ -64,6 +64,14 @@ enum class TensorKind : uint8_t {
   FfnGateShexp,   // ffn_gate_shexp       [n_embd, n_ff_exp*n_shared]
   FfnUpShexp,     // ffn_up_shexp         [n_embd, n_ff_exp*n_shared]
   FfnDownShexp,   // ffn_down_shexp       [n_ff_exp*n_shared, n_embd]
+  // The MTP draft block's own tensors (model/deepseek4_mtp.h); its other
+  // tensors are a layer's kinds.
+  MtpEProj,       // e_proj               [n_embd, n_embd]      ds4's sidecar
+  MtpHProj,       // h_proj               [n_embd, n_embd]      ds4's sidecar
+  MtpEhProj,      // nextn.eh_proj        [2*n_embd, n_embd]    llama.cpp: [e_proj | h_proj] per row
+  MtpENorm,       // enorm / nextn.enorm  [n_embd]
+  MtpHNorm,       // hnorm / nextn.hnorm  [n_embd]
+  MtpNorm,        // norm / nextn.shared_head_norm [n_embd]
 };
 
 // Coarser grouping: what a quant mix and the weight generator decide by.

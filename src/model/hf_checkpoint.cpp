@@ -308,6 +308,61 @@ SourceTensor experts_source(const SafetensorsSet& set, const TensorSpec& spec, c
   return s;
 }
 
+// llama.cpp's nextn.eh_proj: each row is e_proj's row followed by h_proj's.
+SourceTensor side_by_side_source(const TensorSpec& spec, SourceTensor left, SourceTensor right) {
+  SourceTensor s;
+  s.name = spec.name;
+  s.ne = spec.ne;
+  s.origin = left.origin + " | " + right.origin;
+  s.reads = left.reads;
+  s.reads.insert(s.reads.end(), right.reads.begin(), right.reads.end());
+  const uint64_t lc = left.ne[0], rc = right.ne[0];
+  auto l = std::make_shared<SourceTensor>(std::move(left));
+  auto r = std::make_shared<SourceTensor>(std::move(right));
+  s.rows_f32 = [l, r, lc, rc](uint64_t row0, uint64_t n, float* dst) {
+    for (uint64_t i = 0; i < n; ++i) {
+      l->rows_f32(row0 + i, 1, dst + i * (lc + rc));
+      r->rows_f32(row0 + i, 1, dst + i * (lc + rc) + lc);
+    }
+  };
+  return s;
+}
+
+// The checkpoint name of an MTP tensor (model/deepseek4_mtp.h) of either layout.
+std::string mtp_checkpoint_name(const TensorSpec& spec, uint32_t n_layer) {
+  switch (spec.kind) {
+    case TensorKind::TokenEmbd: return "embed.weight";
+    case TensorKind::Output: return "head.weight";
+    case TensorKind::OutputNorm: return "norm.weight";
+    case TensorKind::OutputHcFn: return "mtp.0.hc_head_fn";
+    case TensorKind::OutputHcBase: return "mtp.0.hc_head_base";
+    case TensorKind::OutputHcScale: return "mtp.0.hc_head_scale";
+    case TensorKind::MtpEProj: return "mtp.0.e_proj.weight";
+    case TensorKind::MtpHProj: return "mtp.0.h_proj.weight";
+    case TensorKind::MtpENorm: return "mtp.0.enorm.weight";
+    case TensorKind::MtpHNorm: return "mtp.0.hnorm.weight";
+    case TensorKind::MtpNorm: return "mtp.0.norm.weight";
+    case TensorKind::MtpEhProj: return "";
+    default: {
+      // A block tensor: the main layers' name under "mtp.0.".
+      const std::string layer = checkpoint_name(tensor_name(spec.kind, n_layer));
+      const std::string prefix = "layers." + std::to_string(n_layer) + ".";
+      return layer.empty() ? "" : "mtp.0." + layer.substr(prefix.size());
+    }
+  }
+}
+
+// The folder's tokenizer.json, or the synthetic tokenizer of the vocabulary
+// size when it has none (test checkpoints).
+void write_checkpoint_tokenizer(const std::string& tokenizer, uint32_t n_vocab, gguf::Writer& w) {
+  const TokenizerData tok =
+      fs::exists(tokenizer) ? import_hf_tokenizer(tokenizer, n_vocab, true) : make_synthetic_tokenizer(n_vocab);
+  if (tok.size() != n_vocab) {
+    throw Error(tokenizer + ": " + std::to_string(tok.size()) + " tokens for a vocabulary of " + std::to_string(n_vocab));
+  }
+  tok.write(w);
+}
+
 // config.json's required whole-number keys and the fields they set.
 constexpr std::pair<std::string_view, uint32_t Deepseek4HParams::*> kRequiredU32[] = {
     {"num_hidden_layers", &Deepseek4HParams::n_layer},
@@ -341,6 +396,19 @@ T config_value(const json& c, const std::string& key, const std::string& path) {
   } catch (const json::exception&) {
     throw Error(path + ": key \"" + key + "\" is " + c.at(key).dump() + ", not the expected type");
   }
+}
+
+json read_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
+  json c;
+  try {
+    c = json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(path + ": not valid JSON: " + e.what());
+  }
+  if (!c.is_object()) throw Error(path + ": not a JSON object");
+  return c;
 }
 
 }  // namespace
@@ -381,15 +449,7 @@ std::string checkpoint_name(const std::string& gguf_name) {
 }
 
 Deepseek4HParams hparams_from_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
-  json c;
-  try {
-    c = json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(path + ": not valid JSON: " + e.what());
-  }
-  if (!c.is_object()) throw Error(path + ": not a JSON object");
+  const json c = read_config(path);
   Deepseek4HParams hp;
   hp.name = c.value("_name_or_path", std::string("deepseek4"));
   if (hp.name.empty()) hp.name = "deepseek4";
@@ -431,7 +491,21 @@ Deepseek4HParams hparams_from_config(const std::string& path) {
   return hp;
 }
 
-RequantizeInput checkpoint_input(const SafetensorsSet& set, const Deepseek4HParams& hp) {
+uint32_t mtp_blocks_from_config(const std::string& path, const Deepseek4HParams& hp) {
+  const json c = read_config(path);
+  const uint32_t blocks =
+      c.contains("num_nextn_predict_layers") ? config_value<uint32_t>(c, "num_nextn_predict_layers", path) : 0;
+  if (blocks == 0) return 0;
+  const auto ratios = config_value<std::vector<uint32_t>>(c, "compress_ratios", path);
+  if (ratios.size() <= hp.n_layer || ratios[hp.n_layer] != 0) {
+    throw Error(path + ": \"compress_ratios\" entry " + std::to_string(hp.n_layer) + " (the MTP block's) is " +
+                (ratios.size() <= hp.n_layer ? std::string("missing") : std::to_string(ratios[hp.n_layer])) +
+                "; the MTP block attends by sliding window only (ratio 0)");
+  }
+  return blocks;
+}
+
+RequantizeInput checkpoint_input(const SafetensorsSet& set, const Deepseek4HParams& hp, MetadataFlavour flavour) {
   RequantizeInput in;
   in.path = set.folder();
   in.hp = hp;
@@ -446,17 +520,52 @@ RequantizeInput checkpoint_input(const SafetensorsSet& set, const Deepseek4HPara
       in.tensors.push_back(dense_source(set, spec, name));
     }
   }
+  in.specs = deepseek4_tensors(hp);
   const std::string tokenizer = (fs::path(set.folder()) / "tokenizer.json").string();
-  const bool has_tokenizer = fs::exists(tokenizer);
-  in.write_metadata = [hp, tokenizer, has_tokenizer](gguf::Writer& w) {
-    write_metadata(hp, w);
-    const TokenizerData tok =
-        has_tokenizer ? import_hf_tokenizer(tokenizer, hp.n_vocab, true) : make_synthetic_tokenizer(hp.n_vocab);
-    if (tok.size() != hp.n_vocab) {
-      throw Error(tokenizer + ": " + std::to_string(tok.size()) + " tokens for a vocabulary of " +
-                  std::to_string(hp.n_vocab));
+  in.write_metadata = [hp, tokenizer, flavour, specs = in.specs](gguf::Writer& w) {
+    write_model_metadata(hp, flavour, specs, w);
+    write_checkpoint_tokenizer(tokenizer, hp.n_vocab, w);
+  };
+  return in;
+}
+
+RequantizeInput checkpoint_mtp_input(const SafetensorsSet& set, const Deepseek4HParams& hp, MtpLayout layout,
+                                     MetadataFlavour flavour) {
+  const std::string config = (fs::path(set.folder()) / "config.json").string();
+  const uint32_t blocks = mtp_blocks_from_config(config, hp);
+  if (blocks == 0) throw Error(config + ": \"num_nextn_predict_layers\" is 0: the checkpoint has no MTP block");
+  if (blocks > 1) {
+    throw Error(config + ": \"num_nextn_predict_layers\" is " + std::to_string(blocks) +
+                "; ds4's and llama.cpp's MTP layouts hold one block (mtp.0)");
+  }
+  RequantizeInput in;
+  in.path = set.folder();
+  in.hp = hp;
+  in.specs = mtp_tensors(hp, layout);
+  for (const TensorSpec& spec : in.specs) {
+    if (spec.kind == TensorKind::MtpEhProj) {
+      TensorSpec half = spec;
+      half.ne = {hp.n_embd, hp.n_embd};
+      in.tensors.push_back(side_by_side_source(spec, dense_source(set, half, "mtp.0.e_proj.weight"),
+                                               dense_source(set, half, "mtp.0.h_proj.weight")));
+      continue;
     }
-    tok.write(w);
+    const std::string name = mtp_checkpoint_name(spec, hp.n_layer);
+    if (name.empty()) throw Error(spec.name + ": no checkpoint counterpart (internal)");
+    if (spec.family() == TensorFamily::RoutedGateUp || spec.family() == TensorFamily::RoutedDown) {
+      in.tensors.push_back(experts_source(set, spec, name));
+    } else {
+      in.tensors.push_back(dense_source(set, spec, name));
+    }
+  }
+  const std::string tokenizer = (fs::path(set.folder()) / "tokenizer.json").string();
+  in.write_metadata = [hp, layout, flavour, tokenizer, specs = in.specs](gguf::Writer& w) {
+    if (layout == MtpLayout::Ds4Sidecar) {
+      write_mtp_sidecar_metadata(hp, w);
+      return;
+    }
+    write_model_metadata(with_mtp_block(hp), flavour, specs, w, 1);
+    write_checkpoint_tokenizer(tokenizer, hp.n_vocab, w);
   };
   return in;
 }

@@ -12,16 +12,19 @@
 //   BF16 and F32 tensors as they are (norms, stored BF16, convert to F32 as
 //     the converter writes them); the hash layers' tid2eid I64 -> I32.
 // GGUF ne is the reversed safetensors shape (no transposes). The MTP block
-// (`mtp.*`) is not part of the main model and is left out, as llama.cpp's
-// converter does. A missing tensor, a dtype or shape that does not fit, or a
-// tid2eid entry outside [0, n_expert) gets one error naming the shard and
-// tensor.
+// (`mtp.0.*`) is not part of the main model and is left out of it, as
+// llama.cpp's converter does; checkpoint_mtp_input writes it as a file of its
+// own in either layout of model/deepseek4_mtp.h. A missing tensor, a dtype or
+// shape that does not fit, or a tid2eid entry outside [0, n_expert) gets one
+// error naming the shard and tensor.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "model/deepseek4_hparams.h"
+#include "model/deepseek4_metadata.h"
+#include "model/deepseek4_mtp.h"
 #include "model/requantize.h"
 #include "model/safetensors.h"
 
@@ -39,11 +42,27 @@ std::string checkpoint_name(const std::string& gguf_name);
 
 // A checkpoint folder (config.json, model.safetensors.index.json or
 // model.safetensors, tokenizer.json) opened as a requantize input. The
-// metadata is ds4's (write_metadata of the config's hyperparameters) plus the
-// tokenizer imported from tokenizer.json when the folder has one (else the
-// synthetic tokenizer of the vocabulary size, for test checkpoints). `set`
-// must outlive the input.
-RequantizeInput checkpoint_input(const SafetensorsSet& set, const Deepseek4HParams& hp);
+// metadata is the config's hyperparameters in `flavour` plus the tokenizer
+// imported from tokenizer.json when the folder has one (else the synthetic
+// tokenizer of the vocabulary size, for test checkpoints). `set` must outlive
+// the input.
+RequantizeInput checkpoint_input(const SafetensorsSet& set, const Deepseek4HParams& hp,
+                                 MetadataFlavour flavour = MetadataFlavour::Ds4);
+
+// config.json's num_nextn_predict_layers (0 when absent); when there is an
+// MTP block, its compress_ratios entry (index n_layer) must be 0. Throws
+// ds4::Error naming the file and key.
+uint32_t mtp_blocks_from_config(const std::string& config_json_path, const Deepseek4HParams& hp);
+
+// The checkpoint's MTP block (mtp.0.*) as a requantize input in `layout`:
+// ds4's sidecar (its metadata: architecture deepseek4_mtp_support, the
+// model's deepseek4.* keys, nextn_predict_layers and mtp_layer_count 1; no
+// tokenizer), or llama.cpp's MTP-only file (the model's embedding, output norm
+// and head beside the block; metadata in `flavour` for layers + 1 blocks with
+// nextn_predict_layers 1, and the tokenizer). Refused when config.json
+// declares no MTP block.
+RequantizeInput checkpoint_mtp_input(const SafetensorsSet& set, const Deepseek4HParams& hp, MtpLayout layout,
+                                     MetadataFlavour flavour = MetadataFlavour::Ds4);
 
 // Scalar decoders, exposed for tests.
 float e4m3_to_f32(uint8_t b);   // NaN for 0x7f / 0xff, no infinities

@@ -84,6 +84,7 @@ RequantizeInput gguf_input(const gguf::File& file) {
   in.alignment = static_cast<uint32_t>(file.alignment());
   in.hp = read_metadata(file);
   validate_tensor_directory(file, in.hp);
+  in.specs = deepseek4_tensors(in.hp);
   for (const gguf::TensorInfo& t : file.tensors()) {
     SourceTensor s;
     s.name = t.name;
@@ -116,8 +117,25 @@ RequantizeInput gguf_input(const gguf::File& file) {
   return in;
 }
 
+void set_metadata_flavour(RequantizeInput& input, const gguf::File& file, MetadataFlavour flavour) {
+  const gguf::File* f = &file;
+  input.write_metadata = [f, flavour, hp = input.hp, specs = input.specs](gguf::Writer& w) {
+    write_model_metadata(hp, flavour, specs, w);
+    for (const gguf::MetadataEntry& e : f->metadata()) {
+      const std::string_view k = e.key;
+      // What either flavour writes (or must not carry over) is not copied.
+      if (k.starts_with(std::string(kDeepseek4Arch) + ".") || k.starts_with("split.") || k == "general.architecture" ||
+          k == "general.name" || k == "general.type" || k == "general.size_label" ||
+          k == "general.quantization_version" || k == "general.file_type") {
+        continue;
+      }
+      w.set_value(std::string(e.key), e.value);
+    }
+  };
+}
+
 std::vector<TensorPlan> plan_requantize(const RequantizeInput& input, const RequantizeOptions& o) {
-  const std::vector<TensorSpec> specs = deepseek4_tensors(input.hp);
+  const std::vector<TensorSpec>& specs = input.specs;
   std::vector<TensorPlan> plan;
   for (const SourceTensor& t : input.tensors) {
     const auto spec = std::find_if(specs.begin(), specs.end(), [&](const TensorSpec& s) { return s.name == t.name; });

@@ -35,6 +35,7 @@
 #include "core/gguf_writer.h"
 #include "core/thread_pool.h"
 #include "model/deepseek4_hparams.h"
+#include "model/deepseek4_metadata.h"
 #include "model/deepseek4_tensors.h"
 #include "model/quant_mix.h"
 
@@ -89,6 +90,8 @@ struct SourceTensor {
 struct RequantizeInput {
   std::string path;  // for messages
   Deepseek4HParams hp;
+  // What every output tensor is (deepseek4_tensors(hp), or an MTP layout's).
+  std::vector<TensorSpec> specs;
   std::vector<SourceTensor> tensors;
   std::function<void(gguf::Writer&)> write_metadata;
   uint32_t alignment = gguf::kDefaultAlignment;
@@ -98,6 +101,11 @@ struct RequantizeInput {
 // it; its metadata less split.* and general.file_type (which would describe
 // the source). `file` must outlive the input.
 RequantizeInput gguf_input(const gguf::File& file);
+
+// The output's metadata rewritten in `flavour` (model/deepseek4_metadata.h):
+// the hyperparameter and general keys as that flavour writes them, then the
+// source's other keys (tokenizer, provenance) as they are.
+void set_metadata_flavour(RequantizeInput& input, const gguf::File& file, MetadataFlavour flavour);
 
 struct RequantizeOptions {
   QuantMix mix = QuantMix::Ds4Q2;

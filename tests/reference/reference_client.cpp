@@ -317,6 +317,13 @@ std::vector<int32_t> tokenize(const std::string& model, const std::string& text)
                    "tokenize");
 }
 
+std::string model_info(const std::string& model, bool load_mtp) {
+  std::vector<std::string> args;
+  if (load_mtp) args.push_back("--load-mtp");
+  const Bytes out = run_cached("model-info", args, model, {}, Output::kStdout);
+  return std::string(out.begin(), out.end());
+}
+
 std::vector<float> dequantize(GgmlType type, std::span<const uint8_t> blocks, int64_t n) {
   const std::optional<uint64_t> bytes = n >= 0 ? ggml_nbytes(type, static_cast<uint64_t>(n)) : std::nullopt;
   if (!bytes || *bytes != blocks.size())

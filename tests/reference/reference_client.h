@@ -34,6 +34,11 @@ std::vector<int32_t> greedy(const std::string& model, const std::vector<int32_t>
 // llama.cpp's tokenization of `text` (no BOS/EOS added, special tokens parsed).
 std::vector<int32_t> tokenize(const std::string& model, const std::string& text);
 
+// llama.cpp loads `model` (with `load_mtp`, its MTP block too, every tensor's
+// shape checked) and reports one JSON object: n_layer, n_layer_nextn,
+// n_vocab, n_embd, n_params. A file it refuses throws with its message.
+std::string model_info(const std::string& model, bool load_mtp);
+
 // ggml's own to_float over raw blocks holding n elements of `type`.
 std::vector<float> dequantize(GgmlType type, std::span<const uint8_t> blocks, int64_t n);
 

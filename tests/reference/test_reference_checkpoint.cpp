@@ -18,6 +18,8 @@
 #include "forward_parity.h"
 #include "logits_comparison.h"
 #include "model/deepseek4_hparams.h"
+#include "model/deepseek4_metadata.h"
+#include "model/deepseek4_mtp.h"
 #include "model/deepseek4_model.h"
 #include "model/hf_checkpoint.h"
 #include "model/requantize.h"
@@ -65,6 +67,37 @@ TEST(ReferenceCheckpoint, ConvertedCheckpointMatchesLlamaCpp) {
     EXPECT_GE(c.top1_agree, static_cast<int>(std::ceil(0.80 * kTokens)));
     EXPECT_LE(c.mean_kl, 0.02);
   }
+}
+
+// The converter's metadata flavour (no vocab_size, i32 compress ratios with
+// the MTP entry, ...) is read by llama.cpp as ds4's is: the same logits; and
+// llama.cpp's loader takes the MTP-only file of the nextn layout, every
+// tensor of the block checked (load_mtp), as its draft model.
+TEST(ReferenceCheckpoint, LlamaFlavourAndMtpFileLoadInLlamaCpp) {
+  ASSERT_TRUE(reference::available()) << "runner missing: " << reference::runner_path();
+  model::Deepseek4HParams hp = model::preset_tiny();
+  hp.name = "deepseek4";
+  test::TempDir dir("ds4-ref-flavour-");
+  test::write_synthetic_checkpoint(hp, 22, dir.file("ckpt"));
+  const model::SafetensorsSet set = model::SafetensorsSet::open(dir.file("ckpt"));
+  ThreadPool pool(2);
+  auto write = [&](const model::RequantizeInput& in, const std::string& path) {
+    model::RequantizeOptions o;
+    o.mix = model::QuantMix::LlamaConvert;
+    const std::vector<model::TensorPlan> plan = model::plan_requantize(in, o);
+    model::requantize_writer(in, plan, o, pool).write(path);
+  };
+  using model::MetadataFlavour;
+  write(model::checkpoint_input(set, hp, MetadataFlavour::Ds4), dir.file("ds4.gguf"));
+  write(model::checkpoint_input(set, hp, MetadataFlavour::Llama), dir.file("llama.gguf"));
+  write(model::checkpoint_mtp_input(set, hp, model::MtpLayout::LlamaNextn, MetadataFlavour::Llama),
+        dir.file("mtp.gguf"));
+
+  const auto tokens = test::random_tokens(hp.n_vocab, 24, 6);
+  EXPECT_EQ(reference::logits(dir.file("ds4.gguf"), tokens, 1), reference::logits(dir.file("llama.gguf"), tokens, 1));
+  const std::string info = reference::model_info(dir.file("mtp.gguf"), true);
+  EXPECT_NE(info.find("\"n_layer_nextn\":1"), std::string::npos) << info;
+  EXPECT_NE(info.find("\"n_vocab\":" + std::to_string(hp.n_vocab)), std::string::npos) << info;
 }
 
 }  // namespace

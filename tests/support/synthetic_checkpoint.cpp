@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/deepseek4_mtp.h"
 #include "model/deepseek4_tensors.h"
 #include "model/synthetic_weights.h"
 #include "support/file_io.h"
@@ -33,6 +34,8 @@ Store store_of(TensorKind k) {
     case TensorKind::FfnGateShexp:
     case TensorKind::FfnUpShexp:
     case TensorKind::FfnDownShexp:
+    case TensorKind::MtpEProj:
+    case TensorKind::MtpHProj:
       return Store::Fp8;
     case TensorKind::FfnGateExps:
     case TensorKind::FfnUpExps:
@@ -106,6 +109,12 @@ std::string release_name(TensorKind k, uint32_t layer, uint32_t e = 0) {
     case TensorKind::FfnGateShexp: return l + "ffn.shared_experts.w1.weight";
     case TensorKind::FfnUpShexp: return l + "ffn.shared_experts.w3.weight";
     case TensorKind::FfnDownShexp: return l + "ffn.shared_experts.w2.weight";
+    case TensorKind::MtpEProj: return "mtp.0.e_proj.weight";
+    case TensorKind::MtpHProj: return "mtp.0.h_proj.weight";
+    case TensorKind::MtpENorm: return "mtp.0.enorm.weight";
+    case TensorKind::MtpHNorm: return "mtp.0.hnorm.weight";
+    case TensorKind::MtpNorm: return "mtp.0.norm.weight";
+    case TensorKind::MtpEhProj: break;  // llama.cpp's fusion; not in the release
   }
   throw Error("release_name: unknown kind");
 }
@@ -167,21 +176,38 @@ void put_bf16(std::vector<uint8_t>& b, float x) {
   b.push_back(static_cast<uint8_t>(u >> 24));
 }
 
+// The release's name of a tensor of the main model or, when `mtp`, of the
+// MTP block: its hc_head, its own projections and norms, and the layer
+// tensors of the block under "mtp.0." in place of "layers.N.".
+std::string stored_name(TensorKind k, uint32_t layer, bool mtp, uint32_t e = 0) {
+  if (!mtp) return release_name(k, layer, e);
+  switch (k) {
+    case TensorKind::OutputHcFn: return "mtp.0.hc_head_fn";
+    case TensorKind::OutputHcBase: return "mtp.0.hc_head_base";
+    case TensorKind::OutputHcScale: return "mtp.0.hc_head_scale";
+    default: break;
+  }
+  const std::string name = release_name(k, layer, e);
+  const std::string prefix = "layers." + std::to_string(layer) + ".";
+  return name.starts_with(prefix) ? "mtp.0." + name.substr(prefix.size()) : name;
+}
+
 void add_tensor(std::map<std::string, StEntry>& out, const model::TensorSpec& spec, const model::Deepseek4HParams& hp,
-                uint64_t seed) {
+                uint64_t seed, bool mtp = false) {
   std::vector<uint64_t> shape(spec.ne.rbegin(), spec.ne.rend());  // release order: outermost first
   const uint32_t layer = spec.layer < 0 ? 0 : static_cast<uint32_t>(spec.layer);
+  const auto name_of = [mtp](TensorKind k, uint32_t l, uint32_t e = 0) { return stored_name(k, l, mtp, e); };
   switch (store_of(spec.kind)) {
     case Store::F32: {
       StEntry e{"F32", shape, {}};
       for (float x : draw(spec, hp, seed, 0, spec.n_elements())) put_f32(e.bytes, x);
-      out[release_name(spec.kind, layer)] = std::move(e);
+      out[name_of(spec.kind, layer)] = std::move(e);
       return;
     }
     case Store::Bf16: {
       StEntry e{"BF16", shape, {}};
       for (float x : draw(spec, hp, seed, 0, spec.n_elements())) put_bf16(e.bytes, x);
-      out[release_name(spec.kind, layer)] = std::move(e);
+      out[name_of(spec.kind, layer)] = std::move(e);
       return;
     }
     case Store::I64: {
@@ -200,7 +226,7 @@ void add_tensor(std::map<std::string, StEntry>& out, const model::TensorSpec& sp
           std::memcpy(e.bytes.data() + at, &x, 8);
         }
       }
-      out[release_name(spec.kind, layer)] = std::move(e);
+      out[name_of(spec.kind, layer)] = std::move(e);
       return;
     }
     case Store::Fp8: {
@@ -222,7 +248,7 @@ void add_tensor(std::map<std::string, StEntry>& out, const model::TensorSpec& sp
               q.bytes[i * cols + j] = nearest(codes, 0x80, w[i * cols + j] / e8m0_scale(e));
         }
       }
-      const std::string name = release_name(spec.kind, layer);
+      const std::string name = name_of(spec.kind, layer);
       out[name] = std::move(q);
       out[name.substr(0, name.size() - 7) + ".scale"] = std::move(s);
       return;
@@ -248,7 +274,7 @@ void add_tensor(std::map<std::string, StEntry>& out, const model::TensorSpec& sp
             }
           }
         }
-        const std::string name = release_name(spec.kind, layer, x);
+        const std::string name = name_of(spec.kind, layer, x);
         out[name] = std::move(q);
         out[name.substr(0, name.size() - 7) + ".scale"] = std::move(s);
       }
@@ -351,6 +377,9 @@ void write_synthetic_checkpoint(const model::Deepseek4HParams& hp, uint64_t seed
   std::filesystem::create_directories(folder);
   std::map<std::string, StEntry> all;
   for (const model::TensorSpec& spec : model::deepseek4_tensors(hp)) add_tensor(all, spec, hp, seed);
+  // The MTP block, as the release ships it beside the model (mtp.0.*).
+  for (const model::TensorSpec& spec : model::mtp_tensors(hp, model::MtpLayout::Ds4Sidecar))
+    add_tensor(all, spec, hp, seed, true);
   // Two shards, tensors dealt alternately; the index lists every one.
   std::map<std::string, StEntry> shard[2];
   json weight_map = json::object();

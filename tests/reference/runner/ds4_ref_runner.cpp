@@ -136,13 +136,24 @@ struct BatchOwner {
   }
 };
 
-ModelPtr load_model(const std::string& path, bool vocab_only) {
+ModelPtr load_model(const std::string& path, bool vocab_only, bool load_mtp = false) {
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
   mp.vocab_only = vocab_only;
+  mp.load_mtp = load_mtp;
   llama_model* model = llama_model_load_from_file(path.c_str(), mp);
   if (model == nullptr) throw Failure("llama.cpp could not load model " + path);
   return ModelPtr(model);
+}
+
+// What llama.cpp makes of a file it loads (every tensor created with its
+// shape checked; with load_mtp the MTP block's too), one JSON line.
+void run_model_info(const std::string& path, bool load_mtp) {
+  const ModelPtr model = load_model(path, false, load_mtp);
+  std::printf("{\"n_layer\":%d,\"n_layer_nextn\":%d,\"n_vocab\":%d,\"n_embd\":%d,\"n_params\":%llu}\n",
+              llama_model_n_layer(model.get()), llama_model_n_layer_nextn(model.get()),
+              llama_vocab_n_tokens(llama_model_get_vocab(model.get())), llama_model_n_embd(model.get()),
+              static_cast<unsigned long long>(llama_model_n_params(model.get())));
 }
 
 // Debugging aid (--dump-tensors DIR): every F32 graph tensor whose name
@@ -926,6 +937,11 @@ int main(int argc, char** argv) {
                              "importance from an imatrix file (GGUF or legacy .dat), read as llama-quantize reads it");
   model_quantize->add_option("--threads", threads, "threads")->check(CLI::PositiveNumber);
 
+  auto* model_info = app.add_subcommand("model-info", "load a model; print its layer counts as JSON");
+  model_info->add_option("-m,--model", model, "GGUF model")->required();
+  bool load_mtp = false;
+  model_info->add_flag("--load-mtp", load_mtp, "also load the MTP (nextn) block, as a draft model does");
+
   auto* imatrix_cmd = app.add_subcommand("imatrix", "llama-imatrix over a text file, written as its GGUF imatrix");
   ImatrixOptions im;
   imatrix_cmd->add_option("-m,--model", im.model, "GGUF model")->required();
@@ -991,6 +1007,7 @@ int main(int argc, char** argv) {
       if (*bench) run_bench(model, tokens, n_generate, threads, bench_ubatch, bench_warmup);
       if (*tokenize) run_tokenize(model, text_file);
       if (*imatrix_cmd) run_imatrix(im);
+      if (*model_info) run_model_info(model, load_mtp);
       llama_backend_free();
     }
   } catch (const std::exception& e) {
