@@ -30,6 +30,7 @@ void run_worker(const std::string& program, engine::Engine& engine, std::unique_
   if (wo.layers.begin >= n_layer || wo.layers.end > n_layer)
     throw Error("--layers " + layers + ": the model has " + std::to_string(n_layer) +
                 " layers (the last stage is A:output, or A:" + std::to_string(n_layer) + " without the head)");
+  engine.require_stage(wo.layers.begin, wo.layers.end);
   auto log = [program](const std::string& line) {
     std::fprintf(stderr, "%s: %s\n", program.c_str(), line.c_str());
     std::fflush(stderr);

@@ -279,7 +279,10 @@ int split(const SplitArgs& a) {
               << (plan[k].empty() ? std::string() : ", " + first + " .. " + last) << "\n";
   }
   if (a.dry_run) return 0;
-  for (const std::string& p : ds4::gguf::write_split(f, plan, a.output)) std::cout << "wrote " << p << "\n";
+  // A split by layers is for pipeline stages, whose hosts may keep only their
+  // own shards: the first records the whole set's identity for them.
+  const bool by_layers = o.by == ds4::gguf::SplitOptions::By::Layers;
+  for (const std::string& p : ds4::gguf::write_split(f, plan, a.output, by_layers)) std::cout << "wrote " << p << "\n";
   return 0;
 }
 

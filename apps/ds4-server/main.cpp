@@ -121,7 +121,9 @@ int run(int argc, char** argv) {
       throw Error("--layers lists " + std::to_string(o.mpi_layers.size()) + " ranges for " + std::to_string(mpi->size()) +
                   " MPI ranks (mpirun -n " + std::to_string(o.mpi_layers.size()) + ")");
     if (mpi->rank() > 0) {
-      ds4::engine::Engine worker_engine(o.load);
+      ds4::engine::EngineOptions stage = o.load;
+      stage.partial_shards = true;  // a stage's host may keep only its own shards
+      ds4::engine::Engine worker_engine(stage);
       ds4::dist::WorkerOptions wo;
       wo.layers = {o.mpi_layers[static_cast<size_t>(mpi->rank())].first,
                    o.mpi_layers[static_cast<size_t>(mpi->rank())].second};

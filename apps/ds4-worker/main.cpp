@@ -68,6 +68,7 @@ int run(int argc, char** argv) {
   const std::string endpoint = ds4::dist::zmq_endpoint(coordinator);
 
   const sigset_t signals = ds4::app::block_stop_signals();
+  eo.partial_shards = true;  // a stage's host may keep only its own shards
   ds4::engine::Engine engine(eo);
   ds4::app::run_worker("ds4-worker", engine, ds4::dist::make_zmq_link(endpoint, key), wo, signals);
   return 0;

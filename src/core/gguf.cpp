@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 #include <unordered_map>
@@ -441,6 +442,7 @@ struct File::Impl {
   uint64_t parameters = 0;
   std::vector<Shard> shards;                   // this file first, then the rest of its set
   std::vector<std::unique_ptr<Impl>> others;  // the other shards' mappings (their views stay valid)
+  std::vector<std::string> missing;           // shards open_partial found absent
 };
 
 namespace {
@@ -764,9 +766,17 @@ File File::open_one(const std::string& path) { return File(map_and_parse(path));
 
 File File::open(const std::string& path) {
   File f(map_and_parse(path));
-  f.open_other_shards();
+  f.open_other_shards(false);
   return f;
 }
+
+File File::open_partial(const std::string& path) {
+  File f(map_and_parse(path));
+  f.open_other_shards(true);
+  return f;
+}
+
+const std::vector<std::string>& File::missing_shards() const { return impl_->missing; }
 
 namespace {
 
@@ -778,7 +788,7 @@ std::string shard_words(uint32_t index, uint32_t count) {
 
 }  // namespace
 
-void File::open_other_shards() {
+void File::open_other_shards(bool allow_missing) {
   Impl& f = *impl_;
   const Value* count_value = find(kSplitCountKey);
   if (count_value == nullptr) return;
@@ -799,6 +809,10 @@ void File::open_other_shards() {
   const uint64_t expected_tensors = get(kSplitTensorsCountKey).as_u64();
   for (uint32_t i = 1; i < count; ++i) {
     const std::string path = shard_path(*prefix, i, count);
+    if (allow_missing && !std::filesystem::exists(path)) {
+      f.missing.push_back(path);
+      continue;
+    }
     std::unique_ptr<Impl> part;
     try {
       part = map_and_parse(path);
@@ -823,7 +837,7 @@ void File::open_other_shards() {
       f.tensor_index.emplace(name, base + index);
     }
     for (TensorInfo& t : part->tensors) {
-      t.shard = i;
+      t.shard = static_cast<uint32_t>(f.shards.size());  // its index in shards()
       f.tensors.push_back(std::move(t));
     }
     f.tensor_bytes += part->tensor_bytes;
@@ -831,7 +845,7 @@ void File::open_other_shards() {
     f.shards.push_back(part->shards.front());
     f.others.push_back(std::move(part));
   }
-  if (f.tensors.size() != expected_tensors) {
+  if (f.missing.empty() && f.tensors.size() != expected_tensors) {
     throw Error(f.name + ": the " + std::to_string(count) + " shards hold " + std::to_string(f.tensors.size()) +
                 " tensors, but " + std::string(kSplitTensorsCountKey) + " says " + std::to_string(expected_tensors));
   }

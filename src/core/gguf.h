@@ -235,6 +235,11 @@ class File {
   // first shard of one; throws ds4::Error (a later shard is refused, naming
   // the first).
   static File open(const std::string& path);
+  // The same, but a shard whose file does not exist is left out (a pipeline
+  // stage's host keeps the first shard and its own): tensors() holds the
+  // present shards' tensors, missing_shards() names the others, and the
+  // tensor total is not checked. A shard that exists is validated as ever.
+  static File open_partial(const std::string& path);
   // Maps and validates `path` alone, whatever its split.* keys say (a tool
   // looking at one shard).
   static File open_one(const std::string& path);
@@ -254,7 +259,9 @@ class File {
   std::span<const uint8_t> bytes() const;  // the first file, whole (the only one unless split)
   // Its files in shard order; one entry unless it is a shard set.
   const std::vector<Shard>& shards() const;
-  bool is_split() const { return shards().size() > 1; }
+  bool is_split() const { return shards().size() > 1 || !missing_shards().empty(); }
+  // The paths of the set's shards open_partial found absent (none otherwise).
+  const std::vector<std::string>& missing_shards() const;
 
   // Metadata, in file order.
   const std::vector<MetadataEntry>& metadata() const;
@@ -296,7 +303,7 @@ class File {
   explicit File(std::unique_ptr<Impl> impl);
   static File parse_into(std::unique_ptr<Impl> impl);
   static std::unique_ptr<Impl> map_and_parse(const std::string& path);
-  void open_other_shards();
+  void open_other_shards(bool allow_missing);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -6,13 +6,15 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/gguf_fingerprint.h"
 
 namespace ds4::gguf {
 
 namespace {
 
+// The keys that describe a split, not the model: dropped when merging.
 bool is_split_key(std::string_view key) {
-  return key == kSplitNoKey || key == kSplitCountKey || key == kSplitTensorsCountKey;
+  return key == kSplitNoKey || key == kSplitCountKey || key == kSplitTensorsCountKey || key == kSplitFingerprintKey;
 }
 
 bool exists(const std::string& path) {
@@ -109,12 +111,14 @@ std::vector<std::vector<size_t>> plan_split(const File& source, const SplitOptio
   return plan;
 }
 
-Writer shard_writer(const File& source, const std::vector<std::vector<size_t>>& plan, size_t index) {
+Writer shard_writer(const File& source, const std::vector<std::vector<size_t>>& plan, size_t index,
+                    bool record_fingerprint) {
   Writer w(static_cast<uint32_t>(source.alignment()));
   if (index == 0) {
     for (const MetadataEntry& e : source.metadata()) {
       if (!is_split_key(e.key)) w.set_value(std::string(e.key), e.value);
     }
+    if (record_fingerprint) w.set_string(std::string(kSplitFingerprintKey), fingerprint_hex(merged_fingerprint(source)));
   }
   size_t tensors = 0;
   for (const auto& s : plan) tensors += s.size();
@@ -140,14 +144,14 @@ Writer merged_writer(const File& source) {
 }
 
 std::vector<std::string> write_split(const File& source, const std::vector<std::vector<size_t>>& plan,
-                                     const std::string& prefix) {
+                                     const std::string& prefix, bool record_fingerprint) {
   const auto count = static_cast<uint32_t>(plan.size());
   std::vector<std::string> paths;
   for (uint32_t k = 0; k < count; ++k) {
     paths.push_back(shard_path(prefix, k, count));
     if (exists(paths.back())) throw Error(paths.back() + ": exists; not overwritten");
   }
-  for (uint32_t k = 0; k < count; ++k) shard_writer(source, plan, k).write(paths[k]);
+  for (uint32_t k = 0; k < count; ++k) shard_writer(source, plan, k, record_fingerprint).write(paths[k]);
   return paths;
 }
 

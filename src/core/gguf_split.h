@@ -39,18 +39,22 @@ struct SplitOptions {
 std::vector<std::vector<size_t>> plan_split(const File& source, const SplitOptions& options);
 
 // The writer of shard `index` of `plan`; its tensors view the source's
-// mapping, so `source` must outlive it.
-Writer shard_writer(const File& source, const std::vector<std::vector<size_t>>& plan, size_t index);
+// mapping, so `source` must outlive it. With `record_fingerprint` the first
+// shard also carries the whole set's identity (gguf_fingerprint.h), so that a
+// host holding only some shards (a pipeline stage's) knows which model it runs.
+Writer shard_writer(const File& source, const std::vector<std::vector<size_t>>& plan, size_t index,
+                    bool record_fingerprint = false);
 
 // The writer of the single file a shard set (or any File) merges into: the
-// first file's metadata less the split.* keys, every tensor in order,
+// first file's metadata less the split.* keys (and the recorded
+// fingerprint), every tensor in order,
 // viewing the source's mappings.
 Writer merged_writer(const File& source);
 
 // Writes every shard of `plan` as shard_path(prefix, k, n); refuses (before
 // writing anything) when one of those files exists. Returns their paths.
 std::vector<std::string> write_split(const File& source, const std::vector<std::vector<size_t>>& plan,
-                                     const std::string& prefix);
+                                     const std::string& prefix, bool record_fingerprint = false);
 
 // Writes merged_writer(source) to `path`; refuses when `path` exists.
 void write_merged(const File& source, const std::string& path);

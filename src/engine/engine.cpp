@@ -75,7 +75,11 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
   load.warm = options.warm_weights;
   load.huge_pages = options.huge_pages;
   load.stream_routed_experts = options.ssd_streaming;
+  const bool coordinator = !options.dist_listen.empty() || (options.dist_mpi != nullptr && !options.dist_tensor_parallel);
+  load.partial_shards = options.partial_shards || coordinator;
   model_ = std::make_unique<model::Deepseek4Model>(model::Deepseek4Model::open(options.model_path, load));
+  if (options.ssd_streaming && !model_->file().missing_shards().empty())
+    throw Error("--ssd-streaming: " + options.model_path + " lacks shards of its set; stream from a whole shard set");
   const model::Deepseek4HParams &hp = model_->hparams();
   if (!model_->file().find("tokenizer.ggml.tokens")) {
     tokenizer_problem_ = options.model_path + " has no tokenizer (token ids only)";
@@ -138,6 +142,8 @@ void Engine::start_coordinator(std::unique_ptr<cpu::Forward> local) {
                 std::to_string(n_layer) + " (the workers serve N:output)");
   if (o.dist_activation_bits != 32 && o.dist_activation_bits != 16)
     throw Error("--dist-activation-bits must be 32 or 16, not " + std::to_string(o.dist_activation_bits));
+  model::require_present(model_->weights(), model_->file(), 0, static_cast<uint32_t>(o.dist_first_remote), true, false,
+                         "the coordinator (layers 0:" + std::to_string(o.dist_first_remote) + ")");
   dist::CoordinatorOptions co;
   co.log = [](const std::string &line) { std::fprintf(stderr, "dist: %s\n", line.c_str()); };
   std::unique_ptr<dist::Hub> hub = o.dist_mpi != nullptr
@@ -173,6 +179,13 @@ void Engine::follow_tensor_parallel() {
 }
 
 std::array<uint8_t, 32> Engine::fingerprint() const { return model::fingerprint(*model_); }
+
+void Engine::require_stage(int begin, int end) const {
+  const auto n_layer = model_->hparams().n_layer;
+  const uint32_t last = end < 0 ? n_layer : static_cast<uint32_t>(end);
+  model::require_present(model_->weights(), model_->file(), static_cast<uint32_t>(begin), last, false, end < 0,
+                         "--layers " + std::to_string(begin) + ":" + (end < 0 ? "output" : std::to_string(end)));
+}
 
 std::optional<dist::RouteStatus> Engine::route() const {
   if (!coordinator_) return std::nullopt;

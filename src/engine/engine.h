@@ -84,6 +84,11 @@ struct EngineOptions {
   // dist_listen set this process is the coordinator. It evaluates layers
   // [0, dist_first_remote) and the workers that join with the cluster key
   // in dist_key evaluate the rest; every session's KV is split the same way.
+  // The model may be a shard set with shards absent: a pipeline stage's
+  // host keeps only the first shard (the metadata) and its own
+  // (docs/model-files.md). Set for workers; a coordinator always allows it.
+  // What the stage evaluates must be present (require_stage).
+  bool partial_shards = false;
   std::string dist_listen;  // HOST:PORT
   std::string dist_key;     // key file (ds4-worker --gen-key)
   int dist_first_remote = 0;
@@ -201,6 +206,10 @@ class Engine {
   // The model file's identity (model/deepseek4_fingerprint.h): what
   // distributed peers compare. Hashes a few MB of the file on each call.
   std::array<uint8_t, 32> fingerprint() const;
+  // Throws ds4::Error naming the missing tensor and shard files when the
+  // model's present shards lack what a pipeline stage over layers
+  // [begin, end) needs (end -1: to the last layer, with the output head).
+  void require_stage(int begin, int end) const;
 
   // The distributed route (with dist_listen): stages, what is missing,
   // per-hop telemetry; nullopt for a single process.

@@ -11,7 +11,7 @@ namespace ds4::model {
 Deepseek4Model Deepseek4Model::open(const std::string& path, const LoadOptions& load) {
   gguf::File file = [&] {
     try {
-      return gguf::File::open(path);
+      return load.partial_shards ? gguf::File::open_partial(path) : gguf::File::open(path);
     } catch (const Error& e) {
       // The reader names the tensor whose bytes are missing; say what that
       // usually means for a multi-GB weight file.

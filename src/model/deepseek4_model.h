@@ -37,6 +37,10 @@ struct LoadOptions {
   // (--ssd-streaming): warming, locking and huge pages cover every other
   // tensor only, and the experts' pages of the mapping are never touched.
   bool stream_routed_experts = false;
+  // A shard set may lack shards (a pipeline stage's host keeps the first and
+  // its own: gguf::File::open_partial); what is absent stays unbound
+  // (Deepseek4Weights::absent_tensors, require_present).
+  bool partial_shards = false;
 };
 
 class Deepseek4Model {

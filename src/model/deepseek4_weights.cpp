@@ -197,6 +197,10 @@ Deepseek4Weights bind_weights(const gguf::File& f, const Deepseek4Config& cfg) {
     slot->kind = s.kind;
     const gguf::TensorInfo* t = f.find_tensor(s.name);
     if (!t) {
+      if (!f.missing_shards().empty()) {  // another stage's shard, or a tensor a present layer lacks
+        w.absent_tensors.push_back(s.name);
+        continue;
+      }
       if (s.kind == TensorKind::ExpProbsB) {
         // ds4's loader: the selection bias is optional; absent means zero.
         ++missing_bias;
@@ -237,6 +241,22 @@ Deepseek4Weights bind_weights(const gguf::File& f, const Deepseek4Config& cfg) {
                   "' (" + std::string(ggml_type_name(l.ffn_up_exps.type)) + ") must share a type");
   }
   return w;
+}
+
+void require_present(const Deepseek4Weights& w, const gguf::File& f, uint32_t begin, uint32_t end, bool embedding,
+                     bool head, const std::string& what) {
+  for (const std::string& name : w.absent_tensors) {
+    const int64_t b = block_of(name);
+    const bool needed = b >= 0 ? b >= int64_t{begin} && b < int64_t{end}
+                               : (name == "token_embd.weight" ? embedding : head);
+    if (!needed) continue;
+    // exp_probs_b may be absent from a layer that is here (zero selection bias).
+    if (b >= 0 && name.ends_with(".exp_probs_b.bias") && w.layers.at(static_cast<size_t>(b)).attn_norm.present()) continue;
+    std::string shards;
+    for (const std::string& p : f.missing_shards()) shards += (shards.empty() ? "" : ", ") + p;
+    throw Error(f.path() + ": " + what + " needs tensor '" + name + "', which is in a shard not present here (" + shards +
+                ")");
+  }
 }
 
 }  // namespace ds4::model

@@ -99,6 +99,8 @@ struct Deepseek4Weights {
   // per tolerance applied.
   std::vector<std::string> ignored_tensors;
   std::vector<std::string> notes;
+  // Tensors in shards not present here (gguf::File::open_partial), unbound.
+  std::vector<std::string> absent_tensors;
 };
 
 // Types a tensor of this kind may be stored in.
@@ -116,6 +118,15 @@ std::span<const GgmlType> allowed_types(TensorKind kind);
 // first offending tensor (missing; unexpected; shape "has shape [a, b],
 // expected [c, d]"; type "has type tq1_0; allowed: f32, f16, ..."; gate/up
 // type mismatch; data past the end of the file).
+// A shard set opened with shards absent (File::open_partial) binds what is
+// there; a tensor it lacks is listed in absent_tensors.
 Deepseek4Weights bind_weights(const gguf::File& f, const Deepseek4Config& cfg);
+
+// What one process of a pipeline evaluates: layers [begin, end), and the
+// embedding (the first stage) or the output head (the last) when asked.
+// Throws ds4::Error naming `what`, the first of their tensors that is in an
+// absent shard, and the absent shards' files.
+void require_present(const Deepseek4Weights& w, const gguf::File& f, uint32_t begin, uint32_t end, bool embedding,
+                     bool head, const std::string& what);
 
 }  // namespace ds4::model

@@ -4,12 +4,16 @@
 # Truth: ds4 alone on the same model. The logits of every token
 # (--dump-logits) must be the same bytes, so the greedy ids and a one-shot
 # chat reply are the same too. No worker within --dist-wait: a clear error;
-# --layers without --dist-listen: refused.
-# Usage: test_dist_cli.sh DS4_BIN WORKER_BIN MKMODEL_BIN
+# --layers without --dist-listen: refused. Then each process with only its
+# own shards (ds4-gguf split --split-layers 2 --no-tensor-first-split: the
+# metadata shard and its stage's): the same logits; a worker whose shards do
+# not hold its layers is refused, naming the tensor and the absent shard.
+# Usage: test_dist_cli.sh DS4_BIN WORKER_BIN MKMODEL_BIN GGUF_BIN
 set -euo pipefail
 ds4=$1
 worker=$2
 mkmodel=$3
+gguf=$4
 # shellcheck source=server_processes.sh
 source "$(dirname "${BASH_SOURCE[0]}")/server_processes.sh"
 
@@ -46,4 +50,23 @@ if "$ds4" "${common[@]}" --layers 0:2 --tokens-file "$work/tokens.json" --greedy
   fail "--layers without --dist-listen was accepted"
 fi
 grep -q "layers needs --dist-listen" "$work/bad.log" || fail "no clear refusal of --layers alone"
-echo "PASS: ds4 as a pipeline coordinator equals one process"
+
+# Stage hosts with only their shards.
+"$gguf" split --split-layers 2 --no-tensor-first-split "$work/tiny.gguf" "$work/st" >/dev/null
+mkdir -p "$work/host1" "$work/host2"
+cp "$work/st-00001-of-00003.gguf" "$work/st-00002-of-00003.gguf" "$work/host1/"
+cp "$work/st-00001-of-00003.gguf" "$work/st-00003-of-00003.gguf" "$work/host2/"
+if "$worker" -m "$work/host1/st-00001-of-00003.gguf" --coordinator "127.0.0.1:$other" --layers 2:output \
+    --dist-key "$work/key" -t 1 -c 256 >"$work/wrong-shards.log" 2>&1; then
+  fail "a worker without its layers' shard ran"
+fi
+grep -q "layers 2:output needs tensor 'blk.2" "$work/wrong-shards.log" || fail "no clear refusal of the wrong shards"
+grep -q "st-00003-of-00003.gguf" "$work/wrong-shards.log" || fail "the absent shard was not named"
+port2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+start worker2 "$worker" -m "$work/host2/st-00001-of-00003.gguf" --coordinator "127.0.0.1:$port2" --layers 2:output \
+  --dist-key "$work/key" -t 1 -c 256
+"$ds4" -m "$work/host1/st-00001-of-00003.gguf" -t 1 -c 256 --dist-listen "127.0.0.1:$port2" --dist-key "$work/key" \
+  --layers 0:2 --dist-wait 60 --tokens-file "$work/tokens.json" --dump-logits "$work/shards.bin" --greedy 6 \
+  >"$work/shards.ids" 2>"$work/shards.log" || fail "the stages on their own shards"
+cmp -s "$work/one.bin" "$work/shards.bin" || fail "the logits of the stages on their own shards differ"
+echo "PASS: ds4 as a pipeline coordinator equals one process, also with each stage on its own shards"

@@ -15,6 +15,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <span>
@@ -24,6 +25,8 @@
 
 #include "backend/cpu/forward.h"
 #include "core/error.h"
+#include "core/gguf.h"
+#include "core/gguf_split.h"
 #include "dist/coordinator.h"
 #include "dist/curve_key.h"
 #include "dist/messages.h"
@@ -31,6 +34,7 @@
 #include "dist/worker.h"
 #include "dist/zmq_transport.h"
 #include "model/deepseek4_fingerprint.h"
+#include "model/deepseek4_model.h"
 #include "support/random_tokens.h"
 #include "support/synthetic_model.h"
 #include "support/temp_dir.h"
@@ -234,6 +238,51 @@ TEST_P(PipelineTest, TwoAndThreeStagesEqualOneProcess) {
 
 INSTANTIATE_TEST_SUITE_P(Numerics, PipelineTest, testing::Values(Numerics::Default, Numerics::Quality),
                          [](const auto& info) { return info.param == Numerics::Default ? "Default" : "Quality"; });
+
+// Each stage's host keeps only the first shard and its own (ds4-gguf split
+// --split-layers 2 --no-tensor-first-split): the coordinator's process has
+// the embedding and layers 0-1, the worker's layers 2-3 and the head; the
+// handshake agrees they run one model (the recorded fingerprint) and the
+// logits are one process's, bit for bit.
+TEST(DistPipeline, StagesHoldingOnlyTheirShardsEqualOneProcess) {
+  test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 47);
+  test::TempDir dir("ds4-stage-shards-");
+  const gguf::File src = gguf::File::open(m.path());
+  gguf::SplitOptions o;
+  o.by = gguf::SplitOptions::By::Layers;
+  o.layer_starts = {2};
+  o.no_tensor_first_split = true;
+  const std::vector<std::string> shards = gguf::write_split(src, gguf::plan_split(src, o), dir.file("m"), true);
+  ASSERT_EQ(shards.size(), 3u);
+  auto host = [&](const std::string& name, size_t own) {
+    const std::string d = dir.file(name);
+    std::filesystem::create_directories(d);
+    for (size_t k : {size_t{0}, own})
+      std::filesystem::copy_file(shards[k], d + "/" + std::filesystem::path(shards[k]).filename().string());
+    model::LoadOptions load;
+    load.partial_shards = true;
+    return model::Deepseek4Model::open(d + "/" + std::filesystem::path(shards[0]).filename().string(), load);
+  };
+  const model::Deepseek4Model first = host("first", 1), second = host("second", 2);
+  ASSERT_FALSE(first.file().missing_shards().empty());
+  ASSERT_FALSE(second.file().missing_shards().empty());
+
+  const int64_t nv = m.hparams().n_vocab;
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(nv, 17, 8), random_tokens(nv, 9, 9)};
+  cpu::Forward whole(m.model(), Numerics::Default, nullptr);
+  const Transcript truth = run(whole, prompts, 4);
+
+  cpu::Forward local(first, Numerics::Default, nullptr);
+  Cluster c(local, model::fingerprint(first), 2);
+  WorkerThread w(second, Numerics::Default, c.endpoint, c.key, {2, -1}, model::fingerprint(second));
+  ASSERT_TRUE(c.coordinator->wait_for_route(10s)) << c.coordinator->route().missing;
+  PipelineOptions po;
+  po.first_remote = 2;
+  po.wave_tokens = 5;
+  po.window = 2;
+  PipelineBackend pipe(local, *c.coordinator, po);
+  expect_same(truth, run(pipe, prompts, 4));
+}
 
 TEST(DistPipeline, SnapshotAndRestoreAcrossTheRoute) {
   Route r(43, 3);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -113,6 +114,68 @@ TEST_F(ModelShards, ExpertsStreamFromEveryShard) {
   other.path = synthetic().path();
   const std::string msg = test::error_of([&] { ExpertCache(m, other); });
   EXPECT_NE(msg.find("applies to a single-file model, not to 4 shards"), std::string::npos) << msg;
+}
+
+// A pipeline stage's host keeps the first shard (metadata only, with the
+// set's recorded fingerprint) and its own: the model opens with the other
+// shards absent, binds what is there, is the same model (fingerprint), and
+// names the absent shard when asked for what only it holds.
+TEST_F(ModelShards, AStageHostKeepsOnlyItsShards) {
+  gguf::SplitOptions o;
+  o.by = gguf::SplitOptions::By::Layers;
+  o.layer_starts = {2};
+  o.no_tensor_first_split = true;
+  const gguf::File src = gguf::File::open(synthetic().path());
+  const std::vector<std::string> paths =
+      gguf::write_split(src, gguf::plan_split(src, o), dir_.file("stage"), /*record_fingerprint=*/true);
+  ASSERT_EQ(paths.size(), 3u);
+  const std::string a = dir_.file("a"), b = dir_.file("b");
+  std::filesystem::create_directories(a);
+  std::filesystem::create_directories(b);
+  auto keep = [](const std::string& from, const std::string& dir) {
+    std::filesystem::copy_file(from, dir + "/" + std::filesystem::path(from).filename().string());
+  };
+  keep(paths[0], a), keep(paths[1], a);  // metadata, token_embd and layers 0-1
+  keep(paths[0], b), keep(paths[2], b);  // metadata, layers 2-3 and the head
+  const std::string first_a = a + "/" + std::filesystem::path(paths[0]).filename().string();
+  const std::string first_b = b + "/" + std::filesystem::path(paths[0]).filename().string();
+
+  // Opened as a whole set it is refused, naming the absent shard.
+  const std::string whole = test::error_of([&] { model::Deepseek4Model::open(first_a); });
+  EXPECT_NE(whole.find("shard 3 of 3"), std::string::npos) << whole;
+
+  model::LoadOptions load;
+  load.partial_shards = true;
+  const model::Deepseek4Model ma = model::Deepseek4Model::open(first_a, load);
+  const model::Deepseek4Model mb = model::Deepseek4Model::open(first_b, load);
+  EXPECT_EQ(ma.file().missing_shards(), std::vector<std::string>{a + "/" + std::filesystem::path(paths[2]).filename().string()});
+  EXPECT_TRUE(ma.weights().layers[1].attn_q_a.present());
+  EXPECT_FALSE(ma.weights().layers[2].attn_q_a.present());
+  EXPECT_FALSE(mb.weights().token_embd.present());
+  EXPECT_TRUE(mb.weights().output.present());
+  EXPECT_EQ(model::fingerprint(ma), model::fingerprint(synthetic().model()));
+  EXPECT_EQ(model::fingerprint(mb), model::fingerprint(synthetic().model()));
+
+  model::require_present(ma.weights(), ma.file(), 0, 2, true, false, "stage a");
+  model::require_present(mb.weights(), mb.file(), 2, 4, false, true, "stage b");
+  const std::string need = test::error_of(
+      [&] { model::require_present(ma.weights(), ma.file(), 1, 3, false, false, "--layers 1:3"); });
+  EXPECT_NE(need.find("--layers 1:3 needs tensor 'blk.2."), std::string::npos) << need;
+  EXPECT_NE(need.find("stage-00003-of-00003.gguf"), std::string::npos) << need;
+  const std::string head = test::error_of(
+      [&] { model::require_present(ma.weights(), ma.file(), 0, 2, true, true, "the head"); });
+  EXPECT_NE(head.find("the head needs tensor 'output"), std::string::npos) << head;
+
+  // A layer that is not here is named when evaluated, not a crash.
+  Forward fa(ma, Numerics::Default, nullptr);
+  const std::string eval = test::error_of([&] { run(fa, 0); });
+  EXPECT_NE(eval.find("not present in this process"), std::string::npos) << eval;
+
+  // Without the recorded identity (gguf-split's own sets) a partial set cannot say which model it is.
+  const std::vector<std::string> plain = gguf::write_split(src, gguf::plan_split(src, o), dir_.file("plain"));
+  std::filesystem::remove(plain[2]);
+  const std::string fp = test::error_of([&] { model::fingerprint(model::Deepseek4Model::open(plain[0], load)); });
+  EXPECT_NE(fp.find("records no model fingerprint"), std::string::npos) << fp;
 }
 
 }  // namespace

@@ -33,19 +33,29 @@ Forward::Forward(const model::Deepseek4Model &model, Numerics numerics, ThreadPo
   attn_.reserve(w.layers.size());
   moe_.reserve(w.layers.size());
   for (const auto &layer : w.layers) {
-    attn_.emplace_back(layer, hp, numerics);
-    moe_.emplace_back(layer, hp, numerics);
+    if (!layer.attn_norm.present()) {  // in an absent shard: another stage's
+      attn_.emplace_back();
+      moe_.emplace_back();
+      hc_attn_.emplace_back();
+      hc_ffn_.emplace_back();
+      continue;
+    }
+    attn_.emplace_back(std::in_place, layer, hp, numerics);
+    moe_.emplace_back(std::in_place, layer, hp, numerics);
     hc_attn_.push_back({layer.hc_attn_fn, tensor_to_f32(layer.hc_attn_scale, 3), tensor_to_f32(layer.hc_attn_base, mixes)});
     hc_ffn_.push_back({layer.hc_ffn_fn, tensor_to_f32(layer.hc_ffn_scale, 3), tensor_to_f32(layer.hc_ffn_base, mixes)});
   }
-  hc_head_ = {w.output_hc_fn, tensor_to_f32(w.output_hc_scale, 1), tensor_to_f32(w.output_hc_base, kHcStreams)};
-  output_norm_ = tensor_to_f32(w.output_norm, hp.n_embd);
+  if (w.output_norm.present()) {  // absent in a stage before the last
+    hc_head_ = {w.output_hc_fn, tensor_to_f32(w.output_hc_scale, 1), tensor_to_f32(w.output_hc_base, kHcStreams)};
+    output_norm_ = tensor_to_f32(w.output_norm, hp.n_embd);
+  }
 
 }
 
 void Forward::set_expert_source(std::unique_ptr<ExpertSource> source) {
   expert_source_ = std::move(source);
-  for (MoeLayer &m : moe_) m.set_expert_source(expert_source_.get());
+  for (auto &m : moe_)
+    if (m) m->set_expert_source(expert_source_.get());
 }
 
 void Forward::set_tensor_split(backend::Collective *collective) {
@@ -54,21 +64,31 @@ void Forward::set_tensor_split(backend::Collective *collective) {
     throw Error("tensor split: rank " + std::to_string(share_.rank) + " of " + std::to_string(share_.size));
   if (share_.size > n_vocab_) throw Error("tensor split: more ranks than vocab rows");
   collective_ = collective;
-  for (MoeLayer &m : moe_) m.set_share(share_);
-  for (AttentionLayer &a : attn_) a.set_share(share_);
+  for (auto &m : moe_)
+    if (m) m->set_share(share_);
+  for (auto &a : attn_)
+    if (a) a->set_share(share_);
 }
 
 void Forward::set_matrix_inputs(backend::MatrixInputs *inputs) {
   if (inputs != nullptr && collective_ != nullptr)
     throw Error("a tensor-parallel rank cannot report whole matrices' inputs");
   inputs_ = inputs;
-  for (MoeLayer &m : moe_) m.set_matrix_inputs(inputs);
-  for (AttentionLayer &a : attn_) a.set_matrix_inputs(inputs);
+  for (auto &m : moe_)
+    if (m) m->set_matrix_inputs(inputs);
+  for (auto &a : attn_)
+    if (a) a->set_matrix_inputs(inputs);
 }
 
 std::vector<std::vector<uint64_t>> Forward::expert_usage() const {
   std::vector<std::vector<uint64_t>> out;
-  for (const MoeLayer &m : moe_) out.emplace_back(m.expert_usage().begin(), m.expert_usage().end());
+  for (const auto &m : moe_) {
+    if (m) {
+      out.emplace_back(m->expert_usage().begin(), m->expert_usage().end());
+    } else {
+      out.emplace_back();
+    }
+  }
   return out;
 }
 
@@ -254,6 +274,7 @@ void Forward::hc_post_batch(const float *F, int64_t n, float *H) {
 }
 
 void Forward::head_batch(const float *H, int64_t n, float *logits) {
+  if (output_norm_.empty()) throw Error("the output head is in a shard of the model that is not present in this process");
   const size_t hd = static_cast<size_t>(hc_dim_), ne = static_cast<size_t>(n_embd_);
   batch_x_.resize(std::max(batch_x_.size(), static_cast<size_t>(n) * ne));
   hc_mixes_batch(H, n, hc_head_.fn, kHcStreams);
@@ -329,7 +350,7 @@ void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
   // reads can start before the first layer runs (the source takes as many as
   // it has room for, the earliest layers first).
   for (int il = layer_begin_; il < layer_end_; ++il) {
-    MoeLayer &moe = moe_[static_cast<size_t>(il)];
+    MoeLayer &moe = present(moe_, static_cast<size_t>(il));
     if (!moe.hash_routed() || !expert_source_->wants_prefetch()) continue;
     moe.likely_experts(nullptr, tokens.data(), static_cast<int64_t>(tokens.size()), hash_experts_, pool_);
     expert_source_->prefetch(moe.weights(), hash_experts_);
@@ -348,6 +369,7 @@ void Forward::chunk_input(std::span<const SessionTokens> parts, std::span<const 
   }
   // Embedding: every stream starts as the token's embedding row.
   const auto &embd = model_->weights().token_embd;
+  if (!embd.present()) throw Error("token_embd is in a shard of the model that is not present in this process");
   parallel_ranges(pool_, static_cast<int64_t>(n), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float *h = h_.data() + static_cast<size_t>(t) * hd;
@@ -380,7 +402,7 @@ void Forward::layers_chunk(std::span<const SessionTokens> parts, std::span<const
       float *x = batch_x_.data() + at * ne, *f = batch_f_.data() + at * ne;
       const int64_t pos = chunk_pos_[at];
       hc_pre_batch(h, static_cast<int64_t>(m), hc_attn_[il], x);
-      attn_[il].forward_tokens(x, static_cast<int64_t>(m), std::span<LayerKvState *const>(chunk_states_).subspan(at, m),
+      present(attn_, il).forward_tokens(x, static_cast<int64_t>(m), std::span<LayerKvState *const>(chunk_states_).subspan(at, m),
                                std::span<const int64_t>(chunk_pos_).subspan(at, m), f, pool_);
       // Tensor parallel: each rank's heads' part, added in rank order.
       if (collective_ != nullptr) collective_->sum(f, m * ne);
@@ -392,11 +414,11 @@ void Forward::layers_chunk(std::span<const SessionTokens> parts, std::span<const
         trace_("hc_post", l, pos, split.post);
         trace_("hc_comb", l, pos, split.comb);
         trace_("hc_attn_pre", l, pos, std::span<const float>(x, ne));
-        trace_("attn_norm", l, pos, attn_[il].last_xn());
-        trace_("qr_norm", l, pos, attn_[il].last_qr());
-        trace_("q", l, pos, attn_[il].last_q());
-        trace_("kv", l, pos, attn_[il].last_kv());
-        trace_("attn_derope", l, pos, attn_[il].last_heads());
+        trace_("attn_norm", l, pos, present(attn_, il).last_xn());
+        trace_("qr_norm", l, pos, present(attn_, il).last_qr());
+        trace_("q", l, pos, present(attn_, il).last_q());
+        trace_("kv", l, pos, present(attn_, il).last_kv());
+        trace_("attn_derope", l, pos, present(attn_, il).last_heads());
         trace_("attn_out", l, pos, std::span<const float>(f, ne));
         trace_("hc_attn_post", l, pos, std::span<const float>(h, hd));
       }
@@ -406,8 +428,8 @@ void Forward::layers_chunk(std::span<const SessionTokens> parts, std::span<const
       float *h = h_.data() + at * hd;
       float *x = batch_x_.data() + at * ne, *f = batch_f_.data() + at * ne;
       hc_pre_batch(h, static_cast<int64_t>(m), hc_ffn_[il], x);
-      MoeLayer *next = il + 1 < static_cast<size_t>(layer_end_) ? &moe_[il + 1] : nullptr;
-      moe_[il].forward_batch(x, tokens.data() + at, static_cast<int64_t>(m), f, pool_, next);
+      MoeLayer *next = il + 1 < static_cast<size_t>(layer_end_) ? &present(moe_, il + 1) : nullptr;
+      present(moe_, il).forward_batch(x, tokens.data() + at, static_cast<int64_t>(m), f, pool_, next);
       // Tensor parallel: each rank's experts' part, added in rank order.
       if (collective_ != nullptr) collective_->sum(f, m * ne);
       hc_post_batch(f, static_cast<int64_t>(m), h);

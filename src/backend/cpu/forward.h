@@ -7,6 +7,8 @@
 // the same for every chunk size and equals token-by-token decoding.
 #pragma once
 
+#include <optional>
+#include <utility>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -15,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "backend/backend.h"
 #include "backend/collective.h"
 #include "backend/cpu/attention_layer.h"
@@ -77,7 +80,7 @@ class Forward final : public backend::Backend {
 
   // The sublayers of layer il; their last_*() / selected_*() accessors describe
   // the last token evaluated (diagnostics, tests).
-  const AttentionLayer &attention(size_t il) const { return attn_.at(il); }
+  const AttentionLayer &attention(size_t il) const { return present(attn_, il); }
 
   // Diagnostics: when set, called with every per-token intermediate under the
   // name llama.cpp's graph gives it (hc_attn_pre, attn_norm, q, kv,
@@ -86,7 +89,7 @@ class Forward final : public backend::Backend {
   // --dump-tensors tensor by tensor. Costs one branch per call when unset.
   using Trace = std::function<void(std::string_view name, int layer, int64_t pos, std::span<const float> v)>;
   void set_trace(Trace trace) { trace_ = std::move(trace); }
-  const MoeLayer &moe(size_t il) const { return moe_.at(il); }
+  const MoeLayer &moe(size_t il) const { return present(moe_, il); }
   // Where every MoE sublayer gets its routed experts: the model's mapping
   // (null, the default) or the SSD streaming cache (backend/cpu/expert_cache.h).
   // Results are bit-identical either way.
@@ -172,8 +175,21 @@ class Forward final : public backend::Backend {
   float rms_eps_ = 1e-6f, hc_eps_ = 1e-6f;
   int sinkhorn_iters_ = kHcSinkhornIters;
 
-  std::vector<AttentionLayer> attn_;
-  std::vector<MoeLayer> moe_;
+  // Per layer; empty for a layer whose tensors are in a shard not present
+  // here (a pipeline stage's partial shard set: gguf::File::open_partial).
+  std::vector<std::optional<AttentionLayer>> attn_;
+  std::vector<std::optional<MoeLayer>> moe_;
+  template <typename Layer>
+  static Layer &present(std::vector<std::optional<Layer>> &layers, size_t il) {
+    return const_cast<Layer &>(present(std::as_const(layers), il));
+  }
+  template <typename Layer>
+  static const Layer &present(const std::vector<std::optional<Layer>> &layers, size_t il) {
+    if (!layers.at(il)) {
+      throw Error("layer " + std::to_string(il) + " is in a shard of the model that is not present in this process");
+    }
+    return *layers[il];
+  }
   std::unique_ptr<ExpertSource> expert_source_;
   backend::Collective *collective_ = nullptr;
   backend::TensorShare share_;

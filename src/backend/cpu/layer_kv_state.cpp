@@ -20,6 +20,8 @@ LayerKvState::LayerKvState(const model::LayerWeights &layer, const model::Deepse
   if (n_swa_ <= 0) throw Error("layer " + std::to_string(layer.index) + ": sliding window of 0 rows");
   raw_.resize(n_swa_);
   raw_pos_.resize(static_cast<size_t>(n_swa_));
+  // A layer in a shard not present here (another pipeline stage's) keeps no state.
+  if (!layer.attn_norm.present()) return;
   if (ratio_ != 0) attn_comp_.emplace(layer, hp, CompressorRole::Attention, numerics);
   if (ratio_ == 4) index_comp_.emplace(layer, hp, CompressorRole::Indexer, numerics);
   if (ratio_ != 0 && reserve_ctx > 0) {
