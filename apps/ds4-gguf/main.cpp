@@ -186,6 +186,7 @@ std::string info(const File& f, const Limits& lim) {
       out += "  " + std::to_string(i + 1) + ": " + s.path + ", " + std::to_string(s.tensor_count) + " tensors, " +
              std::to_string(s.bytes.size()) + " bytes (" + human_bytes(s.bytes.size()) + ")\n";
     }
+    for (const std::string& p : f.missing_shards()) out += "  absent: " + p + "\n";
   }
 
   out += "\nmetadata:\n";
@@ -300,6 +301,9 @@ int main(int argc, char** argv) {
   info_cmd->add_option("--max-string", lim.max_string, "String bytes shown per value")->capture_default_str();
   bool this_file = false;
   info_cmd->add_flag("--this-file", this_file, "Only FILE, not the rest of its shard set");
+  bool partial = false;
+  info_cmd->add_flag("--partial", partial,
+                     "A shard set with shards absent (a pipeline stage's host): what is here, and the absent files");
 
   SplitArgs sa;
   CLI::App* split_cmd = app.add_subcommand(
@@ -334,7 +338,7 @@ int main(int argc, char** argv) {
 
   try {
     if (info_cmd->parsed()) {
-      const File f = this_file ? File::open_one(path) : File::open(path);
+      const File f = this_file ? File::open_one(path) : partial ? File::open_partial(path) : File::open(path);
       std::cout << info(f, lim) << std::flush;
     } else if (split_cmd->parsed()) {
       return split(sa);

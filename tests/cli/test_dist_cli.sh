@@ -69,4 +69,7 @@ start worker2 "$worker" -m "$work/host2/st-00001-of-00003.gguf" --coordinator "1
   --layers 0:2 --dist-wait 60 --tokens-file "$work/tokens.json" --dump-logits "$work/shards.bin" --greedy 6 \
   >"$work/shards.ids" 2>"$work/shards.log" || fail "the stages on their own shards"
 cmp -s "$work/one.bin" "$work/shards.bin" || fail "the logits of the stages on their own shards differ"
+"$gguf" info --partial "$work/host2/st-00001-of-00003.gguf" >"$work/partial-info.txt" || fail "info --partial"
+grep -q "absent: $work/host2/st-00002-of-00003.gguf" "$work/partial-info.txt" || fail "info --partial: absent shard not listed"
+grep -q "ds4.split.fingerprint" "$work/partial-info.txt" || fail "info --partial: no recorded fingerprint"
 echo "PASS: ds4 as a pipeline coordinator equals one process, also with each stage on its own shards"
