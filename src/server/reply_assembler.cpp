@@ -42,12 +42,18 @@ void ReplyAssembler::deliver(const std::vector<text::DsmlEvent>& events, bool fr
         break;
       case K::ContentDelta:
         if (from_prefix) prefix_content_ += ev.text;
-        else if (stream_) out = stream_->content(content_utf8_.feed(ev.text));
+        else if (stream_) {
+          out = end_reasoning();  // first: the projection keeps the order of its calls
+          out += stream_->content(content_utf8_.feed(ev.text));
+        }
         break;
       case K::ToolCallBegin:
         in_block_ = true;
         while (static_cast<int>(call_ids_.size()) <= ev.index) call_ids_.push_back(new_call_id());
-        if (stream_) out = stream_->tool_call_begin(ev.index, call_ids_[static_cast<size_t>(ev.index)], ev.text);
+        if (stream_) {
+          out = end_reasoning();
+          out += stream_->tool_call_begin(ev.index, call_ids_[static_cast<size_t>(ev.index)], ev.text);
+        }
         break;
       case K::ToolArgumentsDelta:
         if (stream_) out = stream_->tool_call_arguments(ev.index, ev.text);
@@ -67,6 +73,16 @@ void ReplyAssembler::deliver(const std::vector<text::DsmlEvent>& events, bool fr
   }
 }
 
+std::string ReplyAssembler::end_reasoning() {
+  // The reasoning's held-back bytes (an unfinished UTF-8 sequence) go out
+  // before what follows it, not after: a reasoning delta after content would
+  // open a second thinking block (Anthropic) or reorder the chat stream.
+  if (reasoning_ended_) return {};
+  reasoning_ended_ = true;
+  const std::string t = reasoning_utf8_.finish();
+  return t.empty() ? std::string() : stream_->reasoning(t);
+}
+
 void ReplyAssembler::feed_prefix(std::string_view text) {
   if (!text.empty()) deliver(parser_.feed(text), true);
 }
@@ -83,7 +99,7 @@ Reply ReplyAssembler::finish(const runtime::GenerateResult& gen, int64_t prompt_
   deliver(parser_.finish(), false);
   if (stream_) {
     if (std::string t = raw_utf8_.finish(); !t.empty()) channel_.write(stream_->raw(t));
-    if (std::string t = reasoning_utf8_.finish(); !t.empty()) channel_.write(stream_->reasoning(t));
+    if (std::string t = end_reasoning(); !t.empty()) channel_.write(std::move(t));
     if (std::string t = content_utf8_.finish(); !t.empty()) channel_.write(stream_->content(t));
   }
   const text::ParsedMessage& m = parser_.message();

@@ -50,6 +50,8 @@ class ReplyAssembler {
 
  private:
   void deliver(const std::vector<text::DsmlEvent>& events, bool from_prefix);
+  // The stream bytes that end the reasoning (its held-back UTF-8 tail), once.
+  std::string end_reasoning();
   std::string new_call_id() const;
 
   const ChatRequest& request_;
@@ -64,6 +66,7 @@ class ReplyAssembler {
   std::string generated_;
   std::string prefix_reasoning_, prefix_content_;
   Utf8StreamSanitizer reasoning_utf8_, content_utf8_, raw_utf8_;
+  bool reasoning_ended_ = false;
 };
 
 }  // namespace ds4::server

@@ -70,6 +70,32 @@ TEST(ReplyAssembler, ThinkingSplitsReasoningFromContent) {
   EXPECT_EQ(cut.reply.finish, FinishReason::Length);
 }
 
+// Reasoning that ends in the middle of a UTF-8 sequence (a random model's
+// byte tokens): its replacement goes out before the text, so a Messages
+// stream holds one thinking block, closed before the text block opens
+// (PROTOCOL.md §5.5: thinking, text, tool_use), and a chat stream sends no
+// reasoning after content. (Found by server_sdk_messages at the avx2 level.)
+TEST(ReplyAssembler, ReasoningEndsBeforeContentEvenWithAHeldBackByte) {
+  const std::string text = "hmm \xe4</think>Answer.";
+  for (size_t piece : {0u, 1u, 4u}) {
+    const Outcome m = assemble(Api::Messages, true, false, true, text, piece, runtime::StopReason::Eos);
+    const std::string& b = m.stream_bytes;
+    size_t starts = 0;
+    for (size_t at = b.find("\"type\":\"thinking\""); at != std::string::npos; at = b.find("\"type\":\"thinking\"", at + 1))
+      ++starts;
+    EXPECT_EQ(starts, 1u) << piece << ": one thinking block\n" << b;
+    const size_t replacement = b.find("\\ufffd") != std::string::npos ? b.find("\\ufffd") : b.find("\xef\xbf\xbd");
+    ASSERT_NE(replacement, std::string::npos) << b;
+    EXPECT_LT(replacement, b.find("text_delta")) << piece << ": the held-back byte's replacement comes before the text";
+    EXPECT_EQ(m.reply.reasoning, "hmm \xef\xbf\xbd");
+    EXPECT_EQ(m.reply.content, "Answer.");
+
+    const Outcome c = assemble(Api::ChatCompletions, true, false, true, text, piece, runtime::StopReason::Eos);
+    EXPECT_LT(c.stream_bytes.rfind("reasoning_content"), c.stream_bytes.find("Answer."))
+        << piece << ": no reasoning after the content\n" << c.stream_bytes;
+  }
+}
+
 TEST(ReplyAssembler, AToolBlockBecomesToolCallsWhateverThePieces) {
   const Outcome whole = assemble(Api::ChatCompletions, false, true, true, "Sure." + kBlock, 0,
                                  runtime::StopReason::ToolCalls);
