@@ -52,6 +52,8 @@ void ReplyAssembler::deliver(const std::vector<text::DsmlEvent>& events, bool fr
         while (static_cast<int>(call_ids_.size()) <= ev.index) call_ids_.push_back(new_call_id());
         if (stream_) {
           out = end_reasoning();
+          // Text before the call ends here too (its held-back bytes before the tool_use block).
+          if (std::string t = content_utf8_.finish(); !t.empty()) out += stream_->content(t);
           out += stream_->tool_call_begin(ev.index, call_ids_[static_cast<size_t>(ev.index)], ev.text);
         }
         break;

@@ -96,6 +96,20 @@ TEST(ReplyAssembler, ReasoningEndsBeforeContentEvenWithAHeldBackByte) {
   }
 }
 
+// Text that ends mid-sequence right before a tool call: its replacement
+// comes before the tool_use block, not after it (thinking, text, tool_use).
+TEST(ReplyAssembler, TextEndsBeforeAToolCallEvenWithAHeldBackByte) {
+  const std::string text = "Sure \xe4" + kBlock;
+  for (size_t piece : {0u, 1u, 5u}) {
+    const Outcome m = assemble(Api::Messages, false, true, true, text, piece, runtime::StopReason::ToolCalls);
+    const std::string& b = m.stream_bytes;
+    const size_t tool = b.find("\"type\":\"tool_use\"");
+    ASSERT_NE(tool, std::string::npos) << b;
+    EXPECT_EQ(b.find("text_delta", tool), std::string::npos) << piece << ": no text after the tool_use block\n" << b;
+    ASSERT_EQ(m.reply.tool_calls.size(), 1u);
+  }
+}
+
 TEST(ReplyAssembler, AToolBlockBecomesToolCallsWhateverThePieces) {
   const Outcome whole = assemble(Api::ChatCompletions, false, true, true, "Sure." + kBlock, 0,
                                  runtime::StopReason::ToolCalls);
