@@ -6,12 +6,14 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "model/deepseek4_mtp.h"
 #include "model/deepseek4_tensors.h"
 #include "model/synthetic_weights.h"
+#include "quant/quant.h"
 #include "support/file_io.h"
 
 namespace ds4::test {
@@ -372,6 +374,29 @@ float fp4_e2m1_value(uint8_t nibble) {
 }
 
 float e8m0_scale(uint8_t e) { return std::ldexp(1.0f, static_cast<int>(e) - 127); }
+
+std::string fp4_experts_mismatch(const gguf::TensorInfo& t, const model::SafetensorsSet& set,
+                                 const std::function<std::string(uint64_t expert)>& expert_base) {
+  if (t.type != GgmlType::MXFP4) return t.name + ": not MXFP4";
+  const uint64_t in = t.ne[0], rows = t.ne[1];
+  std::vector<float> row(in);
+  for (uint64_t e = 0; e < t.ne[2]; ++e) {
+    const model::StTensor& q = set.get(expert_base(e) + ".weight");
+    const model::StTensor& s = set.get(expert_base(e) + ".scale");
+    for (uint64_t i = 0; i < rows; ++i) {
+      quant::dequantize_row(GgmlType::MXFP4, t.data + (e * rows + i) * t.row_bytes(), row.data(), static_cast<int64_t>(in));
+      for (uint64_t j = 0; j < in; ++j) {
+        const uint8_t byte = q.data[i * (in / 2) + j / 2];
+        const float want = fp4_e2m1_value(j % 2 ? byte >> 4 : byte & 0xf) * e8m0_scale(s.data[i * (in / 32) + j / 32]);
+        if (row[j] != want) {
+          return t.name + " expert " + std::to_string(e) + " row " + std::to_string(i) + " col " + std::to_string(j) +
+                 ": " + std::to_string(row[j]) + ", the checkpoint's FP4 value is " + std::to_string(want);
+        }
+      }
+    }
+  }
+  return "";
+}
 
 void write_synthetic_checkpoint(const model::Deepseek4HParams& hp, uint64_t seed, const std::string& folder) {
   std::filesystem::create_directories(folder);

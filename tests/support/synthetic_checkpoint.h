@@ -11,9 +11,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "core/gguf.h"
 #include "model/deepseek4_hparams.h"
+#include "model/safetensors.h"
 
 namespace ds4::test {
 
@@ -24,5 +27,13 @@ void write_synthetic_checkpoint(const model::Deepseek4HParams& hp, uint64_t seed
 float fp8_e4m3_value(uint8_t b);
 float fp4_e2m1_value(uint8_t nibble);
 float e8m0_scale(uint8_t e);  // 2^(e - 127)
+
+// Whether an MXFP4 expert tensor of a converted file holds exactly the FP4
+// values of the checkpoint's experts (each value through ggml's to_float
+// against the pairs and scales decoded by the definitions above): "" when it
+// does, else the first difference. `expert_base(e)` is expert e's checkpoint
+// name without ".weight" / ".scale" ("layers.1.ffn.experts.5.w1").
+std::string fp4_experts_mismatch(const gguf::TensorInfo& t, const model::SafetensorsSet& set,
+                                 const std::function<std::string(uint64_t expert)>& expert_base);
 
 }  // namespace ds4::test
