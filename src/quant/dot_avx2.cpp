@@ -137,54 +137,12 @@ float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
 
 // ---- Q6_K x Q8_K ----
 //
-// The unsigned codes q (0..63) times x by vpmaddubsw (pairs <= 2*63*128),
-// each 16-element sub-block's pairs times its signed scale by vpmaddwd, and
-// the 32 * scale * sum(x) of the offset taken off through the activation's
-// 16-sums: the scalar reference's integer sum, then its float term.
-
-// pshufb patterns putting scale byte 2k (lane 0) / 2k+1 (lane 1) into the high
-// byte of every word, for an arithmetic shift to sign-extend.
-alignas(32) constexpr int8_t kQ6ScaleHigh[8][32] = {
-#define DS4_Q6_SPREAD(k)                                                                                      \
-  {-1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k),       \
-   -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, \
-   2 * (k) + 1, -1, 2 * (k) + 1}
-    DS4_Q6_SPREAD(0), DS4_Q6_SPREAD(1), DS4_Q6_SPREAD(2), DS4_Q6_SPREAD(3),
-    DS4_Q6_SPREAD(4), DS4_Q6_SPREAD(5), DS4_Q6_SPREAD(6), DS4_Q6_SPREAD(7),
-#undef DS4_Q6_SPREAD
-};
-
+// The block's exact integer sum (q6_K_block_parts, dot_blocks_avx2.h), then the
+// scalar reference's float term.
 float dot_q6_K_q8_K(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(3);
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const __m256i scales = _mm256_broadcastsi128_si256(load128(w[i].scales));
-    __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = load256(w[i].ql + 64 * h), ql1 = load256(w[i].ql + 64 * h + 32);
-      const __m256i qh = load256(w[i].qh + 32 * h);
-      // Elements 128h + 32k + l, l < 32: the low nibble from ql0 / ql1, the
-      // top bits from qh at 2k.
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4)),
-      };
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m256i prod = _mm256_maddubs_epi16(q[k], load256(x[i].qs + 128 * h + 32 * k));
-        const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(scales, load256(kQ6ScaleHigh[4 * h + k])), 8);
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, sc));
-      }
-    }
-    const __m256i offset =
-        _mm256_madd_epi16(_mm256_cvtepi8_epi16(load128(w[i].scales)), load256(x[i].bsums));  // sum sc * 16-sums
-    const int isum = hsum_i32(acc) - 32 * hsum_i32(offset);
+    const int isum = hsum_i32(q6_K_block_parts(w[i], x[i]));
     sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(isum);
   }
   return sumf;

@@ -1013,6 +1013,75 @@ void iq2_xxs_rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, i
   });
 }
 
+// ---- Q6_K x Q8_K, 16 rows against one activation ----
+//
+// The one-row kernel (dot_avx2.cpp's, which every avx512 level uses) forms one
+// exact integer per block, sum_j sc_j * (sum of q * x over sub-block j) - 32 *
+// sum_j sc_j * bsum_j, and adds (d_w * d_x) * isum in block order; here 16
+// rows' integers at once, in lanes, and the same float term per lane.
+
+// permutexvar_epi16 indices: register r covers sub-blocks 4r..4r+3, eight
+// words (16 elements' pairs) each.
+alignas(64) constexpr int16_t kQ6ScaleWords[4][32] = {
+#define DS4_Q6_QUARTER(s) s, s, s, s, s, s, s, s
+    {DS4_Q6_QUARTER(0), DS4_Q6_QUARTER(1), DS4_Q6_QUARTER(2), DS4_Q6_QUARTER(3)},
+    {DS4_Q6_QUARTER(4), DS4_Q6_QUARTER(5), DS4_Q6_QUARTER(6), DS4_Q6_QUARTER(7)},
+    {DS4_Q6_QUARTER(8), DS4_Q6_QUARTER(9), DS4_Q6_QUARTER(10), DS4_Q6_QUARTER(11)},
+    {DS4_Q6_QUARTER(12), DS4_Q6_QUARTER(13), DS4_Q6_QUARTER(14), DS4_Q6_QUARTER(15)},
+#undef DS4_Q6_QUARTER
+};
+
+// 16 int32 lanes whose total is the block's isum, the -32 offset included.
+template <bool kVnni>
+inline __m512i q6_K_block_partials(const BlockQ6_K& w, const BlockQ8_K& x) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(3);
+  const __m256i scales16 = _mm256_cvtepi8_epi16(load128(w.scales));
+  const __m512i scale_words = _mm512_castsi256_si512(scales16);
+  // Half h: ql bytes 64h..64h+63 hold elements 128h + 0..63 in their low
+  // nibbles and 128h + 64..127 in their high ones; the qh bytes 32h..32h+31
+  // (in both 256-bit halves) give each its top two bits, from bits 0-1 / 2-3
+  // (low nibbles of the first / second 32) and 4-5 / 6-7 (high nibbles).
+  const __m512i shift_low = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+  const __m512i shift_high = _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4);
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m512i ql = load512(w.ql + 64 * h);
+    const __m512i qh = _mm512_broadcast_i64x4(load256(w.qh + 32 * h));
+    const __m512i q_low = _mm512_or_si512(
+        _mm512_and_si512(ql, low4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_low), low2), 4));
+    const __m512i q_high =
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_high), low2), 4));
+    // q <= 63 and |x| <= 128: each pair's sum fits int16 (no saturation).
+    acc[0] = dot_words<kVnni>(acc[0], _mm512_maddubs_epi16(q_low, load512(x.qs + 128 * h)),
+                              _mm512_permutexvar_epi16(load512(kQ6ScaleWords[2 * h]), scale_words));
+    acc[1] = dot_words<kVnni>(acc[1], _mm512_maddubs_epi16(q_high, load512(x.qs + 128 * h + 64)),
+                              _mm512_permutexvar_epi16(load512(kQ6ScaleWords[2 * h + 1]), scale_words));
+  }
+  const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, load256(x.bsums)), 5);  // 32 * sc * bsum
+  return _mm512_sub_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_zextsi256_si512(offset));
+}
+
+template <bool kVnni>
+void q6_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  const int64_t nb = n / kQK_K;
+  for_row_groups<BlockQ6_K>(w, row_bytes, n_rows, out, [&](const BlockQ6_K* const* rows, const BlockQ6_K* const* next) {
+    return rows16_blocks(nb, rows, next, [&](int64_t b, __m512 acc) {
+      const __m512i isum = block_sums16([&](int k) {
+        const __m256i a = fold512(q6_K_block_partials<kVnni>(rows[k][b], x[b]));
+        const __m256i c = fold512(q6_K_block_partials<kVnni>(rows[k + 1][b], x[b]));
+        return _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1);
+      });
+      // The one-row kernel's (d_w * d_x) * isum, lane by lane.
+      const __m512 d = _mm512_mul_ps(rows_f16_f32(rows, b, offsetof(BlockQ6_K, d)), _mm512_set1_ps(x[b].d));
+      return _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+    });
+  });
+}
+template void q6_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void q6_K_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+
 template <bool kVnni>
 void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
   for_row_groups<BlockQ2_K>(w, row_bytes, n_rows, out, [&](const BlockQ2_K* const* rows, const BlockQ2_K* const* next) {

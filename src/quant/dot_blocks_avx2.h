@@ -111,6 +111,56 @@ inline void q4_K_block_parts(const BlockQ4_K& wb, const BlockQ8_K& xb, __m256i& 
   isum = _mm256_add_epi32(acc[0], acc[1]);
 }
 
+// ---- Q6_K x Q8_K ----
+//
+// The unsigned codes q (0..63) times x by vpmaddubsw (pairs <= 2*63*128),
+// each 16-element sub-block's pairs times its signed scale by vpmaddwd, and
+// the 32 * scale * sum(x) of the offset taken off through the activation's
+// 16-sums: 8 int32 lanes whose total is the scalar reference's integer sum.
+
+// pshufb patterns putting scale byte 2k (lane 0) / 2k+1 (lane 1) into the high
+// byte of every word, for an arithmetic shift to sign-extend.
+alignas(32) constexpr int8_t kQ6ScaleHigh[8][32] = {
+#define DS4_Q6_SPREAD(k)                                                                                      \
+  {-1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k), -1, 2 * (k),       \
+   -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, 2 * (k) + 1, -1, \
+   2 * (k) + 1, -1, 2 * (k) + 1}
+    DS4_Q6_SPREAD(0), DS4_Q6_SPREAD(1), DS4_Q6_SPREAD(2), DS4_Q6_SPREAD(3),
+    DS4_Q6_SPREAD(4), DS4_Q6_SPREAD(5), DS4_Q6_SPREAD(6), DS4_Q6_SPREAD(7),
+#undef DS4_Q6_SPREAD
+};
+
+inline __m256i q6_K_block_parts(const BlockQ6_K& w, const BlockQ8_K& x) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(3);
+  const __m256i scales = _mm256_broadcastsi128_si256(load128(w.scales));
+  __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m256i ql0 = load256(w.ql + 64 * h), ql1 = load256(w.ql + 64 * h + 32);
+    const __m256i qh = load256(w.qh + 32 * h);
+    // Elements 128h + 32k + l, l < 32: the low nibble from ql0 / ql1, the
+    // top bits from qh at 2k.
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4)),
+        _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4)),
+    };
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m256i prod = _mm256_maddubs_epi16(q[k], load256(x.qs + 128 * h + 32 * k));
+      const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(scales, load256(kQ6ScaleHigh[4 * h + k])), 8);
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, sc));
+    }
+  }
+  // sum sc * 16-sums, times 32
+  const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(load128(w.scales)), load256(x.bsums));
+  return _mm256_sub_epi32(acc, _mm256_slli_epi32(offset, 5));
+}
+
 // ---- IQ2_XXS x Q8_K ----
 
 // One sub-block's contribution (times its multiplier) to a block sum, from its

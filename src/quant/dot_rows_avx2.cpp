@@ -194,6 +194,20 @@ struct KQuantKernel : NoFinish {
 };
 static_assert(sizeof(BlockQ2_K) != sizeof(BlockQ4_K));
 
+// ---- Q6_K: (d_w * d_x) * float(isum) per block ----
+
+struct Q6KKernel : NoFinish {
+  static constexpr int kBlockElems = kQK_K;
+  const BlockQ8_K* x;
+  __m256 block(const BlockQ6_K* const* rows, int64_t i, __m256 acc) const {
+    __m256i p[kRows];
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) p[r] = q6_K_block_parts(rows[r][i], x[i]);
+    const __m256 d = _mm256_mul_ps(rows_f16(rows, i, offsetof(BlockQ6_K, d)), _mm256_set1_ps(x[i].d));
+    return _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(p))));
+  }
+};
+
 // ---- IQ2_XXS: (d_w * d_x) * float(isum) per block, 0.125 * the sum ----
 
 struct Iq2XxsKernel {
@@ -290,6 +304,10 @@ void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 
 void q4_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
   rows8<BlockQ4_K>(KQuantKernel<BlockQ4_K>{{}, x}, n, w, row_bytes, n_rows, out);
+}
+
+void q6_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  rows8<BlockQ6_K>(Q6KKernel{{}, x}, n, w, row_bytes, n_rows, out);
 }
 
 void iq2_xxs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {

@@ -29,5 +29,9 @@ void iq2_xxs_rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, i
 // (dot_tile_kquant_avx512.cpp: rows in lanes without the tile's re-layout).
 template <bool kVnni>
 void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
+// The same for Q6_K rows, bit-identical to the avx2 one-row kernel that every
+// avx512 level uses for Q6_K.
+template <bool kVnni>
+void q6_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
 
 }  // namespace ds4::quant::avx512_detail

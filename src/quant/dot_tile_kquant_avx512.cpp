@@ -759,17 +759,12 @@ template void q2_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const
                                int64_t);
 template void q2_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
 
-// Q6_K below kMinActs: the one-row kernel (the avx512 levels use dot_avx2.cpp's), row by row.
-void q6_K_rows_one_row(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x,
-                       float* out) {
-  for (int64_t r = 0; r < n_rows; ++r)
-    out[r] = dot_q6_K_q8_K_avx2(n, reinterpret_cast<const BlockQ6_K*>(w + static_cast<uint64_t>(r) * row_bytes), x);
-}
-
+// Q6_K below kMinActs: 16 rows in lanes (dot_rows_avx512.h), bit-identical
+// to the one-row kernel the avx512 levels use (dot_avx2.cpp's).
 template <bool kVnni>
 void q6_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
-  tile_or_rows<kVnni, Q6KRows>(q6_K_rows_one_row, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  tile_or_rows<kVnni, Q6KRows>(avx512_detail::q6_K_rows<kVnni>, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 template void q6_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
 

@@ -1,7 +1,7 @@
 // Tile kernel (dot_tile.h) for Q6_K x Q8_K at the avx2 level, for prefill of
 // Q6_K matrices (llama-quantize's K presets put Q6_K on some routed down
 // experts and the output head). Decode's few activations go one by one to
-// the one-row kernel, as before.
+// the 8-row decode kernel (dot_rows_avx2.h).
 //
 // Each weight block is decoded once per row and activation chunk: its 256
 // unsigned 6-bit codes in eight registers of 32 (register m = 4h + k holds
@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "quant/dot.h"
+#include "quant/dot_rows_avx2.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_x86_common.h"
 
@@ -129,10 +130,9 @@ void q6_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
     tile(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
     return;
   }
+  // Decode: 8 rows in lanes (dot_rows_avx2.h), bit-identical to the one-row kernel.
   for (int64_t t = 0; t < n_acts; ++t)
-    for (int64_t r = 0; r < n_rows; ++r)
-      out[t * ldo + r] = dot_q6_K_q8_K_avx2(n, reinterpret_cast<const BlockQ6_K*>(w + static_cast<uint64_t>(r) * row_bytes),
-                                            static_cast<const BlockQ8_K*>(acts[t]));
+    avx2_detail::q6_K_rows(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]), out + t * ldo);
 }
 
 }  // namespace ds4::quant::tile_avx2

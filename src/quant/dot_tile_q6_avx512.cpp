@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "quant/dot.h"
+#include "quant/dot_rows_avx512.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_words_avx512.h"
 #include "quant/dot_x86_common.h"
@@ -101,13 +102,10 @@ inline int32_t block_isum(const Q6Decoded& w, const BlockQ8_K& x) {
 void q6_K_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                      int64_t n_acts, float* out, int64_t ldo) {
   if (n_acts < kMinTile) {
-    // Decode: a block decoded for one activation only is the one-row
-    // kernel's work plus a horizontal sum of 16 lanes; that kernel is faster.
+    // Decode: 16 rows in lanes (dot_rows_avx512.h), bit-identical to the
+    // one-row kernel.
     for (int64_t t = 0; t < n_acts; ++t)
-      for (int64_t r = 0; r < n_rows; ++r)
-        out[t * ldo + r] = dot_q6_K_q8_K_avx2(
-            n, reinterpret_cast<const BlockQ6_K*>(w + static_cast<uint64_t>(r) * row_bytes),
-            static_cast<const BlockQ8_K*>(acts[t]));
+      avx512_detail::q6_K_rows<false>(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]), out + t * ldo);
     return;
   }
   const int64_t nb = n / kQK_K;
