@@ -87,6 +87,9 @@ void add_dist_flags(CLI::App& app, engine::EngineOptions& eo, std::string* layer
                  "with --dist-listen: hidden states on the wire, 32 (f32, results identical to one process) or 16 "
                  "(half the bytes)")
       ->check(CLI::IsMember({32, 16}));
+  app.add_flag("--dist-no-forward", eo.dist_no_forward,
+               "with --dist-listen: every stage's hidden states come back here and go out to the next stage (two "
+               "transfers per worker) instead of workers handing them to each other (one)");
 }
 
 void finish_dist_flags(engine::EngineOptions& eo, const std::string& layers, int64_t ctx) {
@@ -113,10 +116,14 @@ std::vector<dist::StageInfo> wait_for_route(const engine::Engine& engine, double
     throw Error("--dist-wait " + std::to_string(static_cast<int64_t>(seconds)) + ": no worker serves layers " +
                 engine.route()->missing);
   const std::vector<dist::StageInfo> stages = engine.route()->stages;
-  for (size_t i = 0; i < stages.size(); ++i)
-    std::fprintf(stderr, "dist: hop %zu: layers %s on worker %s at %s\n", i + 1,
+  for (size_t i = 0; i < stages.size(); ++i) {
+    // The first stage always takes its input from the coordinator.
+    const std::string handed =
+        i > 0 && !stages[i].forward.empty() ? ", handed over by the stage before at " + stages[i].forward : "";
+    std::fprintf(stderr, "dist: hop %zu: layers %s on worker %s at %s%s\n", i + 1,
                  dist::layer_range_text(stages[i].begin, stages[i].end).c_str(), stages[i].name.c_str(),
-                 stages[i].address.c_str());
+                 stages[i].address.c_str(), handed.c_str());
+  }
   std::fflush(stderr);
   return stages;
 }

@@ -22,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include "common/mpi_pipeline.h"
 #include "common/run_worker.h"
 #include "core/error.h"
 #include "dist/mpi_transport.h"
@@ -117,22 +118,7 @@ int run(int argc, char** argv) {
     }
   } else if (o.dist_mpi) {
     mpi.emplace(&argc, &argv);
-    if (static_cast<size_t>(mpi->size()) != o.mpi_layers.size())
-      throw Error("--layers lists " + std::to_string(o.mpi_layers.size()) + " ranges for " + std::to_string(mpi->size()) +
-                  " MPI ranks (mpirun -n " + std::to_string(o.mpi_layers.size()) + ")");
-    if (mpi->rank() > 0) {
-      ds4::engine::EngineOptions stage = o.load;
-      stage.partial_shards = true;  // a stage's host may keep only its own shards
-      ds4::engine::Engine worker_engine(stage);
-      ds4::dist::WorkerOptions wo;
-      wo.layers = {o.mpi_layers[static_cast<size_t>(mpi->rank())].first,
-                   o.mpi_layers[static_cast<size_t>(mpi->rank())].second};
-      wo.n_ctx = o.ctx;
-      wo.name = "rank " + std::to_string(mpi->rank());
-      ds4::app::run_worker("ds4-server rank " + std::to_string(mpi->rank()), worker_engine,
-                           ds4::dist::make_mpi_link(*mpi), wo, signals);
-      return 0;
-    }
+    if (ds4::app::serve_mpi_stage("ds4-server", *mpi, o.mpi_layers, o.load, o.ctx, signals)) return 0;
     o.load.dist_mpi = &*mpi;
   }
 

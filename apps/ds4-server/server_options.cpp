@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/engine_flags.h"
+#include "common/mpi_pipeline.h"
 #include "core/error.h"
 #include "dist/coordinator.h"
 #include "version/version.h"
@@ -126,20 +127,7 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
     }
     if (layers.empty())
       throw Error("--dist mpi needs --layers 0:A,A:B,...,X:output (one range per rank), or --tensor-parallel");
-    size_t at = 0;
-    while (at <= layers.size()) {
-      const size_t comma = std::min(layers.find(',', at), layers.size());
-      int begin = 0, end = 0;
-      dist::parse_layer_range(layers.substr(at, comma - at), &begin, &end);
-      const int want = o.mpi_layers.empty() ? 0 : o.mpi_layers.back().second;
-      if (begin != want || (!o.mpi_layers.empty() && o.mpi_layers.back().second < 0))
-        throw Error("--layers " + layers + ": each range starts where the one before ends, the first at 0 (" +
-                    dist::layer_range_text(begin, end) + " follows " + std::to_string(want) + ")");
-      o.mpi_layers.emplace_back(begin, end);
-      at = comma + 1;
-    }
-    if (o.mpi_layers.size() < 2) throw Error("--layers " + layers + ": at least two ranges (rank 0 and one worker)");
-    if (o.mpi_layers.front().second < 0) throw Error("--layers " + layers + ": rank 0 keeps the first layers, 0:N");
+    o.mpi_layers = parse_mpi_layers(layers);
     o.load.dist_first_remote = o.mpi_layers.front().second;
     o.load.dist_ctx = o.ctx;
   } else {

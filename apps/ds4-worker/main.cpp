@@ -1,7 +1,8 @@
 // ds4-worker: a pipeline stage in another process or on another host
 // (docs/distributed.md).
 //   ds4-worker --gen-key FILE
-//   ds4-worker -m MODEL --coordinator HOST:PORT --layers A:B|A:output --dist-key FILE [--ctx N] [-t N] ...
+//   ds4-worker -m MODEL --coordinator HOST:PORT --layers A:B|A:output --dist-key FILE [--ctx N] [-t N]
+//              [--forward-listen HOST:PORT|none] ...
 // Joins the coordinator (ds4-server --dist-listen), which checks that both
 // run the same build, model file and numerics and that the layers fit the
 // route; then evaluates its layers for every session until SIGINT/SIGTERM.
@@ -47,6 +48,12 @@ int run(int argc, char** argv) {
   app.add_option("-c,--ctx", wo.n_ctx, "the most tokens one session may hold (at least the coordinator's --ctx)")
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
   app.add_option("--name", wo.name, "how the coordinator's log names this worker (default HOST:PID)");
+  std::string forward_listen = "*:0";
+  app.add_option("--forward-listen", forward_listen,
+                 "where the previous stage hands this worker its hidden states directly (HOST:PORT, CURVE with the "
+                 "cluster key; '*' any interface, port 0 any free one; the host other workers use is the address "
+                 "the coordinator sees this worker at unless HOST is given), or 'none': everything through the "
+                 "coordinator");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -70,7 +77,10 @@ int run(int argc, char** argv) {
   const sigset_t signals = ds4::app::block_stop_signals();
   eo.partial_shards = true;  // a stage's host may keep only its own shards
   ds4::engine::Engine engine(eo);
-  ds4::app::run_worker("ds4-worker", engine, ds4::dist::make_zmq_link(endpoint, key), wo, signals);
+  ds4::app::run_worker(
+      "ds4-worker", engine,
+      ds4::dist::make_zmq_link(endpoint, key, forward_listen == "none" ? "" : ds4::dist::zmq_endpoint(forward_listen)),
+      wo, signals);
   return 0;
 }
 

@@ -31,6 +31,17 @@ bool overlaps(int b0, int e0, int b1, int e1, int n_layer) {
 
 }  // namespace
 
+std::string resolve_forward_address(const std::string& offered, const std::string& seen_at) {
+  for (const char* any : {"tcp://0.0.0.0:", "tcp://*:", "tcp://[::]:", "tcp://:::"}) {
+    const std::string prefix(any);
+    if (offered.rfind(prefix, 0) != 0) continue;
+    if (seen_at.empty() || seen_at == "unknown address") return "";
+    const std::string host = seen_at.find(':') != std::string::npos ? "[" + seen_at + "]" : seen_at;
+    return "tcp://" + host + ":" + offered.substr(prefix.size());
+  }
+  return offered;
+}
+
 std::string layer_range_text(int begin, int end) {
   return std::to_string(begin) + ":" + (end < 0 ? std::string("output") : std::to_string(end));
 }
@@ -139,6 +150,7 @@ void Coordinator::on_message(Incoming in) {
   try {
     if (type == MessageType::Result) on_result(in);
     else if (type == MessageType::SessionOpDone) on_op_done(in);
+    else if (type == MessageType::ForwardLost) on_forward_lost(in);
   } catch (const Error& e) {
     log(std::string("ignored a message: ") + e.what());
   }
@@ -184,6 +196,8 @@ void Coordinator::on_hello(const Incoming& in) {
   p.stats.end = p.end;
   p.stats.name = p.name;
   p.stats.address = p.address;
+  p.forward = options_.forward_between_workers ? resolve_forward_address(h.forward, in.address) : "";
+  p.stats.forward = p.forward;
   hub_->send(in.peer, encode(Welcome{next_stage_++}));
   if (!rejoin) log(who + " joined: layers " + layer_range_text(p.begin, p.end));
   changed_.notify_all();
@@ -193,14 +207,11 @@ void Coordinator::on_result(const Incoming& in) {
   Result r = decode_result(in.bytes, "a worker at " + in.address);
   std::lock_guard lock(mutex_);
   const auto it = pending_.find(r.request);
-  if (it == pending_.end() || it->second.at != in.peer || it->second.done) return;  // failed meanwhile
+  if (it == pending_.end() || it->second.done) return;  // failed meanwhile
   Pending& p = it->second;
+  if (std::find(p.route.begin(), p.route.end(), in.peer) == p.route.end()) return;
   Peer& peer = peers_.at(in.peer);
-  const double round_trip = seconds(Clock::now() - p.sent);
-  const double eval = static_cast<double>(r.eval_us) * 1e-6;
-  peer.stats.requests += 1;
-  peer.stats.eval_seconds += eval;
-  peer.stats.wait_seconds += std::max(0.0, round_trip - eval);
+  record_telemetry(p, peer, r);
   peer.stats.bytes_received += in.bytes.size();
   if (r.status != ResultStatus::Ok) {
     p.done = true;
@@ -218,7 +229,65 @@ void Coordinator::on_result(const Incoming& in) {
     changed_.notify_all();
     return;
   }
+  if (!r.forward_error.empty()) {
+    // The next stage stays reachable through the coordinator.
+    if (Peer* next = stage_at(peer.end); next != nullptr && !next->forward.empty()) {
+      log("stage " + layer_range_text(peer.begin, peer.end) + " (worker " + peer.name + ") cannot hand over to " +
+          "stage " + layer_range_text(next->begin, next->end) + ": " + r.forward_error +
+          "; its input now goes through the coordinator");
+      next->forward.clear();
+      next->stats.forward.clear();
+    }
+  }
   forward(it->first, p, peer.end, std::move(r.hidden));
+}
+
+// Each stage the answer passed through is credited its evaluation (the
+// answer's trace and its own) and an even share of the rest of the round
+// trip.
+void Coordinator::record_telemetry(const Pending& p, Peer& answered, const Result& r) {
+  const double round_trip = seconds(Clock::now() - p.sent);
+  std::vector<std::pair<Peer*, double>> evals;
+  for (const StageTime& t : r.trace)
+    if (Peer* s = stage_at(t.layer_begin)) evals.emplace_back(s, static_cast<double>(t.eval_us) * 1e-6);
+  evals.emplace_back(&answered, static_cast<double>(r.eval_us) * 1e-6);
+  double total_eval = 0;
+  for (const auto& e : evals) total_eval += e.second;
+  const double wait_share = std::max(0.0, round_trip - total_eval) / static_cast<double>(evals.size());
+  for (auto& [stage, eval] : evals) {
+    stage->stats.requests += 1;
+    stage->stats.eval_seconds += eval;
+    stage->stats.wait_seconds += wait_share;
+  }
+}
+
+// A worker's connection to the next stage broke: what it handed over there
+// may be lost, so the requests routed that way fail now (rather than wait
+// for an answer that never comes), and that stage's input goes through the
+// coordinator from now on.
+void Coordinator::on_forward_lost(const Incoming& in) {
+  const ForwardLost f = decode_forward_lost(in.bytes, "a worker at " + in.address);
+  std::lock_guard lock(mutex_);
+  const auto from = peers_.find(in.peer);
+  if (from == peers_.end()) return;
+  Peer* next = stage_at(from->second.end);
+  if (next == nullptr || next->forward.empty() || next->forward != f.address) return;
+  const std::string why = "stage " + layer_range_text(from->second.begin, from->second.end) + " (worker " +
+                          from->second.name + ") lost its hand-overs to stage " +
+                          layer_range_text(next->begin, next->end) + ": " + f.reason;
+  log(why + "; that stage's input now goes through the coordinator");
+  next->forward.clear();
+  next->stats.forward.clear();
+  for (auto& [id, p] : pending_) {
+    if (p.done) continue;
+    const auto at = std::find(p.route.begin(), p.route.end(), in.peer);
+    if (at == p.route.end() || std::next(at) == p.route.end() || *std::next(at) != next->id) continue;
+    p.done = true;
+    p.outcome.status = ResultStatus::Failed;
+    p.outcome.unavailable = true;
+    p.outcome.error = why;
+  }
+  changed_.notify_all();
 }
 
 void Coordinator::on_op_done(const Incoming& in) {
@@ -258,10 +327,21 @@ void Coordinator::forward(uint64_t id, Pending& p, int begin, std::vector<float>
   p.eval.layer_begin = peer->begin;
   p.eval.layer_end = peer->end;
   p.eval.hidden = std::move(hidden);
+  p.eval.route.clear();
+  p.eval.trace.clear();
+  p.route = {peer->id};
+  // The stages after it that take hand-overs, up to the first that does not
+  // (or a gap in the route: the answer then comes back from before it).
+  for (const Peer* at = peer; at->end >= 0 && at->end != static_cast<int>(expect_.n_layer);) {
+    const Peer* next = stage_at(at->end);
+    if (next == nullptr || next->forward.empty()) break;
+    p.eval.route.push_back({next->begin, next->end, next->forward});
+    p.route.push_back(next->id);
+    at = next;
+  }
   std::vector<uint8_t> bytes = encode(p.eval);
   p.eval.hidden = {};
-  p.at = peer->id;
-  p.at_begin = begin;
+  p.eval.route.clear();
   p.sent = Clock::now();
   peer->stats.bytes_sent += bytes.size();
   hub_->send(peer->id, std::move(bytes));
@@ -269,7 +349,7 @@ void Coordinator::forward(uint64_t id, Pending& p, int begin, std::vector<float>
 
 void Coordinator::fail_at(const PeerId& peer, const std::string& why) {
   for (auto& [id, p] : pending_) {
-    if (p.done || p.at != peer) continue;
+    if (p.done || std::find(p.route.begin(), p.route.end(), peer) == p.route.end()) continue;
     p.done = true;
     p.outcome.status = ResultStatus::Failed;
     p.outcome.unavailable = true;

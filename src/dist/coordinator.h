@@ -4,8 +4,12 @@
 // heartbeats, and carries EVAL batches along the route: a batch goes to the
 // stage that starts where the coordinator's layers end, each stage's hidden
 // states go on to the next, and the last stage's logits come back to the
-// caller. Messages hop through the coordinator (a star: with one worker this
-// is the whole route; with more, each hop costs one extra transfer).
+// caller. Workers that offer a forward address (their HELLO) hand their
+// hidden states straight to the next stage, so a route of k workers costs
+// k + 1 transfers (coordinator -> A -> B -> coordinator); a worker that
+// cannot reach the next one hands them back here instead, this is logged,
+// and from then on that stage's input goes through the coordinator (as for
+// workers without a forward address: two transfers per stage).
 //
 // One I/O thread owns the transport's receiving side; callers on other
 // threads submit requests and wait for their outcomes.
@@ -45,6 +49,13 @@ struct Expectation {
 // model or start inside the coordinator's own.
 std::string handshake_problem(const Hello& hello, const Expectation& expect);
 
+// A worker's forward address (HELLO) as other workers reach it: a wildcard
+// host ("tcp://0.0.0.0:PORT" from a bind to every interface) becomes
+// `seen_at`, the address the coordinator sees the worker at (IPv6 in
+// brackets); anything else is kept. Empty when the host is a wildcard and
+// the address is not known.
+std::string resolve_forward_address(const std::string& offered, const std::string& seen_at);
+
 // "2:4", "3:output".
 std::string layer_range_text(int begin, int end);
 // The inverse: "A:B" or "A:output" (end -1); ds4::Error naming the text when
@@ -56,10 +67,15 @@ struct StageInfo {
   int begin = 0, end = -1;
   std::string name, address;
   // Per-hop telemetry so far: requests answered, the worker's evaluation
-  // time, and the rest of each round trip (transfer and queueing).
+  // time, and the rest of each round trip (transfer and queueing; a round
+  // trip over several stages handing over to each other is divided evenly
+  // among them).
   uint64_t requests = 0;
   double eval_seconds = 0, wait_seconds = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;
+  // Where the stage before hands over to it (empty: through the
+  // coordinator; also once a hand-over there failed).
+  std::string forward;
 };
 
 struct RouteStatus {
@@ -82,6 +98,9 @@ struct Outcome {
 
 struct CoordinatorOptions {
   std::chrono::milliseconds peer_timeout{2000};
+  // Workers hand hidden states to the next stage themselves where they can
+  // (false: everything goes through the coordinator).
+  bool forward_between_workers = true;
   std::function<void(const std::string&)> log;
 };
 
@@ -121,13 +140,14 @@ class Coordinator {
     PeerId id;
     std::string name, address;
     int begin = 0, end = -1;
+    std::string forward;  // resolved; empty when the previous stage cannot hand over to it
     std::chrono::steady_clock::time_point last_heard;
     StageInfo stats;
   };
   struct Pending {
     Eval eval;        // parts kept to forward along the route; hidden moved out when sent
-    PeerId at;        // the stage it waits on
-    int at_begin = 0;
+    // The stages it was sent along, the first to the one expected to answer.
+    std::vector<PeerId> route;
     std::chrono::steady_clock::time_point sent;
     bool done = false;
     Outcome outcome;
@@ -145,6 +165,8 @@ class Coordinator {
   void on_hello(const Incoming& in);
   void on_result(const Incoming& in);
   void on_op_done(const Incoming& in);
+  void on_forward_lost(const Incoming& in);
+  void record_telemetry(const Pending& p, Peer& answered, const Result& r);
   void check_liveness();
   // Drops the workers a send could not reach (Hub::take_unreachable).
   void drop_unreachable();

@@ -15,6 +15,7 @@ constexpr uint64_t kMaxTokens = uint64_t{1} << 26;
 constexpr uint64_t kMaxParts = uint64_t{1} << 16;
 constexpr uint64_t kMaxFloats = uint64_t{1} << 32;
 constexpr uint64_t kMaxPayload = uint64_t{1} << 40;
+constexpr uint64_t kMaxHops = 4096;
 
 WireWriter header(MessageType t) {
   WireWriter w;
@@ -54,6 +55,25 @@ std::vector<float> get_hidden(WireReader& r, HiddenBits* bits_out) {
   return v;
 }
 
+void put_trace(WireWriter& w, const std::vector<StageTime>& trace) {
+  w.put(static_cast<uint64_t>(trace.size()));
+  for (const StageTime& t : trace) {
+    w.put(t.layer_begin);
+    w.put(t.eval_us);
+  }
+}
+
+std::vector<StageTime> get_trace(WireReader& r) {
+  const auto n = r.get<uint64_t>("trace");
+  if (n > kMaxHops) r.fail("trace", std::to_string(n) + " stages");
+  std::vector<StageTime> trace(n);
+  for (StageTime& t : trace) {
+    t.layer_begin = r.get<int32_t>("trace layer_begin");
+    t.eval_us = r.get<uint64_t>("trace eval_us");
+  }
+  return trace;
+}
+
 ResultStatus get_status(WireReader& r) {
   const auto s = r.get<uint32_t>("status");
   if (s > 2) r.fail("status", std::to_string(s) + " is no status");
@@ -73,6 +93,7 @@ const char* message_type_name(MessageType t) {
     case MessageType::SessionOp: return "SESSION_OP";
     case MessageType::SessionOpDone: return "SESSION_OP_DONE";
     case MessageType::Rehello: return "REHELLO";
+    case MessageType::ForwardLost: return "FORWARD_LOST";
   }
   return "?";
 }
@@ -86,7 +107,7 @@ MessageType message_type(std::span<const uint8_t> bytes, const std::string& from
     r.fail("version", "protocol version " + std::to_string(version) + ", this build speaks " +
                           std::to_string(kProtocolVersion));
   const auto type = r.get<uint32_t>("type");
-  if (type < 1 || type > 9) r.fail("type", std::to_string(type) + " is no message type");
+  if (type < 1 || type > 10) r.fail("type", std::to_string(type) + " is no message type");
   return static_cast<MessageType>(type);
 }
 
@@ -102,6 +123,7 @@ std::vector<uint8_t> encode(const Hello& m) {
   w.put(m.numerics);
   w.put(m.hidden_size);
   w.put_string(m.name);
+  w.put_string(m.forward);
   return w.take();
 }
 
@@ -118,6 +140,7 @@ Hello decode_hello(std::span<const uint8_t> bytes, const std::string& from) {
   m.numerics = r.get<uint32_t>("numerics");
   m.hidden_size = r.get<uint64_t>("hidden_size");
   m.name = r.get_string("name", 256);
+  m.forward = r.get_string("forward", 512);
   r.expect_end();
   return m;
 }
@@ -164,6 +187,13 @@ std::vector<uint8_t> encode(const Eval& m) {
     w.put_array<int32_t>(p.tokens);
   }
   put_hidden(w, m.bits, m.hidden);
+  w.put(static_cast<uint64_t>(m.route.size()));
+  for (const Hop& h : m.route) {
+    w.put(h.layer_begin);
+    w.put(h.layer_end);
+    w.put_string(h.address);
+  }
+  put_trace(w, m.trace);
   return w.take();
 }
 
@@ -188,6 +218,15 @@ Eval decode_eval(std::span<const uint8_t> bytes, const std::string& from) {
     p.tokens = r.get_array<int32_t>("tokens", kMaxTokens);
   }
   m.hidden = get_hidden(r, &m.bits);
+  const auto n_hops = r.get<uint64_t>("route");
+  if (n_hops > kMaxHops) r.fail("route", std::to_string(n_hops) + " stages");
+  m.route.resize(n_hops);
+  for (Hop& h : m.route) {
+    h.layer_begin = r.get<int32_t>("route layer_begin");
+    h.layer_end = r.get<int32_t>("route layer_end");
+    h.address = r.get_string("route address", 512);
+  }
+  m.trace = get_trace(r);
   r.expect_end();
   return m;
 }
@@ -198,6 +237,8 @@ std::vector<uint8_t> encode(const Result& m) {
   w.put(static_cast<uint32_t>(m.status));
   w.put_string(m.error);
   w.put(m.eval_us);
+  put_trace(w, m.trace);
+  w.put_string(m.forward_error);
   put_hidden(w, m.bits, m.hidden);
   w.put_array<float>(m.logits);
   return w.take();
@@ -210,6 +251,8 @@ Result decode_result(std::span<const uint8_t> bytes, const std::string& from) {
   m.status = get_status(r);
   m.error = r.get_string("error");
   m.eval_us = r.get<uint64_t>("eval_us");
+  m.trace = get_trace(r);
+  m.forward_error = r.get_string("forward_error");
   m.hidden = get_hidden(r, &m.bits);
   m.logits = r.get_array<float>("logits", kMaxFloats);
   r.expect_end();
@@ -226,6 +269,22 @@ Heartbeat decode_heartbeat(std::span<const uint8_t> bytes, const std::string& fr
   WireReader r = body(bytes, MessageType::Heartbeat, from);
   Heartbeat m;
   m.seq = r.get<uint64_t>("seq");
+  r.expect_end();
+  return m;
+}
+
+std::vector<uint8_t> encode(const ForwardLost& m) {
+  WireWriter w = header(MessageType::ForwardLost);
+  w.put_string(m.address);
+  w.put_string(m.reason);
+  return w.take();
+}
+
+ForwardLost decode_forward_lost(std::span<const uint8_t> bytes, const std::string& from) {
+  WireReader r = body(bytes, MessageType::ForwardLost, from);
+  ForwardLost m;
+  m.address = r.get_string("address", 512);
+  m.reason = r.get_string("reason");
   r.expect_end();
   return m;
 }

@@ -5,11 +5,15 @@
 // and decodes them, and every decode checks lengths and counts, so a damaged
 // or foreign message is a ds4::Error naming the field.
 //
-// A worker says HELLO (what it is: build, model fingerprint, layers, context);
-// the coordinator answers WELCOME (its stage) or REFUSE (the mismatch, named).
-// EVAL carries a batch of session spans over a layer range with their hidden
-// states in; RESULT carries the hidden states out, or the logits from the
-// stage that ends with the output head. SESSION_OP copies, drops, saves and
+// A worker says HELLO (what it is: build, model fingerprint, layers, context,
+// where other workers can reach it); the coordinator answers WELCOME (its
+// stage) or REFUSE (the mismatch, named). EVAL carries a batch of session
+// spans over a layer range with their hidden states in, and the stages after
+// it: a worker hands its hidden states straight to the next stage (a ring
+// coordinator -> A -> B -> coordinator, one transfer per stage) and only the
+// route's last stage, a failure or a hand-over that could not be made
+// answers the coordinator with RESULT: the hidden states out, or the logits
+// from the stage that ends with the output head. SESSION_OP copies, drops, saves and
 // loads a session's state on a worker. Both sides send HEARTBEAT while idle
 // and busy, so a peer that died or whose link went silent is noticed.
 #pragma once
@@ -23,7 +27,7 @@
 namespace ds4::dist {
 
 inline constexpr uint32_t kMagic = 0x5a345344;  // "DS4Z"
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 
 enum class MessageType : uint32_t {
   Hello = 1,
@@ -36,6 +40,9 @@ enum class MessageType : uint32_t {
   SessionOpDone = 8,
   // The coordinator does not know the sender (it restarted): HELLO again.
   Rehello = 9,
+  // A worker's connection to the next stage's forward address broke:
+  // hand-overs on it may be lost.
+  ForwardLost = 10,
 };
 const char* message_type_name(MessageType t);
 
@@ -54,6 +61,10 @@ struct Hello {
   uint32_t numerics = 0;   // backend::Numerics
   uint64_t hidden_size = 0;
   std::string name;  // host and pid, for logs
+  // Where other workers hand this one its EVALs (Link::forward_address():
+  // "tcp://*:PORT" when the host is the one the coordinator sees, "rank 2");
+  // empty: only from the coordinator.
+  std::string forward;
 };
 
 struct Welcome {
@@ -80,6 +91,19 @@ struct EvalPart {
   std::vector<int32_t> tokens;
 };
 
+// A stage after the receiving one: its layers and where it takes EVALs.
+struct Hop {
+  int32_t layer_begin = 0;
+  int32_t layer_end = -1;
+  std::string address;  // another worker's forward address, as the coordinator resolved it
+};
+
+// One stage's evaluation time, carried along the route for the telemetry.
+struct StageTime {
+  int32_t layer_begin = 0;
+  uint64_t eval_us = 0;
+};
+
 struct Eval {
   uint64_t request = 0;
   int32_t layer_begin = 0;
@@ -87,6 +111,10 @@ struct Eval {
   HiddenBits bits = HiddenBits::F32;
   std::vector<EvalPart> parts;
   std::vector<float> hidden;  // every part's tokens in order x hidden_size
+  // The stages after this one, in order: this stage's hidden states go to
+  // route[0] (with the rest of the route), not back to the coordinator.
+  std::vector<Hop> route;
+  std::vector<StageTime> trace;  // the stages before this one on the route
 };
 
 enum class ResultStatus : uint32_t {
@@ -101,7 +129,12 @@ struct Result {
   uint64_t request = 0;
   ResultStatus status = ResultStatus::Ok;
   std::string error;
-  uint64_t eval_us = 0;  // the worker's evaluation time
+  uint64_t eval_us = 0;          // the worker's evaluation time
+  std::vector<StageTime> trace;  // the stages before it on the route
+  // Set when the worker could not hand its hidden states to the next stage
+  // (why, naming the address): they come back here instead, and the
+  // coordinator carries them on itself.
+  std::string forward_error;
   HiddenBits bits = HiddenBits::F32;
   std::vector<float> hidden;  // hidden states out (a stage short of the head)
   // The last stage's logits: per part in order, every row (all_logits), the
@@ -111,6 +144,11 @@ struct Result {
 
 struct Heartbeat {
   uint64_t seq = 0;
+};
+
+struct ForwardLost {
+  std::string address;  // the next stage's forward address
+  std::string reason;
 };
 
 enum class SessionOpKind : uint32_t {
@@ -141,6 +179,7 @@ std::vector<uint8_t> encode(const Refuse& m);
 std::vector<uint8_t> encode(const Eval& m);
 std::vector<uint8_t> encode(const Result& m);
 std::vector<uint8_t> encode(const Heartbeat& m);
+std::vector<uint8_t> encode(const ForwardLost& m);
 std::vector<uint8_t> encode(const SessionOp& m);
 std::vector<uint8_t> encode(const SessionOpDone& m);
 std::vector<uint8_t> encode_rehello();
@@ -153,6 +192,7 @@ Refuse decode_refuse(std::span<const uint8_t> bytes, const std::string& from);
 Eval decode_eval(std::span<const uint8_t> bytes, const std::string& from);
 Result decode_result(std::span<const uint8_t> bytes, const std::string& from);
 Heartbeat decode_heartbeat(std::span<const uint8_t> bytes, const std::string& from);
+ForwardLost decode_forward_lost(std::span<const uint8_t> bytes, const std::string& from);
 SessionOp decode_session_op(std::span<const uint8_t> bytes, const std::string& from);
 SessionOpDone decode_session_op_done(std::span<const uint8_t> bytes, const std::string& from);
 

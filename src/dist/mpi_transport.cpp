@@ -136,16 +136,38 @@ class MpiHub final : public Hub, private MpiEnd {
   int size_;
 };
 
+// A worker rank's end: rank 0, and the other worker ranks by their names
+// ("rank 2" is both the forward address and the hub's peer id).
 class MpiLink final : public Link, private MpiEnd {
  public:
+  MpiLink(int rank, int size) : rank_(rank), size_(size) {}
   void send(std::vector<uint8_t> bytes) override { queue(0, std::move(bytes)); }
-  std::optional<std::vector<uint8_t>> receive(std::chrono::milliseconds timeout) override {
-    auto m = poll(0, timeout);
+  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
+    const int rank = rank_of(address);
+    if (rank <= 0 || rank >= size_ || rank == rank_) {
+      std::lock_guard lock(undelivered_mutex_);
+      undelivered_.push_back({address, "no worker rank of this MPI job is called '" + address + "'", std::move(bytes)});
+      return;
+    }
+    queue(rank, std::move(bytes));
+  }
+  std::string forward_address() const override { return "rank " + std::to_string(rank_); }
+  std::optional<Received> receive(std::chrono::milliseconds timeout) override {
+    auto m = poll(MPI_ANY_SOURCE, timeout);
     if (!m) return std::nullopt;
-    return std::move(m->second);
+    return Received{std::move(m->second), m->first == 0};
   }
   std::vector<std::string> take_security_events() override { return {}; }
   std::string describe() const override { return "MPI rank 0 (not encrypted)"; }
+
+ private:
+  static int rank_of(const std::string& address) {
+    if (address.rfind("rank ", 0) != 0 || address.size() == 5 || address.size() > 14 ||
+        address.find_first_not_of("0123456789", 5) != std::string::npos)
+      return -1;
+    return std::stoi(address.substr(5));
+  }
+  int rank_, size_;
 };
 
 }  // namespace
@@ -171,7 +193,7 @@ std::unique_ptr<Hub> make_mpi_hub(const MpiRuntime& mpi) {
 
 std::unique_ptr<Link> make_mpi_link(const MpiRuntime& mpi) {
   if (mpi.rank() == 0) throw Error("rank 0 is the coordinator, not a worker");
-  return std::make_unique<MpiLink>();
+  return std::make_unique<MpiLink>(mpi.rank(), mpi.size());
 }
 
 }  // namespace ds4::dist

@@ -1,8 +1,9 @@
 // The MPI transport (dist/transport.h) for clusters that already run MPI:
 // `mpirun -n K ds4-server --dist mpi --layers 0:A,A:B,...,X:output`, rank 0
 // the coordinator (it serves HTTP), rank r > 0 the worker of the r-th range.
-// Messages are point-to-point sends between rank 0 and each worker (Open
-// MPI picks TCP, shared memory, or UCX/RDMA where the cluster has it).
+// Messages are point-to-point sends between rank 0 and each worker, and
+// from each worker to the next stage's rank (Open MPI picks TCP, shared
+// memory, or UCX/RDMA where the cluster has it).
 //
 // MPI's data plane is neither authenticated nor encrypted: for trusted
 // networks only (docs/distributed.md). Open MPI 4.1 has no fault tolerance:

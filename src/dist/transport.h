@@ -7,9 +7,16 @@
 // Threads: send() may be called from any thread; receive() from one thread
 // only, which also pushes the queued sends out (the coordinator's and the
 // worker's I/O threads call it in a loop).
+//
+// A worker's link also reaches other workers: it offers a forward address
+// (its HELLO carries it) where the stage before it hands over its hidden
+// states, and send_to() delivers to such an address, so a pipeline's hidden
+// states go worker to worker instead of through the coordinator.
 #pragma once
 
 #include <chrono>
+#include <mutex>
+#include <utility>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -47,14 +54,49 @@ class Hub {
   virtual std::string endpoint() const = 0;
 };
 
-// A worker's end: its coordinator.
+// A message a worker's link received: from its coordinator, or handed over
+// by another worker at its forward address.
+struct Received {
+  std::vector<uint8_t> bytes;
+  bool from_coordinator = true;
+};
+
+// A message send_to() could not deliver, and why (naming the address).
+struct Undelivered {
+  std::string address, reason;
+  std::vector<uint8_t> bytes;
+};
+
+// A worker's end: its coordinator, and the other workers' forward addresses.
 class Link {
  public:
   virtual ~Link() = default;
   virtual void send(std::vector<uint8_t> bytes) = 0;
-  virtual std::optional<std::vector<uint8_t>> receive(std::chrono::milliseconds timeout) = 0;
+  virtual std::optional<Received> receive(std::chrono::milliseconds timeout) = 0;
   virtual std::vector<std::string> take_security_events() = 0;
   virtual std::string describe() const = 0;
+  // Where other workers reach this one ("tcp://*:PORT": the host is
+  // whatever address the coordinator sees this worker at; "rank 2"); empty
+  // when this link takes nothing from other workers.
+  virtual std::string forward_address() const { return ""; }
+  // Queues a message for another worker's forward address; in order per
+  // address. One that cannot be delivered in time comes back from
+  // take_undelivered(), as does everything queued behind it.
+  virtual void send_to(const std::string& address, std::vector<uint8_t> bytes) {
+    std::lock_guard lock(undelivered_mutex_);
+    undelivered_.push_back({address, "this transport does not reach other workers", std::move(bytes)});
+  }
+  virtual std::vector<Undelivered> take_undelivered() {
+    std::lock_guard lock(undelivered_mutex_);
+    return std::exchange(undelivered_, {});
+  }
+  // Connections to next-stage addresses that broke since the last call
+  // (address, why): what was handed over on them may never arrive.
+  virtual std::vector<std::pair<std::string, std::string>> take_lost_connections() { return {}; }
+
+ protected:
+  std::mutex undelivered_mutex_;
+  std::vector<Undelivered> undelivered_;
 };
 
 }  // namespace ds4::dist

@@ -64,7 +64,38 @@ Hello Worker::hello() const {
   h.numerics = static_cast<uint32_t>(backend_.numerics());
   h.hidden_size = static_cast<uint64_t>(backend_.hidden_size());
   h.name = options_.name;
+  h.forward = link_->forward_address();
   return h;
+}
+
+size_t Worker::hand_overs() const {
+  std::lock_guard lock(mutex_);
+  return hand_overs_;
+}
+
+// Hand-overs the next stage never took go to the coordinator as this
+// stage's RESULT (its hidden states, the reason), which carries them on.
+void Worker::return_undelivered() {
+  for (Undelivered& u : link_->take_undelivered()) {
+    Eval e;
+    try {
+      e = decode_eval(u.bytes, "this worker's own hand-over");
+    } catch (const Error& err) {
+      log(std::string("dropped an undeliverable hand-over: ") + err.what());
+      continue;
+    }
+    Result r;
+    r.request = e.request;
+    if (!e.trace.empty()) {
+      r.eval_us = e.trace.back().eval_us;
+      e.trace.pop_back();
+    }
+    r.trace = std::move(e.trace);
+    r.forward_error = u.reason;
+    r.bits = e.bits;
+    r.hidden = std::move(e.hidden);
+    link_->send(encode(r));
+  }
 }
 
 void Worker::run() {
@@ -93,8 +124,32 @@ void Worker::run() {
       last_sent = now;
     }
     for (const std::string& line : link_->take_security_events()) log(line);
-    auto bytes = link_->receive(kPoll);
-    if (!bytes) continue;
+    return_undelivered();
+    for (auto& [address, reason] : link_->take_lost_connections()) {
+      log(reason);
+      link_->send(encode(ForwardLost{address, reason}));
+    }
+    auto received = link_->receive(kPoll);
+    if (!received) continue;
+    std::vector<uint8_t>* bytes = &received->bytes;
+    if (!received->from_coordinator) {
+      // Another worker hands over its hidden states; nothing else comes that way.
+      try {
+        const MessageType type = message_type(*bytes, "the previous stage");
+        if (type != MessageType::Eval) {
+          log(std::string("ignored a ") + message_type_name(type) + " from another worker");
+          continue;
+        }
+      } catch (const Error& e) {
+        log(std::string("ignored a bad message: ") + e.what());
+        continue;
+      }
+      if (evaluate_inline(*bytes)) continue;
+      std::lock_guard lock(mutex_);
+      jobs_.push_back(Job{MessageType::Eval, std::move(*bytes)});
+      jobs_ready_.notify_all();
+      continue;
+    }
     last_heard = Clock::now();
     try {
       const MessageType type = message_type(*bytes, "the coordinator");
@@ -170,7 +225,12 @@ void Worker::evaluation_loop() {
 void Worker::finish(Reply reply) {
   std::lock_guard lock(mutex_);
   if (reply.small_batch_quick) small_batches_quick_ = *reply.small_batch_quick;
-  if (!reply.bytes.empty()) link_->send(std::move(reply.bytes));
+  if (!reply.to.empty()) {
+    link_->send_to(reply.to, std::move(reply.bytes));
+    ++hand_overs_;
+  } else if (!reply.bytes.empty()) {
+    link_->send(std::move(reply.bytes));
+  }
   evaluating_ = false;
   session_count_ = sessions_.size();
   jobs_ready_.notify_all();  // the evaluation thread may take what came meanwhile
@@ -218,14 +278,30 @@ Worker::Reply Worker::answer_eval(const std::vector<uint8_t>& bytes, const Eval*
   Result r;
   const auto t0 = Clock::now();
   size_t tokens = SIZE_MAX;
+  Reply reply;
+  Eval eval;  // outlives the try: the answer's trace is read from it
   try {
-    Eval eval;
     if (decoded == nullptr) {
-      eval = decode_eval(bytes, "the coordinator");
+      eval = decode_eval(bytes, "the coordinator or the previous stage");
       decoded = &eval;
     }
     tokens = batch_tokens(*decoded);
     r = evaluate(*decoded);
+    if (r.status == ResultStatus::Ok && !decoded->route.empty()) {
+      // Hand the hidden states to the next stage, with the rest of the route.
+      Eval next;
+      next.request = decoded->request;
+      next.layer_begin = decoded->route[0].layer_begin;
+      next.layer_end = decoded->route[0].layer_end;
+      next.bits = decoded->bits;
+      next.parts = decoded->parts;
+      next.hidden = std::move(r.hidden);
+      next.route.assign(decoded->route.begin() + 1, decoded->route.end());
+      next.trace = decoded->trace;
+      next.trace.push_back({options_.layers.begin, r.eval_us});
+      reply.to = decoded->route[0].address;
+      reply.bytes = encode(next);
+    }
   } catch (const Error& e) {
     r.status = ResultStatus::Failed;
     r.error = e.what();
@@ -233,9 +309,11 @@ Worker::Reply Worker::answer_eval(const std::vector<uint8_t>& bytes, const Eval*
     // short for it fails on the coordinator's side by its timeout.
     if (bytes.size() >= 20) std::memcpy(&r.request, bytes.data() + 12, 8);
   }
-  Reply reply;
   if (tokens <= kInlineTokens) reply.small_batch_quick = Clock::now() - t0 < options_.inline_budget;
-  reply.bytes = encode(r);
+  if (reply.to.empty()) {
+    r.trace = decoded != nullptr ? decoded->trace : std::vector<StageTime>{};
+    reply.bytes = encode(r);
+  }
   return reply;
 }
 

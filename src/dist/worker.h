@@ -7,6 +7,11 @@
 // MISMATCH and the coordinator replays the session instead of getting
 // silently wrong output.
 //
+// An EVAL that names stages after this one (its route) is handed to the
+// next of them directly (Link::send_to) instead of answered; a hand-over
+// the link could not deliver is answered to the coordinator after all, with
+// the reason, so it carries the hidden states on itself.
+//
 // Two threads: the I/O thread receives, sends heartbeats every
 // kHeartbeatInterval (also during a long evaluation) and says HELLO until
 // welcomed; the evaluation thread runs the batches in arrival order. A small
@@ -40,7 +45,9 @@ inline constexpr std::chrono::milliseconds kHeartbeatInterval{250};
 inline constexpr std::chrono::milliseconds kPeerTimeout{2000};
 // Batches the I/O thread may evaluate itself (see above).
 inline constexpr size_t kInlineTokens = 16;
-inline constexpr std::chrono::milliseconds kInlineBudget{50};
+// 500 ms: a decode step of a big stage on a slow host still goes inline,
+// and heartbeats (every 250 ms, a peer given up after 2 s) stay timely.
+inline constexpr std::chrono::milliseconds kInlineBudget{500};
 
 struct WorkerOptions {
   backend::LayerRange layers;  // end -1: through the output head
@@ -73,6 +80,8 @@ class Worker {
   size_t sessions() const;
   // Batches the I/O thread evaluated itself (see above).
   size_t inline_evaluations() const;
+  // Batches handed to the next stage instead of answered.
+  size_t hand_overs() const;
 
  private:
   struct Job {
@@ -88,10 +97,12 @@ class Worker {
   // batch whether it was quick.
   struct Reply {
     std::vector<uint8_t> bytes;
+    std::string to;  // the next stage's forward address: a hand-over (EVAL), not an answer
     std::optional<bool> small_batch_quick;
   };
 
   void evaluation_loop();
+  void return_undelivered();
   // Evaluates `bytes` (an EVAL) on the I/O thread when it is small, nothing
   // is queued or running and small batches have been quick; false when it
   // must be queued instead.
@@ -120,6 +131,7 @@ class Worker {
   // The last small batch's evaluation took under options_.inline_budget.
   bool small_batches_quick_ = false;
   size_t inline_evaluations_ = 0;
+  size_t hand_overs_ = 0;
   bool stopping_ = false;
   bool welcomed_ = false;
   std::string refused_;

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <optional>
 #include <mutex>
 #include <utility>
 
@@ -25,6 +27,9 @@ constexpr int kHeartbeatIvlMs = 500;
 constexpr int kPeerSilentMs = 3000;
 // A send that cannot go out for this long (the peer stopped reading) fails.
 constexpr int kSendTimeoutMs = 10000;
+// A hand-over to the next stage that cannot start for this long (no
+// completed connection there) comes back to the worker.
+constexpr int kForwardTimeoutMs = 3000;
 
 std::atomic<uint64_t> g_monitor_serial{0};
 
@@ -56,6 +61,61 @@ std::vector<zmq::message_t> receive_frames(zmq::socket_t& socket) {
   return frames;
 }
 
+// Every ds4 socket: no lingering, ZMTP heartbeats, quick reconnects, CURVE
+// as the server (the coordinator's door, a worker's forward address) or as a
+// client holding the cluster key.
+void configure(zmq::socket_t& socket, const CurveKey& key, bool server) {
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::sndtimeo, kSendTimeoutMs);
+  socket.set(zmq::sockopt::heartbeat_ivl, kHeartbeatIvlMs);
+  socket.set(zmq::sockopt::heartbeat_timeout, kPeerSilentMs);
+  socket.set(zmq::sockopt::heartbeat_ttl, kPeerSilentMs);
+  socket.set(zmq::sockopt::reconnect_ivl, 100);
+  socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
+  if (server) {
+    socket.set(zmq::sockopt::curve_server, true);
+    socket.set(zmq::sockopt::curve_secretkey, key.secret_z85);
+    socket.set(zmq::sockopt::zap_domain, "ds4");
+  } else {
+    socket.set(zmq::sockopt::curve_serverkey, key.public_z85);
+    socket.set(zmq::sockopt::curve_publickey, key.public_z85);
+    socket.set(zmq::sockopt::curve_secretkey, key.secret_z85);
+  }
+}
+
+constexpr int kHandshakeEvents =
+    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+
+// A PAIR socket that receives `socket`'s `events` (failed handshakes by
+// default; read_monitor_event).
+zmq::socket_t attach_monitor(zmq::context_t& ctx, zmq::socket_t& socket, int events = kHandshakeEvents) {
+  const std::string monitor = "inproc://ds4-monitor-" + std::to_string(g_monitor_serial++);
+  if (zmq_socket_monitor(socket.handle(), monitor.c_str(), events) != 0)
+    throw Error(std::string("zmq_socket_monitor: ") + zmq_strerror(zmq_errno()));
+  zmq::socket_t pair(ctx, zmq::socket_type::pair);
+  pair.connect(monitor);
+  return pair;
+}
+
+struct MonitorEvent {
+  uint16_t event = 0;
+  std::string line;  // for a failed handshake; empty otherwise
+};
+
+// A monitor's next event, when one waits.
+std::optional<MonitorEvent> read_monitor_event(zmq::socket_t& monitor) {
+  zmq::message_t head, address;
+  if (!monitor.recv(head, zmq::recv_flags::dontwait)) return std::nullopt;
+  if (!head.more() || !monitor.recv(address, zmq::recv_flags::dontwait)) return std::nullopt;
+  if (head.size() < 6) return std::nullopt;
+  MonitorEvent e;
+  uint32_t value;
+  std::memcpy(&e.event, head.data(), 2);
+  std::memcpy(&value, static_cast<const char*>(head.data()) + 2, 4);
+  e.line = event_line(e.event, value, address.to_string());
+  return e;
+}
+
 // What both ends share: the context, a socket with a monitor, the queue of
 // sends from other threads and the eventfd that wakes receive() for them.
 class ZmqEnd {
@@ -63,29 +123,8 @@ class ZmqEnd {
   ZmqEnd(zmq::socket_type type, const CurveKey& key, bool server) : socket_(ctx_, type) {
     wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_ < 0) throw Error("eventfd: " + std::string(std::strerror(errno)));
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.set(zmq::sockopt::sndtimeo, kSendTimeoutMs);
-    socket_.set(zmq::sockopt::heartbeat_ivl, kHeartbeatIvlMs);
-    socket_.set(zmq::sockopt::heartbeat_timeout, kPeerSilentMs);
-    socket_.set(zmq::sockopt::heartbeat_ttl, kPeerSilentMs);
-    socket_.set(zmq::sockopt::reconnect_ivl, 100);
-    socket_.set(zmq::sockopt::reconnect_ivl_max, 1000);
-    if (server) {
-      socket_.set(zmq::sockopt::curve_server, true);
-      socket_.set(zmq::sockopt::curve_secretkey, key.secret_z85);
-      socket_.set(zmq::sockopt::zap_domain, "ds4");
-    } else {
-      socket_.set(zmq::sockopt::curve_serverkey, key.public_z85);
-      socket_.set(zmq::sockopt::curve_publickey, key.public_z85);
-      socket_.set(zmq::sockopt::curve_secretkey, key.secret_z85);
-    }
-    const std::string monitor = "inproc://ds4-monitor-" + std::to_string(g_monitor_serial++);
-    if (zmq_socket_monitor(socket_.handle(), monitor.c_str(),
-                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0)
-      throw Error(std::string("zmq_socket_monitor: ") + zmq_strerror(zmq_errno()));
-    monitor_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
-    monitor_.connect(monitor);
+    configure(socket_, key, server);
+    monitor_ = attach_monitor(ctx_, socket_);
   }
   ~ZmqEnd() {
     if (wake_ >= 0) ::close(wake_);
@@ -96,6 +135,10 @@ class ZmqEnd {
       std::lock_guard lock(mutex_);
       outgoing_.push_back(std::move(frames));
     }
+    wake();
+  }
+
+  void wake() {
     const uint64_t one = 1;
     [[maybe_unused]] const ssize_t n = ::write(wake_, &one, sizeof one);
   }
@@ -144,11 +187,8 @@ class ZmqEnd {
                                   {zap != nullptr ? zap->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       zmq::poll(items, zap != nullptr ? 4 : 3, std::max(left, std::chrono::milliseconds(0)));
-      if (items[2].revents & ZMQ_POLLIN) {
-        uint64_t n;
-        [[maybe_unused]] const ssize_t r = ::read(wake_, &n, sizeof n);
-      }
-      if (items[1].revents & ZMQ_POLLIN) read_monitor();
+      if (items[2].revents & ZMQ_POLLIN) drain_wake();
+      if (items[1].revents & ZMQ_POLLIN) read_monitor(monitor_);
       if (zap != nullptr && (items[3].revents & ZMQ_POLLIN)) answer_zap(*zap);
       if (items[0].revents & ZMQ_POLLIN) {
         std::vector<zmq::message_t> frames = receive_frames(socket_);
@@ -171,22 +211,18 @@ class ZmqEnd {
     events_.push_back(std::move(line));
   }
 
+  void drain_wake() {
+    uint64_t n;
+    [[maybe_unused]] const ssize_t r = ::read(wake_, &n, sizeof n);
+  }
+  void read_monitor(zmq::socket_t& monitor) {
+    if (auto e = read_monitor_event(monitor); e && !e->line.empty()) note(std::move(e->line));
+  }
+  int wake_fd() const { return wake_; }
+  zmq::socket_t& monitor() { return monitor_; }
+
   zmq::context_t ctx_;
   zmq::socket_t socket_;
-
- private:
-  void read_monitor() {
-    zmq::message_t head, address;
-    if (!monitor_.recv(head, zmq::recv_flags::dontwait)) return;
-    if (!head.more() || !monitor_.recv(address, zmq::recv_flags::dontwait)) return;
-    if (head.size() < 6) return;
-    uint16_t event;
-    uint32_t value;
-    std::memcpy(&event, head.data(), 2);
-    std::memcpy(&value, static_cast<const char*>(head.data()) + 2, 4);
-    std::string line = event_line(event, value, address.to_string());
-    if (!line.empty()) note(std::move(line));
-  }
 
   // ZAP (RFC 27): admit a CURVE client only when its public key is ours.
   void answer_zap(zmq::socket_t& zap) {
@@ -271,31 +307,100 @@ class ZmqHub final : public Hub, private ZmqEnd {
   std::string endpoint_;
 };
 
+// A worker's end: a DEALER to the coordinator; with a forward address, a
+// ROUTER bound there (CURVE server admitting only the cluster key, as the
+// coordinator's door) where the stage before hands over its hidden states,
+// and one DEALER per next-stage address it hands over to. Those DEALERs
+// queue only to a connection whose CURVE handshake completed, so a next stage
+// that cannot be reached (a firewall, another key, a wrong address) shows as
+// sends that do not go out; after kForwardTimeoutMs they come back through
+// take_undelivered() with the reason.
 class ZmqLink final : public Link, private ZmqEnd {
  public:
-  ZmqLink(const std::string& endpoint, const CurveKey& key)
-      : ZmqEnd(zmq::socket_type::dealer, key, false), endpoint_(endpoint) {
+  ZmqLink(const std::string& endpoint, const CurveKey& key, const std::string& forward_listen)
+      : ZmqEnd(zmq::socket_type::dealer, key, false), key_(key), endpoint_(endpoint) {
     try {
       socket_.connect(endpoint);
     } catch (const zmq::error_t& e) {
       throw Error("cannot connect to " + endpoint + ": " + e.what());
     }
+    if (forward_listen.empty()) return;
+    public_z85_ = key.public_z85;
+    zap_ = zmq::socket_t(ctx_, zmq::socket_type::rep);
+    zap_.bind("inproc://zeromq.zap.01");
+    in_ = zmq::socket_t(ctx_, zmq::socket_type::router);
+    configure(in_, key, true);
+    in_monitor_ = attach_monitor(ctx_, in_);
+    try {
+      in_.bind(forward_listen);
+    } catch (const zmq::error_t& e) {
+      throw Error("cannot listen for other workers on " + forward_listen + ": " + e.what());
+    }
+    forward_address_ = in_.get(zmq::sockopt::last_endpoint);  // the port chosen for "*"
   }
 
   void send(std::vector<uint8_t> bytes) override { queue({std::move(bytes)}); }
 
-  std::optional<std::vector<uint8_t>> receive(std::chrono::milliseconds timeout) override {
+  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
+    {
+      std::lock_guard lock(forward_mutex_);
+      to_forward_.emplace_back(address, std::move(bytes));
+    }
+    wake();
+  }
+
+  std::string forward_address() const override { return forward_address_; }
+
+  std::vector<std::pair<std::string, std::string>> take_lost_connections() override {
+    std::lock_guard lock(forward_mutex_);
+    return std::exchange(lost_, {});
+  }
+
+  std::optional<Received> receive(std::chrono::milliseconds timeout) override {
     const auto deadline = Clock::now() + timeout;
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      auto frames = wait(std::max(left, std::chrono::milliseconds(0)));
-      if (!frames) return std::nullopt;
-      if (frames->size() != 1) {
-        note("dropped a message of " + std::to_string(frames->size()) + " frames from the coordinator");
-        continue;
+      flush();
+      const bool pending = push_forwards();
+      std::vector<zmq::pollitem_t> items = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                                            {monitor().handle(), 0, ZMQ_POLLIN, 0},
+                                            {nullptr, wake_fd(), ZMQ_POLLIN, 0}};
+      if (in_.handle() != nullptr) {
+        items.push_back({in_.handle(), 0, ZMQ_POLLIN, 0});
+        items.push_back({in_monitor_.handle(), 0, ZMQ_POLLIN, 0});
+        items.push_back({zap_.handle(), 0, ZMQ_POLLIN, 0});
       }
-      const auto* p = static_cast<const uint8_t*>((*frames)[0].data());
-      return std::vector<uint8_t>(p, p + (*frames)[0].size());
+      for (auto& [address, out] : out_)
+        if (!out.pending.empty()) items.push_back({out.socket.handle(), 0, ZMQ_POLLOUT, 0});
+      auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                           std::chrono::milliseconds(0));
+      // Undeliverable hand-overs are noticed while nothing else happens.
+      if (pending) left = std::min(left, std::chrono::milliseconds(50));
+      zmq::poll(items.data(), items.size(), left);
+      if (items[2].revents & ZMQ_POLLIN) drain_wake();
+      if (items[1].revents & ZMQ_POLLIN) read_monitor(monitor());
+      if (in_.handle() != nullptr) {
+        if (items[4].revents & ZMQ_POLLIN) read_monitor(in_monitor_);
+        if (items[5].revents & ZMQ_POLLIN) answer_zap(zap_);
+        if (items[3].revents & ZMQ_POLLIN) {
+          std::vector<zmq::message_t> frames = receive_frames(in_);
+          if (frames.size() == 2) {
+            const auto* p = static_cast<const uint8_t*>(frames[1].data());
+            return Received{std::vector<uint8_t>(p, p + frames[1].size()), false};
+          }
+          if (!frames.empty())
+            note("dropped a message of " + std::to_string(frames.size()) + " frames from another worker");
+        }
+      }
+      if (items[0].revents & ZMQ_POLLIN) {
+        std::vector<zmq::message_t> frames = receive_frames(socket_);
+        if (frames.size() == 1) {
+          const auto* p = static_cast<const uint8_t*>(frames[0].data());
+          return Received{std::vector<uint8_t>(p, p + frames[0].size()), true};
+        }
+        if (!frames.empty())
+          note("dropped a message of " + std::to_string(frames.size()) + " frames from the coordinator");
+      }
+      if (Clock::now() >= deadline) return std::nullopt;
     }
   }
 
@@ -303,7 +408,91 @@ class ZmqLink final : public Link, private ZmqEnd {
   std::string describe() const override { return endpoint_ + " (CURVE)"; }
 
  private:
-  std::string endpoint_;
+  // A next stage's address: its socket and what waits to go there.
+  struct Outbound {
+    zmq::socket_t socket, monitor;
+    std::deque<std::vector<uint8_t>> pending;
+    Clock::time_point stuck_since;  // when the front of `pending` started waiting
+    std::string last_event;         // the latest failed handshake, for the reason
+  };
+
+  // Moves what other threads handed over to its address's queue and sends
+  // what can go, in order; gives up on an address whose front message has
+  // waited kForwardTimeoutMs. True while anything waits.
+  bool push_forwards() {
+    std::deque<std::pair<std::string, std::vector<uint8_t>>> fresh;
+    {
+      std::lock_guard lock(forward_mutex_);
+      fresh.swap(to_forward_);
+    }
+    const auto now = Clock::now();
+    for (auto& [address, bytes] : fresh) {
+      Outbound& out = outbound(address);
+      if (out.pending.empty()) out.stuck_since = now;
+      out.pending.push_back(std::move(bytes));
+    }
+    bool waiting = false;
+    for (auto it = out_.begin(); it != out_.end();) {
+      Outbound& out = it->second;
+      while (auto e = read_monitor_event(out.monitor)) {
+        if (!e->line.empty()) out.last_event = e->line;
+        if (e->event == ZMQ_EVENT_DISCONNECTED) {
+          // What went out on it since may be lost (ZeroMQ drops what its
+          // pipe held); ZeroMQ reconnects by itself.
+          std::lock_guard lock(forward_mutex_);
+          lost_.emplace_back(it->first, "the connection to the next stage at " + it->first +
+                                            " closed (the peer went away, or nothing came back for " +
+                                            std::to_string(kPeerSilentMs) + " ms)");
+        }
+      }
+      while (!out.pending.empty()) {
+        const std::vector<uint8_t>& front = out.pending.front();
+        if (!out.socket.send(zmq::message_t(front.data(), front.size()), zmq::send_flags::dontwait)) break;
+        out.pending.pop_front();
+        out.stuck_since = now;
+      }
+      if (!out.pending.empty() && now - out.stuck_since >= std::chrono::milliseconds(kForwardTimeoutMs)) {
+        give_up(it->first, out);
+        it = out_.erase(it);  // a later hand-over there connects afresh
+        continue;
+      }
+      waiting = waiting || !out.pending.empty();
+      ++it;
+    }
+    return waiting;
+  }
+
+  Outbound& outbound(const std::string& address) {
+    auto it = out_.find(address);
+    if (it != out_.end()) return it->second;
+    Outbound out;
+    out.socket = zmq::socket_t(ctx_, zmq::socket_type::dealer);
+    configure(out.socket, key_, false);
+    out.socket.set(zmq::sockopt::immediate, true);  // nothing queues before the handshake completed
+    out.monitor = attach_monitor(ctx_, out.socket, kHandshakeEvents | ZMQ_EVENT_DISCONNECTED);
+    try {
+      out.socket.connect(address);
+    } catch (const zmq::error_t& e) {
+      out.last_event = std::string("cannot connect: ") + e.what();
+    }
+    return out_.emplace(address, std::move(out)).first->second;
+  }
+
+  void give_up(const std::string& address, Outbound& out) {
+    std::string reason =
+        "the next stage at " + address + " could not be reached within " + std::to_string(kForwardTimeoutMs) + " ms";
+    if (!out.last_event.empty()) reason += " (" + out.last_event + ")";
+    std::lock_guard lock(undelivered_mutex_);
+    for (auto& bytes : out.pending) undelivered_.push_back({address, reason, std::move(bytes)});
+  }
+
+  CurveKey key_;
+  std::string endpoint_, forward_address_;
+  zmq::socket_t zap_, in_, in_monitor_;
+  std::map<std::string, Outbound> out_;  // the I/O thread's only
+  std::mutex forward_mutex_;
+  std::deque<std::pair<std::string, std::vector<uint8_t>>> to_forward_;
+  std::vector<std::pair<std::string, std::string>> lost_;
 };
 
 }  // namespace
@@ -328,9 +517,10 @@ std::unique_ptr<Hub> make_zmq_hub(const std::string& endpoint, const CurveKey& k
   return std::make_unique<ZmqHub>(endpoint, key);
 }
 
-std::unique_ptr<Link> make_zmq_link(const std::string& endpoint, const CurveKey& key) {
+std::unique_ptr<Link> make_zmq_link(const std::string& endpoint, const CurveKey& key,
+                                    const std::string& forward_listen) {
   if (zmq_has("curve") == 0) throw Error("this libzmq was built without CURVE security");
-  return std::make_unique<ZmqLink>(endpoint, key);
+  return std::make_unique<ZmqLink>(endpoint, key, forward_listen);
 }
 
 }  // namespace ds4::dist

@@ -24,7 +24,11 @@ std::string zmq_endpoint(const std::string& host_port);
 // it cannot (in use, bad address).
 std::unique_ptr<Hub> make_zmq_hub(const std::string& endpoint, const CurveKey& key);
 
-// Connects to `endpoint` (ZeroMQ keeps retrying in the background).
-std::unique_ptr<Link> make_zmq_link(const std::string& endpoint, const CurveKey& key);
+// Connects to `endpoint` (ZeroMQ keeps retrying in the background). With a
+// `forward_listen` endpoint (tcp://HOST:PORT, "*" for any interface or
+// port) it also binds there for other workers' hand-overs (Link::
+// forward_address); ds4::Error naming the endpoint when it cannot.
+std::unique_ptr<Link> make_zmq_link(const std::string& endpoint, const CurveKey& key,
+                                    const std::string& forward_listen = "");
 
 }  // namespace ds4::dist

@@ -146,6 +146,7 @@ void Engine::start_coordinator(std::unique_ptr<cpu::Forward> local) {
                          "the coordinator (layers 0:" + std::to_string(o.dist_first_remote) + ")");
   dist::CoordinatorOptions co;
   co.log = [](const std::string &line) { std::fprintf(stderr, "dist: %s\n", line.c_str()); };
+  co.forward_between_workers = !o.dist_no_forward;
   std::unique_ptr<dist::Hub> hub = o.dist_mpi != nullptr
                                        ? dist::make_mpi_hub(*o.dist_mpi)
                                        : dist::make_zmq_hub(dist::zmq_endpoint(o.dist_listen), dist::read_curve_key(o.dist_key));

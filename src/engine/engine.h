@@ -96,6 +96,7 @@ struct EngineOptions {
   int dist_wave_tokens = 256;     // prompt tokens per wave in flight along the route
   int dist_window = 4;            // waves in flight
   int dist_activation_bits = 32;  // hidden states on the wire: 32 (exact) or 16
+  bool dist_no_forward = false;   // workers never hand over to each other
   // --dist mpi --tensor-parallel: every rank of dist_mpi evaluates every
   // layer with its share of the weights (docs/distributed.md); rank 0's
   // backend serves, the others run follow_tensor_parallel().

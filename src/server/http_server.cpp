@@ -164,7 +164,7 @@ void HttpServer::routes() {
     Json stages = Json::array();
     for (const dist::StageInfo& st : r.stages)
       stages.push_back(Json{{"layers", dist::layer_range_text(st.begin, st.end)}, {"worker", st.name},
-                            {"address", st.address}, {"requests", st.requests}});
+                            {"address", st.address}, {"handed_over_at", st.forward}, {"requests", st.requests}});
     Json route{{"complete", r.complete}, {"stages", stages}};
     if (!r.complete) {
       route["missing"] = r.missing;

@@ -3,7 +3,8 @@
 # --layers 0:2` with one ds4-worker serving 2:output over ZeroMQ/CURVE.
 # Truth: ds4 alone on the same model. The logits of every token
 # (--dump-logits) must be the same bytes, so the greedy ids and a one-shot
-# chat reply are the same too. No worker within --dist-wait: a clear error;
+# chat reply are the same too; with three stages (the first worker handing
+# over to the second) as well. No worker within --dist-wait: a clear error;
 # --layers without --dist-listen: refused. Then each process with only its
 # own shards (ds4-gguf split --split-layers 2 --no-tensor-first-split: the
 # metadata shard and its stage's): the same logits; a worker whose shards do
@@ -33,6 +34,21 @@ common=(-m "$work/tiny.gguf" -t 1 -c 256)
 cmp -s "$work/one.bin" "$work/pipe.bin" || fail "the logits through the pipeline differ from one process's"
 [ "$(cat "$work/one.ids")" = "$(cat "$work/pipe.ids")" ] || fail "greedy ids differ"
 grep -q "hop 1: layers 2:output" "$work/pipe.log" || fail "ds4 did not name the worker's stage"
+
+# Three stages, the workers with their default forward address (every
+# interface, any port): the first hands its hidden states to the second at
+# the address the coordinator sees it at; the same logits again.
+port3=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+start workerA "$worker" -m "$work/tiny.gguf" --coordinator "127.0.0.1:$port3" --layers 1:3 --dist-key "$work/key" \
+  -t 1 -c 256
+start workerB "$worker" -m "$work/tiny.gguf" --coordinator "127.0.0.1:$port3" --layers 3:output \
+  --dist-key "$work/key" -t 1 -c 256
+"$ds4" "${common[@]}" --dist-listen "127.0.0.1:$port3" --dist-key "$work/key" --layers 0:1 --dist-wait 60 \
+  --tokens-file "$work/tokens.json" --dump-logits "$work/three.bin" --greedy 6 >"$work/three.ids" \
+  2>"$work/three.log" || fail "ds4 coordinating three stages"
+cmp -s "$work/one.bin" "$work/three.bin" || fail "the logits through three stages differ from one process's"
+grep -q "hop 2: layers 3:output .*, handed over by the stage before at tcp://127.0.0.1:" "$work/three.log" ||
+  fail "the second worker takes no hand-overs at the address the coordinator sees it at"
 
 chat=(-p "Count to five." --nothink --temp 0 -n 8)
 a=$("$ds4" "${common[@]}" "${chat[@]}" 2>>"$work/one.log") || fail "one-shot alone"

@@ -13,25 +13,12 @@ set -euo pipefail
 server=$1
 worker_bin=$2
 mkmodel=$3
-[ "$(id -u)" = 0 ] || { echo "not root: network namespaces need root"; exit 77; }
-command -v ip >/dev/null || { echo "no ip command (iproute2)"; exit 77; }
-
-work=$(mktemp -d)
+# shellcheck source=netns_processes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/netns_processes.sh"
 ns="ds4w$$"
 net="10.77.$(( $$ % 250 + 1 ))"
 host_if="d4h$$"
-pids=()
-fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do echo "--- $f" >&2; sed 's/^/  | /' "$f" >&2; done; exit 1; }
-cleanup() {
-  local status=$?
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
-  ip link del "$host_if" 2>/dev/null || true
-  ip netns del "$ns" 2>/dev/null || true
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
+remove_on_exit "$host_if" "$ns"
 
 ip netns add "$ns" || { echo "cannot make a network namespace here"; exit 77; }
 ip link add "$host_if" type veth peer name eth0 netns "$ns"
@@ -45,30 +32,7 @@ ip netns exec "$ns" ip link set lo up
 "$worker_bin" --gen-key "$work/cluster.key" 2>/dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
-start() {  # name args...
-  local name=$1
-  shift
-  DS4_LOCK_FILE="$work/$name.lock" "$@" >"$work/$name.log" 2>&1 &
-  pids+=($!)
-  disown $!
-}
-http_port() {
-  for _ in $(seq 1 300); do
-    local p
-    p=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/$1.log" | head -n 1)
-    [ -n "$p" ] && { echo "$p"; return; }
-    sleep 0.2
-  done
-  fail "$1: no 'listening on' line"
-}
-health() { curl -s -o "$work/health.json" -w '%{http_code}' "http://127.0.0.1:$coord/health"; }
-wait_health() {  # code seconds
-  for _ in $(seq 1 $(( $2 * 10 ))); do [ "$(health)" = "$1" ] && return 0; sleep 0.1; done
-  fail "/health did not answer $1 within $2 s: $(cat "$work/health.json")"
-}
 body='{"model":"deepseek-v4-flash","max_tokens":12,"temperature":0,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"Name three rivers."}]}'
-reply() { curl -fsS "http://127.0.0.1:$1/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" |
-  python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["choices"][0]["message"]["content"]))'; }
 
 start single "$server" -m "$work/tiny.gguf" --port 0 -c 2048 -t 1 --cache-ram 0
 start coordinator "$server" -m "$work/tiny.gguf" --port 0 -c 2048 -t 1 --cache-ram 0 \

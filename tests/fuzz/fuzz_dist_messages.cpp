@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const ds4::Error&) {
   }
   const bool f16 = hidden_is_f16(bytes);
-  switch (data[0] % 8) {
+  switch (data[0] % 9) {
     case 0: round_trip(bytes, decode_hello, true); break;
     case 1: round_trip(bytes, decode_welcome, true); break;
     case 2: round_trip(bytes, decode_refuse, true); break;
@@ -59,7 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 4: round_trip(bytes, decode_result, !f16); break;
     case 5: round_trip(bytes, decode_heartbeat, true); break;
     case 6: round_trip(bytes, decode_session_op, true); break;
-    default: round_trip(bytes, decode_session_op_done, true); break;
+    case 7: round_trip(bytes, decode_session_op_done, true); break;
+    default: round_trip(bytes, decode_forward_lost, true); break;
   }
   return 0;
 }

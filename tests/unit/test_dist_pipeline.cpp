@@ -48,11 +48,73 @@ using namespace std::chrono_literals;
 
 constexpr int64_t kCtx = 256;
 
+// A link that offers another forward address than the one it listens on
+// (a worker the previous stage cannot reach: a firewall, a wrong address).
+class OfferingElsewhere final : public Link {
+ public:
+  OfferingElsewhere(std::unique_ptr<Link> inner, std::string offered)
+      : inner_(std::move(inner)), offered_(std::move(offered)) {}
+  void send(std::vector<uint8_t> bytes) override { inner_->send(std::move(bytes)); }
+  std::optional<Received> receive(std::chrono::milliseconds timeout) override { return inner_->receive(timeout); }
+  std::vector<std::string> take_security_events() override { return inner_->take_security_events(); }
+  std::string describe() const override { return inner_->describe(); }
+  std::string forward_address() const override { return offered_; }
+  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
+    inner_->send_to(address, std::move(bytes));
+  }
+  std::vector<Undelivered> take_undelivered() override { return inner_->take_undelivered(); }
+
+ private:
+  std::unique_ptr<Link> inner_;
+  std::string offered_;
+};
+
+// A link whose connection to the next stage breaks at the first hand-over:
+// the message is lost on the way (both workers still reach the
+// coordinator), and the link says the connection broke.
+class LosingHandOvers final : public Link {
+ public:
+  explicit LosingHandOvers(std::unique_ptr<Link> inner) : inner_(std::move(inner)) {}
+  void send(std::vector<uint8_t> bytes) override { inner_->send(std::move(bytes)); }
+  std::optional<Received> receive(std::chrono::milliseconds timeout) override { return inner_->receive(timeout); }
+  std::vector<std::string> take_security_events() override { return inner_->take_security_events(); }
+  std::string describe() const override { return inner_->describe(); }
+  std::string forward_address() const override { return inner_->forward_address(); }
+  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
+    std::lock_guard lock(mutex_);
+    if (!broke_) {
+      broke_ = true;
+      lost_.emplace_back(address, "the connection to the next stage at " + address + " closed (test)");
+      return;
+    }
+    inner_->send_to(address, std::move(bytes));
+  }
+  std::vector<Undelivered> take_undelivered() override { return inner_->take_undelivered(); }
+  std::vector<std::pair<std::string, std::string>> take_lost_connections() override {
+    std::lock_guard lock(mutex_);
+    return std::exchange(lost_, {});
+  }
+
+ private:
+  std::unique_ptr<Link> inner_;
+  std::mutex mutex_;
+  bool broke_ = false;
+  std::vector<std::pair<std::string, std::string>> lost_;
+};
+
+// How a test worker's link is made: listening for hand-overs on loopback
+// (""), not at all ("none"), losing its first hand-over ("lose"), or
+// offering a forward address that goes nowhere (anything else).
+struct ForwardSetup {
+  std::string offer;
+};
+
 // A worker on a thread with its own CPU backend over `layers`.
 class WorkerThread {
  public:
   WorkerThread(const model::Deepseek4Model& m, Numerics numerics, const std::string& endpoint, const CurveKey& key,
-               backend::LayerRange layers, std::array<uint8_t, 32> fingerprint, int64_t n_ctx = kCtx)
+               backend::LayerRange layers, std::array<uint8_t, 32> fingerprint, int64_t n_ctx = kCtx,
+               ForwardSetup forward = {})
       : forward_(m, numerics, nullptr) {
     forward_.set_prefill_chunk(7);
     WorkerOptions o;
@@ -61,7 +123,16 @@ class WorkerThread {
     o.name = "test-" + std::to_string(layers.begin);
     o.fingerprint = fingerprint;
     o.inline_budget = 60s;  // however slow this machine: the inline path is what the tests check
-    worker_ = std::make_unique<Worker>(forward_, make_zmq_link(endpoint, key), o);
+    o.log = [this](const std::string& line) {
+      std::lock_guard lock(mutex_);
+      log_.push_back(line);
+    };
+    std::unique_ptr<Link> link = make_zmq_link(endpoint, key, forward.offer == "none" ? "" : "tcp://127.0.0.1:*");
+    if (forward.offer == "lose")
+      link = std::make_unique<LosingHandOvers>(std::move(link));
+    else if (!forward.offer.empty() && forward.offer != "none")
+      link = std::make_unique<OfferingElsewhere>(std::move(link), forward.offer);
+    worker_ = std::make_unique<Worker>(forward_, std::move(link), o);
     thread_ = std::thread([this] {
       try {
         worker_->run();
@@ -90,6 +161,12 @@ class WorkerThread {
     return "";
   }
   const Worker& worker() const { return *worker_; }
+  bool logged(const std::string& part) {
+    std::lock_guard lock(mutex_);
+    for (const auto& l : log_)
+      if (l.find(part) != std::string::npos) return true;
+    return false;
+  }
 
  private:
   cpu::Forward forward_;
@@ -97,6 +174,7 @@ class WorkerThread {
   std::thread thread_;
   std::mutex mutex_;
   std::string error_;
+  std::vector<std::string> log_;
 };
 
 struct Cluster {
@@ -106,10 +184,11 @@ struct Cluster {
   std::vector<std::string> log;
   std::mutex log_mutex;
 
-  Cluster(const backend::Backend& local, std::array<uint8_t, 32> fp, int first_remote) {
+  Cluster(const backend::Backend& local, std::array<uint8_t, 32> fp, int first_remote, bool forward = true) {
     auto hub = make_zmq_hub("tcp://127.0.0.1:*", key);
     endpoint = hub->endpoint();
     CoordinatorOptions o;
+    o.forward_between_workers = forward;
     o.log = [this](const std::string& line) {
       std::lock_guard lock(log_mutex);
       log.push_back(line);
@@ -140,8 +219,9 @@ struct Route {
         whole(m.model(), Numerics::Default, nullptr),
         local(m.model(), Numerics::Default, nullptr),
         c(local, fp, first_remote) {}
-  std::unique_ptr<WorkerThread> worker(backend::LayerRange layers) {
-    return std::make_unique<WorkerThread>(m.model(), Numerics::Default, c.endpoint, c.key, layers, fp);
+  std::unique_ptr<WorkerThread> worker(backend::LayerRange layers, ForwardSetup forward = {}) {
+    return std::make_unique<WorkerThread>(m.model(), Numerics::Default, c.endpoint, c.key, layers, fp, kCtx,
+                                          std::move(forward));
   }
 };
 
@@ -190,6 +270,14 @@ void expect_same(const Transcript& a, const Transcript& b) {
     EXPECT_EQ(0, std::memcmp(a.steps[s].data(), b.steps[s].data(), a.steps[s].size() * 4)) << "decode step " << s;
 }
 
+// The session's logits are one process's after the same spans, bit for bit.
+void expect_logits_of_one_process(cpu::Forward& whole, const std::vector<std::vector<int32_t>>& spans,
+                                  const backend::Session& s) {
+  auto truth = whole.new_session(kCtx);
+  for (const auto& span : spans) whole.eval(*truth, span);
+  EXPECT_EQ(0, std::memcmp(truth->logits().data(), s.logits().data(), s.logits().size() * 4));
+}
+
 class PipelineTest : public testing::TestWithParam<Numerics> {};
 
 TEST_P(PipelineTest, TwoAndThreeStagesEqualOneProcess) {
@@ -202,17 +290,22 @@ TEST_P(PipelineTest, TwoAndThreeStagesEqualOneProcess) {
 
   // The last stage with the head (end -1), or without it (end n_layer: the
   // coordinator's eval_head makes the logits from the returned rows).
+  // Three stages with the first worker handing over to the second, and
+  // with everything through the coordinator.
   struct Split {
     std::vector<int> cuts;
     int last_end;
+    bool forward = true;
   };
   const int n_layer = static_cast<int>(m.hparams().n_layer);
-  for (const Split& split : {Split{{2}, -1}, Split{{1, 4}, -1}, Split{{3}, n_layer}}) {
+  for (const Split& split :
+       {Split{{2}, -1}, Split{{1, 4}, -1}, Split{{1, 4}, -1, false}, Split{{1, 3}, n_layer}, Split{{3}, n_layer}}) {
     const std::vector<int>& cuts = split.cuts;
     SCOPED_TRACE("cuts at " + std::to_string(cuts[0]) + (cuts.size() > 1 ? "," + std::to_string(cuts[1]) : "") +
-                 ", last stage ends at " + std::to_string(split.last_end));
+                 ", last stage ends at " + std::to_string(split.last_end) +
+                 (split.forward ? "" : ", no hand-overs between workers"));
     cpu::Forward local(m.model(), GetParam(), nullptr);
-    Cluster c(local, fp, cuts[0]);
+    Cluster c(local, fp, cuts[0], split.forward);
     std::vector<std::unique_ptr<WorkerThread>> workers;
     for (size_t i = 0; i < cuts.size(); ++i) {
       const int end = i + 1 < cuts.size() ? cuts[i + 1] : split.last_end;
@@ -233,6 +326,16 @@ TEST_P(PipelineTest, TwoAndThreeStagesEqualOneProcess) {
     // first (timed on the evaluation thread) were evaluated on the workers'
     // I/O threads: at least the last 4 decode steps.
     for (const auto& w : workers) EXPECT_GE(w->worker().inline_evaluations(), 4u);
+    if (cuts.size() == 2) {
+      // One transfer per stage: the coordinator never sent the second stage
+      // anything, the first handed every batch over to it.
+      EXPECT_EQ(workers[0]->worker().hand_overs() > 0, split.forward);
+      EXPECT_EQ(route.stages[1].bytes_sent == 0, split.forward);
+      EXPECT_GT(route.stages[1].bytes_received, 0u);
+      EXPECT_EQ(route.stages[1].requests, route.stages[0].requests) << "each stage credited every request";
+      EXPECT_GT(route.stages[1].eval_seconds, 0.0);
+      EXPECT_EQ(workers[1]->worker().hand_overs(), 0u);
+    }
   }
 }
 
@@ -381,10 +484,117 @@ TEST(DistPipeline, AWorkerThatStopsFailsTheRequestAndOneThatReturnsServesAgain) 
   w = r.worker({2, -1});
   ASSERT_TRUE(c.coordinator->wait_for_route(10s));
   pipe.eval(*s, b);
-  auto truth = whole.new_session(kCtx);
-  whole.eval(*truth, a);
-  whole.eval(*truth, b);
-  EXPECT_EQ(0, std::memcmp(truth->logits().data(), s->logits().data(), s->logits().size() * 4));
+  expect_logits_of_one_process(whole, {a, b}, *s);
+}
+
+// The second worker offers a forward address nobody listens on: the first
+// worker's hand-over times out and comes back to the coordinator with the
+// reason, which carries it on (the same logits), logs it, and from then on
+// routes that stage's input through itself.
+TEST(DistPipeline, AStageThatCannotBeHandedToIsReachedThroughTheCoordinator) {
+  Route r(43, 1);
+  auto w1 = r.worker({1, 3});
+  auto w2 = r.worker({3, -1}, {"tcp://127.0.0.1:1"});
+  ASSERT_TRUE(r.c.coordinator->wait_for_route(10s));
+  PipelineBackend pipe(r.local, *r.c.coordinator, {1, 8, 2});
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(r.nv, 19, 3)};
+  expect_same(run(r.whole, prompts, 3), run(pipe, prompts, 3));
+  EXPECT_TRUE(r.c.logged("cannot hand over to stage 3:output")) << "the failed hand-over is logged";
+  EXPECT_TRUE(r.c.logged("tcp://127.0.0.1:1")) << "naming the address";
+  // The waves in flight (window 2) when the first came back, then none.
+  EXPECT_GE(w1->worker().hand_overs(), 1u);
+  EXPECT_LE(w1->worker().hand_overs(), 2u) << "after the failure, through the coordinator";
+  const RouteStatus route = r.c.coordinator->route();
+  ASSERT_EQ(route.stages.size(), 2u);
+  EXPECT_EQ(route.stages[1].forward, "");
+  EXPECT_GT(route.stages[1].bytes_sent, 0u);
+}
+
+// A worker reached only by hand-overs that stops: the next request fails as
+// Unavailable naming its layers within the heartbeat timeout, and one that
+// returns serves the session again (replayed).
+TEST(DistPipeline, AHandedToWorkerThatStopsFailsTheRequestAndOneThatReturnsServesAgain) {
+  Route r(61, 1);
+  auto w1 = r.worker({1, 3});
+  auto w2 = r.worker({3, -1});
+  ASSERT_TRUE(r.c.coordinator->wait_for_route(10s));
+  PipelineBackend pipe(r.local, *r.c.coordinator, {1, 8, 2});
+  const auto a = random_tokens(r.nv, 13, 9), b = random_tokens(r.nv, 4, 10);
+  auto s = pipe.new_session(kCtx);
+  pipe.eval(*s, a);
+  EXPECT_GT(w1->worker().hand_overs(), 0u);
+
+  w2.reset();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    pipe.eval(*s, b);
+  } catch (const Unavailable& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("3:output"), std::string::npos) << what;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  // The first worker's report fails the request at once; the route shows
+  // the stage missing once its heartbeats are overdue.
+  while (r.c.coordinator->route().complete && std::chrono::steady_clock::now() - t0 < 5s)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(r.c.coordinator->route().missing, "3:output");
+
+  w2 = r.worker({3, -1});
+  ASSERT_TRUE(r.c.coordinator->wait_for_route(10s));
+  pipe.eval(*s, b);
+  expect_logits_of_one_process(r.whole, {a, b}, *s);
+}
+
+// The first worker's hand-over is lost on the way to the second (its
+// connection there broke; both still reach the coordinator): the request
+// fails at once as Unavailable naming both stages instead of waiting for an
+// answer that never comes, and the next goes through the coordinator and
+// gives one process's logits (the session replayed).
+TEST(DistPipeline, AHandOverLostOnTheWayFailsTheRequestAndTheNextGoesThroughTheCoordinator) {
+  Route r(71, 1);
+  auto w1 = r.worker({1, 3}, {"lose"});
+  auto w2 = r.worker({3, -1});
+  ASSERT_TRUE(r.c.coordinator->wait_for_route(10s));
+  PipelineBackend pipe(r.local, *r.c.coordinator, {1, 8, 2});
+  const auto a = random_tokens(r.nv, 5, 11), b = random_tokens(r.nv, 3, 12);
+  auto s = pipe.new_session(kCtx);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    pipe.eval(*s, a);
+  } catch (const Unavailable& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("stage 1:3"), std::string::npos) << what;
+  EXPECT_NE(what.find("lost its hand-overs to stage 3:output"), std::string::npos) << what;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "noticed from the report, not a timeout";
+  EXPECT_EQ(r.c.coordinator->route().stages.at(1).forward, "");
+  pipe.eval(*s, a);
+  pipe.eval(*s, b);
+  expect_logits_of_one_process(r.whole, {a, b}, *s);
+}
+
+// A worker's forward address is a door like the coordinator's: a peer
+// without the cluster key is refused there and the worker logs it.
+TEST(DistDoor, AStrangerAtAWorkersForwardAddressIsRefusedAndLogged) {
+  Route r(67, 1);
+  auto w1 = r.worker({1, 3});
+  auto w2 = r.worker({3, -1});
+  ASSERT_TRUE(r.c.coordinator->wait_for_route(10s));
+  const std::string door = r.c.coordinator->route().stages[1].forward;
+  ASSERT_EQ(door.rfind("tcp://127.0.0.1:", 0), 0u) << door;
+  auto stranger = make_zmq_link(door, generate_curve_key());
+  stranger->send(encode(Heartbeat{}));
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!w2->logged("refused") && !w2->logged("handshake with") && std::chrono::steady_clock::now() < deadline) {
+    stranger->receive(20ms);
+  }
+  EXPECT_TRUE(w2->logged("refused") || w2->logged("handshake with")) << "the failed handshake is logged";
+  // The route still works.
+  PipelineBackend pipe(r.local, *r.c.coordinator, {1, 8, 2});
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(r.nv, 9, 4)};
+  expect_same(run(r.whole, prompts, 2), run(pipe, prompts, 2));
 }
 
 TEST(DistDoor, AWorkerWithAnotherKeyNeverJoinsAndIsLogged) {
@@ -432,6 +642,16 @@ TEST(DistDoor, AnotherModelOrOverlappingLayersAreRefusedByName) {
     WorkerThread w(m.model(), Numerics::Default, c.endpoint, c.key, {4, -1}, fp, kCtx / 2);
     EXPECT_NE(w.error_after(10s).find("a context of 128 tokens"), std::string::npos);
   }
+}
+
+TEST(DistHandshake, AWildcardForwardAddressIsWhereTheCoordinatorSeesTheWorker) {
+  EXPECT_EQ(resolve_forward_address("tcp://0.0.0.0:4711", "10.0.0.2"), "tcp://10.0.0.2:4711");
+  EXPECT_EQ(resolve_forward_address("tcp://*:4711", "10.0.0.2"), "tcp://10.0.0.2:4711");
+  EXPECT_EQ(resolve_forward_address("tcp://[::]:4711", "fd00::2"), "tcp://[fd00::2]:4711");
+  EXPECT_EQ(resolve_forward_address("tcp://10.9.9.9:4711", "10.0.0.2"), "tcp://10.9.9.9:4711") << "a host given";
+  EXPECT_EQ(resolve_forward_address("rank 3", "MPI rank 3"), "rank 3");
+  EXPECT_EQ(resolve_forward_address("tcp://0.0.0.0:4711", "unknown address"), "");
+  EXPECT_EQ(resolve_forward_address("", "10.0.0.2"), "");
 }
 
 TEST(DistHandshake, EachMismatchIsNamed) {
@@ -483,10 +703,21 @@ TEST(DistMessages, RoundTripAndEveryTruncationIsAnError) {
   p.tokens = {1, 2, 3};
   e.parts.push_back(p);
   e.hidden = {1.0f, -2.5f, 0.1f};
+  e.route = {{4, 6, "tcp://10.0.0.3:5001"}, {6, -1, "rank 3"}};
+  e.trace = {{1, 1234}};
   const std::vector<uint8_t> bytes = encode(e);
   const Eval back = decode_eval(bytes, "test");
   EXPECT_EQ(back.request, 77u);
   EXPECT_EQ(back.layer_end, -1);
+  ASSERT_EQ(back.route.size(), 2u);
+  EXPECT_EQ(back.route[0].layer_begin, 4);
+  EXPECT_EQ(back.route[0].layer_end, 6);
+  EXPECT_EQ(back.route[0].address, "tcp://10.0.0.3:5001");
+  EXPECT_EQ(back.route[1].layer_end, -1);
+  EXPECT_EQ(back.route[1].address, "rank 3");
+  ASSERT_EQ(back.trace.size(), 1u);
+  EXPECT_EQ(back.trace[0].layer_begin, 1);
+  EXPECT_EQ(back.trace[0].eval_us, 1234u);
   ASSERT_EQ(back.parts.size(), 1u);
   EXPECT_EQ(back.parts[0].tokens, p.tokens);
   EXPECT_TRUE(back.parts[0].skip_logits);
@@ -501,14 +732,36 @@ TEST(DistMessages, RoundTripAndEveryTruncationIsAnError) {
   longer.push_back(0);
   EXPECT_THROW(decode_eval(longer, "test"), Error);
   std::vector<uint8_t> other = bytes;
-  other[4] = 2;  // protocol version
+  other[4] = 1;  // protocol version
   try {
     decode_eval(other, "worker x");
     FAIL();
   } catch (const Error& err) {
-    EXPECT_NE(std::string(err.what()).find("protocol version 2"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("protocol version 1, this build speaks 2"), std::string::npos) << err.what();
   }
   EXPECT_THROW(decode_result(bytes, "test"), Error);  // an EVAL is not a RESULT
+
+  Result res;
+  res.request = 9;
+  res.eval_us = 55;
+  res.trace = {{1, 10}, {3, 20}};
+  res.forward_error = "the next stage at tcp://10.0.0.3:5001 could not be reached";
+  res.hidden = {0.5f};
+  const std::vector<uint8_t> rb = encode(res);
+  const Result rback = decode_result(rb, "test");
+  EXPECT_EQ(rback.eval_us, 55u);
+  ASSERT_EQ(rback.trace.size(), 2u);
+  EXPECT_EQ(rback.trace[1].layer_begin, 3);
+  EXPECT_EQ(rback.trace[1].eval_us, 20u);
+  EXPECT_EQ(rback.forward_error, res.forward_error);
+  EXPECT_EQ(rback.hidden, res.hidden);
+  for (size_t n = 0; n < rb.size(); ++n)
+    EXPECT_THROW(decode_result(std::span<const uint8_t>(rb.data(), n), "test"), Error) << n << " bytes";
+
+  Hello h;
+  h.name = "w";
+  h.forward = "tcp://0.0.0.0:4711";
+  EXPECT_EQ(decode_hello(encode(h), "test").forward, "tcp://0.0.0.0:4711");
 }
 
 TEST(DistMessages, PrefixHashIsFnv1aOverLittleEndianIds) {
