@@ -182,6 +182,36 @@ const Format kFormats[] = {
        return k.q6_K_q8_K(n, static_cast<const BlockQ6_K*>(w), static_cast<const BlockQ8_K*>(x));
      },
      &TileKernels::q6_K_q8_K},
+    {"q5_K", kQK_K, sizeof(BlockQ5_K),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) {
+         set_u16(p + i * sizeof(BlockQ5_K) + offsetof(BlockQ5_K, d), kScale);
+         set_u16(p + i * sizeof(BlockQ5_K) + offsetof(BlockQ5_K, dmin), kScale);
+       }
+     },
+     q8_K_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.q5_K_q8_K(n, static_cast<const BlockQ5_K*>(w), static_cast<const BlockQ8_K*>(x));
+     },
+     &TileKernels::q5_K_q8_K},
+    {"q3_K", kQK_K, sizeof(BlockQ3_K),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockQ3_K) + offsetof(BlockQ3_K, d), kScale);
+     },
+     q8_K_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.q3_K_q8_K(n, static_cast<const BlockQ3_K*>(w), static_cast<const BlockQ8_K*>(x));
+     },
+     &TileKernels::q3_K_q8_K},
+    {"iq4_xs", kQK_K, sizeof(BlockIQ4_XS),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockIQ4_XS) + offsetof(BlockIQ4_XS, d), kScale);
+     },
+     q8_K_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.iq4_xs_q8_K(n, static_cast<const BlockIQ4_XS*>(w), static_cast<const BlockQ8_K*>(x));
+     },
+     &TileKernels::iq4_xs_q8_K},
     {"iq2_xxs", kQK_K, sizeof(BlockIQ2_XXS),
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockIQ2_XXS), kScale);

@@ -156,20 +156,6 @@ float dot_q6_K_q8_K(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) {
 // reference's integer sum, then its float term. The sub-blocks pair up in
 // lanes as Q6_K's, so its scale spreading patterns serve here too.
 
-// The 16 scales sc - 32 of a block as int8 (bytes j of the result).
-inline __m128i q3_K_signed_scales(const uint8_t* packed) {
-  constexpr uint32_t kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  uint32_t u[3];
-  std::memcpy(u, packed, 12);
-  // Low nibbles: bytes 0..3 give scales 0..3 (low) and 8..11 (high), bytes
-  // 4..7 scales 4..7 and 12..15; bytes 8..11 give the top bit pairs of scale
-  // j % 4 + 4m at bits 2m.
-  const uint32_t sc[4] = {(u[0] & kLow4) | ((u[2] & kLow2) << 4), (u[1] & kLow4) | (((u[2] >> 2) & kLow2) << 4),
-                          ((u[0] >> 4) & kLow4) | (((u[2] >> 4) & kLow2) << 4),
-                          ((u[1] >> 4) & kLow4) | (((u[2] >> 6) & kLow2) << 4)};
-  return _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)), _mm_set1_epi8(32));
-}
-
 float dot_q3_K_q8_K(int64_t n, const BlockQ3_K* w, const BlockQ8_K* x) {
   const __m256i low2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
   float sumf = 0.0f;

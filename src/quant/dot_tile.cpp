@@ -54,17 +54,32 @@ struct Fallback {
                    int64_t ldo) {
     loop_dots<BlockQ6_K, BlockQ8_K, &DotKernels::q6_K_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
   }
-  static TileKernels table(const char* isa) { return {isa, q8_0, q2_K, q4_K, iq2_xxs, mxfp4, f16, bf16, f32, q6_K}; }
+  static void q5_K(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+                   int64_t ldo) {
+    loop_dots<BlockQ5_K, BlockQ8_K, &DotKernels::q5_K_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static void q3_K(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+                   int64_t ldo) {
+    loop_dots<BlockQ3_K, BlockQ8_K, &DotKernels::q3_K_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static void iq4_xs(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na,
+                     float* o, int64_t ldo) {
+    loop_dots<BlockIQ4_XS, BlockQ8_K, &DotKernels::iq4_xs_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
+  static TileKernels table(const char* isa) {
+    return {isa, q8_0, q2_K, q4_K, iq2_xxs, mxfp4, f16, bf16, f32, q6_K, q5_K, q3_K, iq4_xs};
+  }
   // The avx2 level: its own tiles for the formats of ds4's files.
   static TileKernels avx2_table() {
     return {"avx2",   tile_avx2::q8_0_q8_0, tile_avx2::q2_K_q8_K, tile_avx2::q4_K_q8_K, tile_avx2::iq2_xxs_q8_K,
             tile_avx2::mxfp4_q8_0, tile_avx2::f16_f32, tile_avx2::bf16_f32, tile_avx2::f32_f32,
-            tile_avx2::q6_K_q8_K};
+            tile_avx2::q6_K_q8_K, tile_avx2::q5_K_q8_K, tile_avx2::q3_K_q8_K, iq4_xs};
   }
 };
 
 const DotKernels& scalar_level() { return dot_kernels_scalar(); }
 const DotKernels& avx2_level() { return dot_kernels_for("avx2"); }
+const DotKernels& avx512_level() { return dot_kernels_for("avx512"); }
 
 const TileKernels& tiles_for_level(const DotKernels& dots) {
   static const TileKernels scalar = Fallback<scalar_level>::table("scalar");
@@ -80,6 +95,9 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::bf16_f32,
       tile_avx512::f32_f32,
       tile_avx512::q6_K_q8_K_plain,
+      tile_avx512::q5_K_q8_K<false>,
+      tile_avx512::q3_K_q8_K<false>,
+      Fallback<avx512_level>::iq4_xs,
   };
   static const TileKernels avx512vnni = {
       "avx512vnni",
@@ -92,6 +110,9 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::bf16_f32,
       tile_avx512::f32_f32,
       tile_avx512::q6_K_q8_K<true>,
+      tile_avx512::q5_K_q8_K<true>,
+      tile_avx512::q3_K_q8_K<true>,
+      tile_avx512::iq4_xs_q8_K_vnni,
   };
   static const TileKernels avx512vbmi = {
       "avx512vbmi",
@@ -104,6 +125,9 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::bf16_f32,
       tile_avx512::f32_f32,
       tile_avx512::q6_K_q8_K<true>,
+      tile_avx512::q5_K_q8_K<true>,
+      tile_avx512::q3_K_q8_K<true>,
+      tile_avx512::iq4_xs_q8_K_vnni,
   };
   if (std::strcmp(dots.isa, "avx512vbmi") == 0) return avx512vbmi;
   if (std::strcmp(dots.isa, "avx512vnni") == 0) return avx512vnni;

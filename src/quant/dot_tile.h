@@ -32,7 +32,10 @@ struct TileKernels {
   TileKernel f16_f32;
   TileKernel bf16_f32;
   TileKernel f32_f32;
-  TileKernel q6_K_q8_K;  // a tile at the avx512 levels; elsewhere the one-row loop
+  TileKernel q6_K_q8_K;
+  TileKernel q5_K_q8_K;
+  TileKernel q3_K_q8_K;
+  TileKernel iq4_xs_q8_K;  // a tile at the VNNI levels; elsewhere the one-row loop
 };
 
 // The tile kernels matching dot_kernels() (same level, DS4_ISA honoured).
@@ -71,6 +74,14 @@ void q6_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
                int64_t n_acts, float* out, int64_t ldo);
 void q6_K_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                      int64_t n_acts, float* out, int64_t ldo);
+template <bool kVnni>
+void q5_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+               float* out, int64_t ldo);
+template <bool kVnni>
+void q3_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+               float* out, int64_t ldo);
+void iq4_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                      int64_t n_acts, float* out, int64_t ldo);
 // The avx512vbmi level's IQ2_XXS: the grid decoded from registers.
 void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo);
@@ -79,7 +90,7 @@ void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t 
 // Tile kernels for the avx2 level: the integer formats in dot_tile_avx2.cpp
 // (Q6_K in dot_tile_q6_avx2.cpp), the float formats in dot_tile_float_avx2.cpp.
 namespace tile_avx2 {
-TileFunction q8_0_q8_0, iq2_xxs_q8_K, q2_K_q8_K, q4_K_q8_K, mxfp4_q8_0, q6_K_q8_K;
+TileFunction q8_0_q8_0, iq2_xxs_q8_K, q2_K_q8_K, q4_K_q8_K, mxfp4_q8_0, q6_K_q8_K, q5_K_q8_K, q3_K_q8_K;
 TileFunction f16_f32, bf16_f32, f32_f32;
 }  // namespace tile_avx2
 

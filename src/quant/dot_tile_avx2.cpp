@@ -8,11 +8,16 @@
 
 #include <cstdint>
 
+#include "quant/dot.h"
 #include "quant/dot_rows_avx2.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_lanes_avx2.h"
 
-namespace ds4::quant::tile_avx2 {
+namespace ds4::quant {
+
+extern const DotKernels kDotAvx2;
+
+namespace tile_avx2 {
 namespace {
 
 // Fewest activations for which the lane tile beats the matrix-vector kernel
@@ -20,6 +25,8 @@ namespace {
 // level, AMD Zen 4): Q8_0 ~4-6, the others 3-4.
 constexpr int64_t kMinLanesQ8_0 = 6;
 constexpr int64_t kMinLanes = 4;
+// Against looping the one-row kernel instead (Q5_K, Q3_K: no 8-row kernel).
+constexpr int64_t kMinLanesOneRow = 2;
 
 // The activations one by one through `rows` below kMin of them, else `lanes`.
 template <typename Act, void (*rows)(int64_t, const uint8_t*, uint64_t, int64_t, const Act*, float*),
@@ -31,6 +38,15 @@ void route(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, cons
     return;
   }
   for (int64_t t = 0; t < n_acts; ++t) rows(n, w, row_bytes, n_rows, static_cast<const Act*>(acts[t]), out + t * ldo);
+}
+
+// Decode of the formats without an 8-row kernel: kDotAvx2's one-row kernel
+// row after row.
+template <typename Block, auto DotKernels::*kDot>
+void one_row_loop(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    out[r] = (kDotAvx2.*kDot)(n, reinterpret_cast<const Block*>(w + static_cast<uint64_t>(r) * row_bytes), x);
+  }
 }
 
 }  // namespace
@@ -61,4 +77,17 @@ void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_row
                                                                          ldo);
 }
 
-}  // namespace ds4::quant::tile_avx2
+void q5_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+               float* out, int64_t ldo) {
+  route<BlockQ8_K, one_row_loop<BlockQ5_K, &DotKernels::q5_K_q8_K>, q5_K_lanes, kMinLanesOneRow>(
+      n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+
+void q3_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+               float* out, int64_t ldo) {
+  route<BlockQ8_K, one_row_loop<BlockQ3_K, &DotKernels::q3_K_q8_K>, q3_K_lanes, kMinLanesOneRow>(
+      n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+
+}  // namespace tile_avx2
+}  // namespace ds4::quant

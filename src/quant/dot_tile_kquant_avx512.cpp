@@ -1,6 +1,6 @@
-// Tile kernels (dot_tile.h) for the K-quants (Q4_K and Q2_K x Q8_K) at the
-// avx512 levels: one register lane per weight row, as the Q8_0 tile
-// (dot_tile_q8_avx512.cpp).
+// Tile kernels (dot_tile.h) for the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K x
+// Q8_K) at the avx512 levels: one register lane per weight row, as the Q8_0
+// tile (dot_tile_q8_avx512.cpp).
 //
 // Each block of 16 rows is re-laid out once per call so that lane r of code
 // register k holds row r's four codes of elements 4k..4k+3 (Q4_K 0..15, Q2_K
@@ -19,7 +19,9 @@
 // reference forms for its (row, activation) pair, and the float term is the
 // one-row kernels' (dot_avx512.cpp's k_quant_dot, dot_x86_common.h's
 // k_block_value), lane by lane, added in block order from 0, so every output
-// equals the one-row kernel bit for bit.
+// equals the one-row kernel bit for bit. Q5_K (codes 0..31) and Q6_K (0..63)
+// groups outgrow int16 and meet their scales by vpmulld; Q3_K's and Q6_K's
+// offsets (4, 32) are min terms with the scales as the mins.
 //
 // Rows go 16 at a time (rows past the end repeat the last one; their lanes are
 // never stored); activations in passes of up to kMaxActs over a re-laid-out
@@ -37,6 +39,7 @@
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_avx512.h"
 #include "quant/dot_x86_common.h"
+#include "quant/iq4_values.h"
 
 namespace ds4::quant {
 
@@ -104,10 +107,9 @@ inline __m512i byte_pair_to_words(__m512i v) {
   return _mm512_shuffle_epi8(v, _mm512_load_si512(kBytePairToWords<P>.v));
 }
 
-// Lane r of out[k] = dword k of the 16 bytes at rows[r] + offset.
-template <typename Block>
-inline void transpose_16_bytes(const Block* const* rows, int64_t b, size_t offset, __m512i out[4]) {
-  auto at = [&](int r) { return reinterpret_cast<const uint8_t*>(&rows[r][b]) + offset; };
+// Lane r of out[k] = dword k of the 16 bytes at at(r).
+template <typename At>
+inline void transpose_16_bytes_at(At at, __m512i out[4]) {
   // z[g], 128-bit lane i = row 4i + g: after the 4x4 transposes inside each
   // 128-bit lane, lane 4i + g of every output is row 4i + g.
   __m512i z[4];
@@ -126,6 +128,12 @@ inline void transpose_16_bytes(const Block* const* rows, int64_t b, size_t offse
   out[1] = _mm512_unpackhi_epi64(t0, t2);
   out[2] = _mm512_unpacklo_epi64(t1, t3);
   out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// Lane r of out[k] = dword k of the 16 bytes at rows[r] + offset.
+template <typename Block>
+inline void transpose_16_bytes(const Block* const* rows, int64_t b, size_t offset, __m512i out[4]) {
+  transpose_16_bytes_at([&](int r) { return reinterpret_cast<const uint8_t*>(&rows[r][b]) + offset; }, out);
 }
 
 // t[k] lane r = dword k of the 32 code bytes at qs + offset of rows[r]'s block b.
@@ -178,7 +186,9 @@ struct Q4KHeaders {
   __m512 dmin() const { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(d_dmin, 16))); }
 };
 
-inline Q4KHeaders q4_K_headers(const BlockQ4_K* const* rows, int64_t b) {
+// Q4_K and Q5_K (the same first 16 bytes: d, dmin, the packed scales).
+template <typename Block>
+inline Q4KHeaders q4_K_headers(const Block* const* rows, int64_t b) {
   __m512i h[4];  // d | dmin << 16, then the 12 packed scale bytes
   transpose_16_bytes(rows, b, 0, h);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -197,6 +207,7 @@ inline Q4KHeaders q4_K_headers(const BlockQ4_K* const* rows, int64_t b) {
 struct Q4KRows {
   using Block = BlockQ4_K;
   static constexpr bool kWideGroups = false;
+  static constexpr bool kOneTerm = false;
   static constexpr int kScaleRegs = 8;
   static constexpr int kMinRegs = 4;
 
@@ -215,7 +226,12 @@ struct Q4KRows {
         _mm512_store_si512(out + 16 * c + 8 + j, _mm512_and_si512(_mm512_srli_epi16(t[j], 4), low4));
       }
     }
-    // Headers: the scales, mins, d and dmin of the 16 rows, one register each.
+    store_headers(rows, b, out);
+  }
+
+  // The scales, mins, d and dmin of the 16 rows, one register each (Q5_K's too).
+  template <typename Block>
+  static void store_headers(const Block* const* rows, int64_t b, __m512i* out) {
     const Q4KHeaders hdr = q4_K_headers(rows, b);
     __m512i* scale = out + kScaleReg;
     __m512i* min = scale + kScaleRegs;
@@ -432,6 +448,7 @@ void q4_K_decode(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows
 struct Q2KRows {
   using Block = BlockQ2_K;
   static constexpr bool kWideGroups = false;
+  static constexpr bool kOneTerm = false;
   static constexpr int kScaleRegs = 16;
   static constexpr int kMinRegs = 8;
 
@@ -477,6 +494,44 @@ struct Q2KRows {
   static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
 };
 
+// Signed 8-bit group scales, dword q of a lane holding scales 4q..4q+3, into
+// the 16 scale registers (kWords: an int16 word with a zero high word, for
+// vpdpwssd; else the int32) and the 8 min registers: (offset * scale 2p,
+// offset * scale 2p+1) as int16 words, against bsums 2p, 2p+1.
+template <bool kWords>
+inline void store_signed_scales(const __m512i sc[4], int32_t offset, __m512i* scale, __m512i* min) {
+  const __m512i low_word = _mm512_set1_epi32(0xffff);
+  const __m512i factor = _mm512_set1_epi32(offset);
+  auto pair = [&](__m512i lo, __m512i hi) {
+    return _mm512_or_si512(_mm512_and_si512(_mm512_mullo_epi32(lo, factor), low_word),
+                           _mm512_slli_epi32(_mm512_mullo_epi32(hi, factor), 16));
+  };
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    // Byte k sign-extended to the dword: shifted to the top, then back.
+    const __m512i s0 = _mm512_srai_epi32(_mm512_slli_epi32(sc[q], 24), 24);
+    const __m512i s1 = _mm512_srai_epi32(_mm512_slli_epi32(sc[q], 16), 24);
+    const __m512i s2 = _mm512_srai_epi32(_mm512_slli_epi32(sc[q], 8), 24);
+    const __m512i s3 = _mm512_srai_epi32(sc[q], 24);
+    auto as_scale = [&](__m512i v) { return kWords ? _mm512_and_si512(v, low_word) : v; };
+    _mm512_store_si512(scale + 4 * q + 0, as_scale(s0));
+    _mm512_store_si512(scale + 4 * q + 1, as_scale(s1));
+    _mm512_store_si512(scale + 4 * q + 2, as_scale(s2));
+    _mm512_store_si512(scale + 4 * q + 3, as_scale(s3));
+    _mm512_store_si512(min + 2 * q, pair(s0, s1));
+    _mm512_store_si512(min + 2 * q + 1, pair(s2, s3));
+  }
+}
+
+// The rows' f16 d of block b as f32 lanes.
+template <typename Block>
+inline void store_d(const Block* const* rows, int64_t b, __m512i* dst) {
+  alignas(32) uint16_t d[kGroupRows];
+#pragma GCC unroll 16
+  for (int r = 0; r < kGroupRows; ++r) d[r] = rows[r][b].d;
+  _mm512_store_ps(reinterpret_cast<float*>(dst), _mm512_cvtph_ps(load256(d)));
+}
+
 // Q6_K: 16-element group g has its own signed 8-bit scale; the codes are
 // value + 32 (0..63). A group's code x activation sum reaches 16 * 63 * 128,
 // too wide for vpdpwssd's int16 words, so it meets its scale by vpmulld. The
@@ -489,6 +544,7 @@ struct Q6KRows {
   static constexpr int kScaleRegs = 16;
   static constexpr int kMinRegs = 8;
   static constexpr bool kWideGroups = true;
+  static constexpr bool kOneTerm = true;
 
   static void relayout_block(const Block* const* rows, int64_t b, __m512i* out) {
     const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(3);
@@ -518,33 +574,152 @@ struct Q6KRows {
     // Scales: dword q of a lane holds scales 4q..4q+3 (int8).
     __m512i sc[4];
     transpose_16_bytes(rows, b, offsetof(Block, scales), sc);
+    store_signed_scales<false>(sc, -32, out + kScaleReg, out + kScaleReg + kScaleRegs);
+    store_d(rows, b, out + kScaleReg + kScaleRegs + kMinRegs);
+  }
+
+  static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
+};
+
+// Q5_K: Q4_K's headers and sub-blocks, codes 0..31 (the fifth bit from qh).
+// A group's code x activation sum reaches 16 * 31 * 128, too wide for
+// vpdpwssd's int16 words, so it meets its scale by vpmulld; the float term is
+// Q4_K's (k_block_value), as in the one-row kernel (dot_avx2.cpp).
+struct Q5KRows {
+  using Block = BlockQ5_K;
+  static constexpr bool kWideGroups = true;
+  static constexpr bool kOneTerm = false;
+  static constexpr int kScaleRegs = Q4KRows::kScaleRegs;
+  static constexpr int kMinRegs = Q4KRows::kMinRegs;
+
+  static void relayout_block(const Block* const* rows, int64_t b, __m512i* out) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
+    // Element 32s + l's fifth bit is bit s of qh byte l: dword j of qh holds
+    // bytes 4j..4j+3, matching dword j of each 32-byte code chunk.
+    __m512i qh[8];
+    transpose_bytes_chunk(rows, b, offsetof(Block, qh), qh);
+    // Codes as Q4_K's: chunk c's low nibbles are sub-block 2c, its high ones 2c + 1.
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m512i t[8];
+      transpose_qs_chunk(rows, b, 32 * c, t);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m512i top_lo = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh[j], 2 * c), one), 4);
+        const __m512i top_hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh[j], 2 * c + 1), one), 4);
+        _mm512_store_si512(out + 16 * c + j, _mm512_or_si512(_mm512_and_si512(t[j], low4), top_lo));
+        _mm512_store_si512(out + 16 * c + 8 + j,
+                           _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(t[j], 4), low4), top_hi));
+      }
+    }
+    Q4KRows::store_headers(rows, b, out);
+  }
+
+  static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { Q4KRows::prepare_min_operand(x, dst); }
+};
+
+// Q3_K: codes u = q + 4 (0..7, the third bit from hmask), each 16-element
+// group with its own signed 6-bit scale s - 32 (a group's sum fits int16, so
+// vpdpwssd against the scale's word); the offset is the min term, pair p =
+// (-4 s_2p, -4 s_2p+1) against bsums 2p, 2p+1 as stored, added to the block's
+// integer, and the float term is the one-row kernel's (dot_avx2.cpp's
+// dot_q3_K_q8_K): (d_w * d_x) * integer.
+struct Q3KRows {
+  using Block = BlockQ3_K;
+  static constexpr bool kWideGroups = false;
+  static constexpr bool kOneTerm = true;
+  static constexpr int kScaleRegs = 16;
+  static constexpr int kMinRegs = 8;
+
+  static void relayout_block(const Block* const* rows, int64_t b, __m512i* out) {
+    const __m512i low2 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+    // Element 128n + 32j + l: bits 2j of qs byte 32n + l (as Q2_K's), bit
+    // 4n + j of hmask byte l.
+    __m512i hm[8];
+    transpose_bytes_chunk(rows, b, offsetof(Block, hmask), hm);
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; ++n) {
+      __m512i t[8];
+      transpose_qs_chunk(rows, b, 32 * n, t);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+#pragma GCC unroll 8
+        for (int d = 0; d < 8; ++d) {
+          const __m512i low = _mm512_and_si512(_mm512_srli_epi16(t[d], 2 * j), low2);
+          const __m512i top = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hm[d], 4 * n + j), one), 2);
+          _mm512_store_si512(out + 32 * n + 8 * j + d, _mm512_or_si512(low, top));
+        }
+      }
+    }
+    // Scales: each row's 16 signed scales unpacked (q3_K_signed_scales), then
+    // dword q of a lane holds scales 4q..4q+3.
+    alignas(16) int8_t unpacked[kGroupRows][16];
+#pragma GCC unroll 16
+    for (int r = 0; r < kGroupRows; ++r) {
+      _mm_store_si128(reinterpret_cast<__m128i*>(unpacked[r]), q3_K_signed_scales(rows[r][b].scales));
+    }
+    __m512i sc[4];
+    transpose_16_bytes_at([&](int r) { return reinterpret_cast<const uint8_t*>(unpacked[r]); }, sc);
+    store_signed_scales<true>(sc, -4, out + kScaleReg, out + kScaleReg + kScaleRegs);
+    store_d(rows, b, out + kScaleReg + kScaleRegs + kMinRegs);
+  }
+
+  static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
+};
+
+// IQ4_XS (VNNI levels only): each code's table value v (int8, -127..113) as
+// v + 128 (u8), so that vpdpbusd multiplies it; a 16-element group's sum
+// reaches 16 * 241 * 128, so it meets its sub-block's signed scale ls - 32 by
+// vpmulld, and the 128 * sum(x) this adds is the min term: pair p (groups 2p,
+// 2p+1, both in sub-block p) = (-128 s_p, -128 s_p) against bsums 2p, 2p+1.
+// The float term is the one-row kernel's (dot_avx2.cpp's dot_iq4_xs_q8_K):
+// (d_w * d_x) * integer. Plain avx512 has no tile for it: vpmaddubsw would
+// saturate on (v + 128) * x pairs.
+struct IQ4XSRows {
+  using Block = BlockIQ4_XS;
+  static constexpr bool kWideGroups = true;
+  static constexpr bool kOneTerm = true;
+  static constexpr int kScaleRegs = 8;
+  static constexpr int kMinRegs = 8;
+
+  static void relayout_block(const Block* const* rows, int64_t b, __m512i* out) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bias = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i table = _mm512_broadcast_i32x4(load128(kIq4nlValues.data()));
+    auto biased = [&](__m512i idx) { return _mm512_xor_si512(_mm512_shuffle_epi8(table, idx), bias); };
+    // Chunk c (32 bytes) holds sub-blocks 2c and 2c + 1; dword j's low
+    // nibbles are elements 4j'..4j'+3 of its sub-block (j' = j % 4), its high
+    // nibbles elements 16 + 4j'...
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m512i t[8];
+      transpose_qs_chunk(rows, b, 32 * c, t);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const int sub = 2 * c + j / 4;
+        _mm512_store_si512(out + 8 * sub + j % 4, biased(_mm512_and_si512(t[j], low4)));
+        _mm512_store_si512(out + 8 * sub + 4 + j % 4, biased(_mm512_and_si512(_mm512_srli_epi16(t[j], 4), low4)));
+      }
+    }
+    alignas(64) int32_t scales[8][kGroupRows];
+    alignas(64) int32_t mins[8][kGroupRows];
+#pragma GCC unroll 16
+    for (int r = 0; r < kGroupRows; ++r) {
+      const Block& w = rows[r][b];
+      for (int s = 0; s < 8; ++s) {
+        const int ls = ((w.scales_l[s / 2] >> (4 * (s % 2))) & 0xf) | (((w.scales_h >> (2 * s)) & 3) << 4);
+        scales[s][r] = ls - 32;
+        const uint32_t word = static_cast<uint32_t>(-128 * (ls - 32)) & 0xffffu;
+        mins[s][r] = static_cast<int32_t>(word | (word << 16));
+      }
+    }
     __m512i* scale = out + kScaleReg;
     __m512i* min = scale + kScaleRegs;
-    const __m512i low_word = _mm512_set1_epi32(0xffff);
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      // Byte k sign-extended to the dword: shifted to the top, then back.
-      const __m512i s0 = _mm512_srai_epi32(_mm512_slli_epi32(sc[q], 24), 24);
-      const __m512i s1 = _mm512_srai_epi32(_mm512_slli_epi32(sc[q], 16), 24);
-      const __m512i s2 = _mm512_srai_epi32(_mm512_slli_epi32(sc[q], 8), 24);
-      const __m512i s3 = _mm512_srai_epi32(sc[q], 24);
-      _mm512_store_si512(scale + 4 * q + 0, s0);
-      _mm512_store_si512(scale + 4 * q + 1, s1);
-      _mm512_store_si512(scale + 4 * q + 2, s2);
-      _mm512_store_si512(scale + 4 * q + 3, s3);
-      // -32 * scale as int16 words, two groups per dword.
-      auto pair = [&](__m512i lo, __m512i hi) {
-        const __m512i m32 = _mm512_set1_epi32(-32);
-        return _mm512_or_si512(_mm512_and_si512(_mm512_mullo_epi32(lo, m32), low_word),
-                               _mm512_slli_epi32(_mm512_mullo_epi32(hi, m32), 16));
-      };
-      _mm512_store_si512(min + 2 * q, pair(s0, s1));
-      _mm512_store_si512(min + 2 * q + 1, pair(s2, s3));
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      _mm512_store_si512(scale + s, _mm512_load_si512(scales[s]));
+      _mm512_store_si512(min + s, _mm512_load_si512(mins[s]));
     }
-    alignas(32) uint16_t d[kGroupRows];
-#pragma GCC unroll 16
-    for (int r = 0; r < kGroupRows; ++r) d[r] = rows[r][b].d;
-    _mm512_store_ps(reinterpret_cast<float*>(min + kMinRegs), _mm512_cvtph_ps(load256(d)));
+    store_d(rows, b, min + kMinRegs);
   }
 
   static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
@@ -659,8 +834,8 @@ void group_pass(int64_t nb, const __m512i* wg, const uint8_t* xs, float* out, in
       float xd;
       std::memcpy(&xd, side + kActScale, 4);
       const __m512 dall = _mm512_mul_ps(_mm512_set1_ps(xd), dw);
-      if constexpr (Rows::kWideGroups) {
-        // Q6_K's one-row term: (d * x.d) * (isum + offset sum).
+      if constexpr (Rows::kOneTerm) {
+        // Q6_K's and Q3_K's one-row term: (d * x.d) * (isum + offset sum).
         sum[t] = _mm512_add_ps(sum[t], _mm512_mul_ps(dall, _mm512_cvtepi32_ps(_mm512_add_epi32(isum[t], msum))));
       } else {
         // k_block_value lane by lane: (x.d * d) * isum - (x.d * dmin) * msum.
@@ -739,6 +914,15 @@ void tile_or_rows(RowsKernel rows_kernel, int64_t n, const uint8_t* w, uint64_t 
   }
 }
 
+// Decode of the formats without a rows-in-lanes kernel: the level's one-row
+// kernel (the avx2 one at every avx512 level) row after row.
+template <typename Block, float (*kDot)(int64_t, const Block*, const BlockQ8_K*)>
+void one_row_loop(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    out[r] = kDot(n, reinterpret_cast<const Block*>(w + static_cast<uint64_t>(r) * row_bytes), x);
+  }
+}
+
 }  // namespace
 
 template <bool kVnni>
@@ -767,6 +951,33 @@ void q6_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
   tile_or_rows<kVnni, Q6KRows>(avx512_detail::q6_K_rows<kVnni>, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 template void q6_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
+
+template <bool kVnni>
+void q5_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+               float* out, int64_t ldo) {
+  tile_or_rows<kVnni, Q5KRows>(one_row_loop<BlockQ5_K, dot_q5_K_q8_K_avx2>, n, w, row_bytes, n_rows, acts, n_acts, out,
+                               ldo);
+}
+template void q5_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                               int64_t);
+template void q5_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
+
+template <bool kVnni>
+void q3_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+               float* out, int64_t ldo) {
+  tile_or_rows<kVnni, Q3KRows>(one_row_loop<BlockQ3_K, dot_q3_K_q8_K_avx2>, n, w, row_bytes, n_rows, acts, n_acts, out,
+                               ldo);
+}
+template void q3_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                               int64_t);
+template void q3_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*, int64_t);
+
+// IQ4_XS at the VNNI levels (IQ4XSRows).
+void iq4_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                      int64_t n_acts, float* out, int64_t ldo) {
+  tile_or_rows<true, IQ4XSRows>(one_row_loop<BlockIQ4_XS, dot_iq4_xs_q8_K_avx2>, n, w, row_bytes, n_rows, acts, n_acts,
+                                out, ldo);
+}
 
 }  // namespace tile_avx512
 }  // namespace ds4::quant

@@ -1,5 +1,6 @@
 // Prefill tile kernels (dot_tile.h) at the avx2 level for the integer formats
-// (Q8_0, MXFP4, Q2_K, Q4_K, IQ2_XXS), 2 activations or more: one int32 lane
+// (Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, IQ2_XXS), 2 activations or more: one
+// int32 lane
 // per weight row.
 //
 // Per 8-row group and block, the rows' codes are re-laid out once (an 8 x 8
@@ -15,9 +16,9 @@
 // bit-identical to the scalar reference).
 //
 // vpmaddubsw multiplies unsigned by signed bytes:
-//   Q2_K / Q4_K: codes (0..3 / 0..15) x activation codes; a sub-block's pair
-//     sums add in int16 first (4 x 768 and 8 x 3840 < 32768), then one
-//     vpmaddwd by the sub-block's scale.
+//   K-quants: codes (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31) x
+//     activation codes; a sub-block's pair sums add in int16 first, then one
+//     vpmaddwd by the sub-block's scale (KQuantLanes).
 //   IQ2_XXS / MXFP4: (x + 128) x signed weights (|w| <= 43 / 12), no pair
 //     saturates; the 128 * sum(w) this adds is taken off per block (exact).
 //   Q8_0: |w| x (x * sign(w)), exact unless x holds -128 (its negation
@@ -115,11 +116,14 @@ struct ActRows {
   const uint8_t* const* xu;  // x + 128 copies (formats that want them), kBlockElems bytes per block
 };
 
-// Q4_K and Q2_K: 64 code registers (codes 0..15 / 0..3), then kSubBlocks
-// scale pairs, 8 min pairs (each against two of the activation's 16-sums),
-// d and dmin. A sub-block's pair sums add in int16 first (8 x 3840 / 4 x
-// 768 < 32768), then one vpmaddwd by its scale.
-template <int kSubBlocks>
+// Q4_K, Q2_K, Q5_K and Q3_K: 64 code registers (codes 0..15 / 0..3 / 0..31 /
+// 0..7), then kSubBlocks scale pairs, 8 min pairs (each against two of the
+// activation's 16-sums), d and dmin. A sub-block's pair sums add in int16
+// first (Q4_K 8 x 3840, Q2_K 4 x 768, Q5_K 4 x 7936 (its 32-element
+// sub-blocks counted as two with one scale), Q3_K 4 x 1792 < 32768), then one
+// vpmaddwd by its scale. kOneTerm: the float term is (d_w d_x) * (isum +
+// msum) (Q3_K: the mins are the offset's -4 * scale) instead of k_block_value.
+template <int kSubBlocks, bool kOneTerm = false>
 struct KQuantLanes {
   using Act = BlockQ8_K;
   static constexpr int kBlockElems = kQK_K;
@@ -137,7 +141,9 @@ struct KQuantLanes {
     for (int j = 0; j < kSubBlocks; ++j) store(dst + 32 * (kScales + j), word_pairs(sc[j]));
     for (int j = 0; j < 8; ++j) store(dst + 32 * (kMins + j), _mm256_load_si256(reinterpret_cast<const __m256i*>(mins[j])));
     _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kD), rows_f16(rows, i, offsetof(Block, d)));
-    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kDmin), rows_f16(rows, i, offsetof(Block, dmin)));
+    if constexpr (!kOneTerm) {
+      _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kDmin), rows_f16(rows, i, offsetof(Block, dmin)));
+    }
   }
 
   template <int T>
@@ -163,7 +169,7 @@ struct KQuantLanes {
       for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], scale));
     }
     const __m256 wd = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * kD));
-    const __m256 wdmin = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * kDmin));
+    const __m256 wdmin = kOneTerm ? wd : _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * kDmin));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       __m256i msum = _mm256_setzero_si256();
@@ -174,9 +180,14 @@ struct KQuantLanes {
       // dall * float(isum) - dmin * float(msum), added to the running sum.
       const __m256 x = _mm256_set1_ps(a.x[t][i].d);
       const __m256 dall = _mm256_mul_ps(x, wd);
-      const __m256 dmin = _mm256_mul_ps(x, wdmin);
-      const __m256 term = _mm256_sub_ps(_mm256_mul_ps(dall, _mm256_cvtepi32_ps(isum[t])),
-                                        _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(msum)));
+      __m256 term;
+      if constexpr (kOneTerm) {
+        term = _mm256_mul_ps(dall, _mm256_cvtepi32_ps(_mm256_add_epi32(isum[t], msum)));
+      } else {
+        const __m256 dmin = _mm256_mul_ps(x, wdmin);
+        term = _mm256_sub_ps(_mm256_mul_ps(dall, _mm256_cvtepi32_ps(isum[t])),
+                             _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(msum)));
+      }
       float* sum = sums + kRows * t;
       _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), term));
     }
@@ -234,6 +245,81 @@ struct Q2KFormat : KQuantLanes<16> {
       const uint8_t* s = rows[r][i].scales;
       for (int j = 0; j < 16; ++j) sc[j][r] = s[j] & 0x0f;
       for (int j = 0; j < 8; ++j) mn[j][r] = (s[2 * j] >> 4) | ((s[2 * j + 1] >> 4) << 16);
+    }
+    store_factors(rows, i, sc, mn, dst);
+  }
+};
+
+// Q5_K: Q4_K's codes with the fifth bit (element 32s + l: bit s of qh byte
+// l), each 32-element sub-block as two 16-element halves with its scale, so
+// that four pair sums add in int16 (4 x 2 x 31 x 128 < 32768).
+struct Q5KFormat : KQuantLanes<16> {
+  using Block = BlockQ5_K;
+
+  static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    auto* out = reinterpret_cast<__m256i*>(dst);
+    for (int c = 0; c < 4; ++c) {
+      __m256i lo[kRows], hi[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        const __m256i q = load256(rows[r][i].qs + 32 * c);
+        const __m256i qh = load256(rows[r][i].qh);
+        const __m256i top_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4);
+        const __m256i top_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4);
+        lo[r] = _mm256_or_si256(_mm256_and_si256(q, low4), top_lo);
+        hi[r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), top_hi);
+      }
+      transpose8(lo, out + 16 * c);      // elements 64c .. 64c + 31
+      transpose8(hi, out + 16 * c + 8);  // 64c + 32 .. 64c + 63
+    }
+    // Halves 2j and 2j+1 of sub-block j share its scale; its min meets both
+    // of its 16-sums: the pair (m_j, m_j).
+    alignas(32) int32_t sc[16][kRows], mn[8][kRows];
+    for (int r = 0; r < kRows; ++r) {
+      const Q4KScales s = unpack_q4_K_scales(rows[r][i].scales);
+      for (int j = 0; j < 8; ++j) {
+        sc[2 * j][r] = sc[2 * j + 1][r] = s.scale[j];
+        mn[j][r] = s.min[j] | (s.min[j] << 16);
+      }
+    }
+    store_factors(rows, i, sc, mn, dst);
+  }
+};
+
+// Q3_K: codes u = q + 4 (element 128h + 32p + l: bits 2p of qs byte 32h + l,
+// bit 4h + p of hmask byte l), 16 signed group scales s - 32, the offset's
+// -4 * s as the mins (pairs against bsums 2j, 2j+1), one float term.
+struct Q3KFormat : KQuantLanes<16, true> {
+  using Block = BlockQ3_K;
+
+  static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    auto* out = reinterpret_cast<__m256i*>(dst);
+    for (int h = 0; h < 2; ++h) {
+      __m256i q[kRows], hm[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        q[r] = load256(rows[r][i].qs + 32 * h);
+        hm[r] = load256(rows[r][i].hmask);
+      }
+      for (int p = 0; p < 4; ++p) {
+        __m256i plane[kRows];
+        for (int r = 0; r < kRows; ++r) {
+          const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm[r], 4 * h + p), one), 2);
+          plane[r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q[r], 2 * p), three), top);
+        }
+        transpose8(plane, out + 32 * h + 8 * p);  // elements 128h + 32p .. + 31
+      }
+    }
+    alignas(32) int32_t sc[16][kRows], mn[8][kRows];
+    for (int r = 0; r < kRows; ++r) {
+      alignas(16) int8_t s[16];
+      _mm_store_si128(reinterpret_cast<__m128i*>(s), q3_K_signed_scales(rows[r][i].scales));
+      // The scale's low word only: word_pairs ORs it into the high one.
+      for (int j = 0; j < 16; ++j) sc[j][r] = s[j] & 0xffff;
+      for (int j = 0; j < 8; ++j) {
+        mn[j][r] = static_cast<int32_t>((static_cast<uint32_t>(-4 * s[2 * j]) & 0xffffu) |
+                                        (static_cast<uint32_t>(-4 * s[2 * j + 1]) << 16));
+      }
     }
     store_factors(rows, i, sc, mn, dst);
   }
@@ -516,6 +602,14 @@ void q2_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
 void q4_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                 int64_t n_acts, float* out, int64_t ldo) {
   lanes_tile<Q4KFormat>(kDotAvx2.q4_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+void q5_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Q5KFormat>(kDotAvx2.q5_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+void q3_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Q3KFormat>(kDotAvx2.q3_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 void iq2_xxs_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                    int64_t n_acts, float* out, int64_t ldo) {

@@ -1,4 +1,4 @@
-// Tile kernels of the K-quant (Q2_K, Q4_K, Q6_K) and IQ2_XXS formats (dot_tile.h) against their
+// Tile kernels of the K-quant (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ2_XXS and IQ4_XS formats (dot_tile.h) against their
 // contract: every out[t * ldo + r] equals, bit for bit, the same level's
 // one-row dot kernel for (row r, activation t), which for these integer
 // formats is also the scalar reference. Covers every level this CPU runs,
@@ -103,6 +103,12 @@ const TypeCase kTypes[] = {
      fill_bytes<BlockIQ2_XXS>},
     {"q6_K", sizeof(BlockQ6_K), &TileKernels::q6_K_q8_K, call_dot<BlockQ6_K, &DotKernels::q6_K_q8_K>,
      fill_bytes<BlockQ6_K>},
+    {"q5_K", sizeof(BlockQ5_K), &TileKernels::q5_K_q8_K, call_dot<BlockQ5_K, &DotKernels::q5_K_q8_K>,
+     fill_bytes<BlockQ5_K>},
+    {"q3_K", sizeof(BlockQ3_K), &TileKernels::q3_K_q8_K, call_dot<BlockQ3_K, &DotKernels::q3_K_q8_K>,
+     fill_bytes<BlockQ3_K>},
+    {"iq4_xs", sizeof(BlockIQ4_XS), &TileKernels::iq4_xs_q8_K, call_dot<BlockIQ4_XS, &DotKernels::iq4_xs_q8_K>,
+     fill_bytes<BlockIQ4_XS>},
 };
 
 struct Shape {
@@ -188,6 +194,9 @@ TEST_P(DotTileKquant, Q2KEqualsOneRowAndScalar) { check_type(kTypes[0], GetParam
 TEST_P(DotTileKquant, Q4KEqualsOneRowAndScalar) { check_type(kTypes[1], GetParam(), 23 + GetParam()); }
 TEST_P(DotTileKquant, Iq2XxsEqualsOneRowAndScalar) { check_type(kTypes[2], GetParam(), 37 + GetParam()); }
 TEST_P(DotTileKquant, Q6KEqualsOneRowAndScalar) { check_type(kTypes[3], GetParam(), 41 + GetParam()); }
+TEST_P(DotTileKquant, Q5KEqualsOneRowAndScalar) { check_type(kTypes[4], GetParam(), 43 + GetParam()); }
+TEST_P(DotTileKquant, Q3KEqualsOneRowAndScalar) { check_type(kTypes[5], GetParam(), 47 + GetParam()); }
+TEST_P(DotTileKquant, Iq4XsEqualsOneRowAndScalar) { check_type(kTypes[6], GetParam(), 53 + GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Widths, DotTileKquant, ::testing::Values(256, 2048, 4096));
 
@@ -196,6 +205,9 @@ TEST(DotTileKquantLarge, MoreThanOnePassOfRowsAndActivations) {
   check_type(kTypes[1], 512, 102, kLargeShape);
   check_type(kTypes[2], 512, 103, kLargeShape);
   check_type(kTypes[3], 512, 104, kLargeShape);
+  check_type(kTypes[4], 512, 105, kLargeShape);
+  check_type(kTypes[5], 512, 106, kLargeShape);
+  check_type(kTypes[6], 512, 107, kLargeShape);
 }
 
 }  // namespace
