@@ -202,6 +202,12 @@ inline Q4KHeaders q4_K_headers(const Block* const* rows, int64_t b) {
                       _mm512_and_si512(_mm512_srli_epi32(h[2], 2), top2))};
 }
 
+// Formats whose min registers meet the activation's 16 bsums as stored
+// (pair p against bsums 2p, 2p+1).
+struct StoredBsums {
+  static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
+};
+
 // Q4_K: 16-element group g has sub-block g / 2's 6-bit scale; min pair p is
 // (min 2p, min 2p+1) against the activation's sub-block sums 2p, 2p+1.
 struct Q4KRows {
@@ -445,7 +451,7 @@ void q4_K_decode(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows
 
 // Q2_K: 16-element group g has its own 4-bit scale; min pair p is
 // (min 2p, min 2p+1) against bsums 2p, 2p+1 as stored.
-struct Q2KRows {
+struct Q2KRows : StoredBsums {
   using Block = BlockQ2_K;
   static constexpr bool kWideGroups = false;
   static constexpr bool kOneTerm = false;
@@ -490,8 +496,6 @@ struct Q2KRows {
     for (int r = 0; r < kGroupRows; ++r) std::memcpy(&d_dmin[r], &rows[r][b].d, 4);
     store_d_dmin(_mm512_load_si512(d_dmin), min + kMinRegs, min + kMinRegs + 1);
   }
-
-  static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
 };
 
 // Signed 8-bit group scales, dword q of a lane holding scales 4q..4q+3, into
@@ -539,7 +543,7 @@ inline void store_d(const Block* const* rows, int64_t b, __m512i* dst) {
 // 2p+1 as stored, added to the block's integer (the one-row kernel,
 // dot_avx2.cpp's dot_q6_K_q8_K, forms one integer per block and takes it
 // times d_w * d_x).
-struct Q6KRows {
+struct Q6KRows : StoredBsums {
   using Block = BlockQ6_K;
   static constexpr int kScaleRegs = 16;
   static constexpr int kMinRegs = 8;
@@ -577,8 +581,6 @@ struct Q6KRows {
     store_signed_scales<false>(sc, -32, out + kScaleReg, out + kScaleReg + kScaleRegs);
     store_d(rows, b, out + kScaleReg + kScaleRegs + kMinRegs);
   }
-
-  static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
 };
 
 // Q5_K: Q4_K's headers and sub-blocks, codes 0..31 (the fifth bit from qh).
@@ -624,7 +626,7 @@ struct Q5KRows {
 // (-4 s_2p, -4 s_2p+1) against bsums 2p, 2p+1 as stored, added to the block's
 // integer, and the float term is the one-row kernel's (dot_avx2.cpp's
 // dot_q3_K_q8_K): (d_w * d_x) * integer.
-struct Q3KRows {
+struct Q3KRows : StoredBsums {
   using Block = BlockQ3_K;
   static constexpr bool kWideGroups = false;
   static constexpr bool kOneTerm = true;
@@ -663,8 +665,6 @@ struct Q3KRows {
     store_signed_scales<true>(sc, -4, out + kScaleReg, out + kScaleReg + kScaleRegs);
     store_d(rows, b, out + kScaleReg + kScaleRegs + kMinRegs);
   }
-
-  static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
 };
 
 // IQ4_XS (VNNI levels only): each code's table value v (int8, -127..113) as
@@ -675,7 +675,7 @@ struct Q3KRows {
 // The float term is the one-row kernel's (dot_avx2.cpp's dot_iq4_xs_q8_K):
 // (d_w * d_x) * integer. Plain avx512 has no tile for it: vpmaddubsw would
 // saturate on (v + 128) * x pairs.
-struct IQ4XSRows {
+struct IQ4XSRows : StoredBsums {
   using Block = BlockIQ4_XS;
   static constexpr bool kWideGroups = true;
   static constexpr bool kOneTerm = true;
@@ -721,8 +721,6 @@ struct IQ4XSRows {
     }
     store_d(rows, b, min + kMinRegs);
   }
-
-  static void prepare_min_operand(const BlockQ8_K& x, uint8_t* dst) { std::memcpy(dst, x.bsums, sizeof(x.bsums)); }
 };
 
 template <typename Rows>
