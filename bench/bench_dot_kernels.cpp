@@ -212,6 +212,15 @@ const Format kFormats[] = {
        return k.iq4_xs_q8_K(n, static_cast<const BlockIQ4_XS*>(w), static_cast<const BlockQ8_K*>(x));
      },
      &TileKernels::iq4_xs_q8_K},
+    {"iq3_xxs", kQK_K, sizeof(BlockIQ3_XXS),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockIQ3_XXS) + offsetof(BlockIQ3_XXS, d), kScale);
+     },
+     q8_K_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.iq3_xxs_q8_K(n, static_cast<const BlockIQ3_XXS*>(w), static_cast<const BlockQ8_K*>(x));
+     },
+     &TileKernels::iq3_xxs_q8_K},
     {"iq2_xxs", kQK_K, sizeof(BlockIQ2_XXS),
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockIQ2_XXS), kScale);

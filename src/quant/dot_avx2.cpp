@@ -364,19 +364,6 @@ float dot_iq1_s_q8_K(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x) {
 // u8, |w| <= 62 so pairs never saturate) and madd applies the sub-block
 // multiplier: the scalar reference's integer per block.
 
-// pshufb pattern: byte e of a lane gets sign byte e / 8 of its lane's half of
-// a broadcast 32-bit sign word.
-alignas(32) constexpr int8_t kIq3SignByte[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
-
-// Grid bytes negated where bit e % 8 of sign byte e / 8 of `signs` is set.
-inline __m256i iq3_signed_grid(__m256i grid, uint32_t signs) {
-  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(signs)), load256(kIq3SignByte));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i negate = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-  return _mm256_sub_epi8(_mm256_xor_si256(grid, negate), negate);
-}
-
 inline __m256i iq3_sub_block(__m256i acc, __m256i signed_grid, const int8_t* xq, int multiplier) {
   const __m256i x = load256(xq);
   const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(signed_grid, x));
@@ -384,26 +371,13 @@ inline __m256i iq3_sub_block(__m256i acc, __m256i signed_grid, const int8_t* xq,
 }
 
 float dot_iq3_xxs_q8_K(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x) {
-  const uint32_t* grid = kIq3xxsGrid.data();
-  const uint8_t* sign_table = kIq2xsSigns.data();
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const uint8_t* qs = w[i].qs;
     __m256i acc = _mm256_setzero_si256();
     for (int b = 0; b < 8; ++b) {
-      uint32_t aux;
-      std::memcpy(&aux, qs + kQK_K / 4 + 4 * b, sizeof(aux));
-      const uint8_t* g = qs + 8 * b;
-      const __m256i magnitudes =
-          _mm256_setr_epi32(static_cast<int32_t>(grid[g[0]]), static_cast<int32_t>(grid[g[1]]),
-                            static_cast<int32_t>(grid[g[2]]), static_cast<int32_t>(grid[g[3]]),
-                            static_cast<int32_t>(grid[g[4]]), static_cast<int32_t>(grid[g[5]]),
-                            static_cast<int32_t>(grid[g[6]]), static_cast<int32_t>(grid[g[7]]));
-      const uint32_t signs = sign_table[aux & 127] | (sign_table[(aux >> 7) & 127] << 8) |
-                             (sign_table[(aux >> 14) & 127] << 16) |
-                             (static_cast<uint32_t>(sign_table[(aux >> 21) & 127]) << 24);
-      acc = iq3_sub_block(acc, iq3_signed_grid(magnitudes, signs), x[i].qs + 32 * b,
-                          static_cast<int>(2 * (aux >> 28) + 1));
+      int32_t multiplier;
+      const __m256i weights = iq3_xxs_weights(w[i], b, multiplier);
+      acc = iq3_sub_block(acc, weights, x[i].qs + 32 * b, multiplier);
     }
     sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(hsum_i32(acc));
   }

@@ -723,6 +723,61 @@ struct IQ4XSRows : StoredBsums {
   }
 };
 
+// IQ3_XXS (VNNI levels only): each weight w (grid magnitude with its sign,
+// |w| <= 62) as w + 128 (u8) for vpdpbusd, as IQ4_XS; the group sums meet the
+// sub-block's multiplier 2 * (aux >> 28) + 1 by vpmulld, -128 * multiplier is
+// the min term, and the float term is the one-row kernel's (dot_avx2.cpp's
+// dot_iq3_xxs_q8_K): (d_w * d_x) * integer per block, the sum times 0.25 at
+// the end (finish). Plain avx512 has no tile for it (vpmaddubsw saturates).
+struct IQ3XXSRows : StoredBsums {
+  using Block = BlockIQ3_XXS;
+  static constexpr bool kWideGroups = true;
+  static constexpr bool kOneTerm = true;
+  static constexpr int kScaleRegs = 8;
+  static constexpr int kMinRegs = 8;
+
+  static void relayout_block(const Block* const* rows, int64_t b, __m512i* out) {
+    // Each row's 256 weights + 128 in element order, then 32-byte chunks
+    // transposed as the code bytes of the other formats.
+    alignas(64) uint8_t biased[kGroupRows][kQK_K];
+    alignas(64) int32_t multipliers[8][kGroupRows];
+    alignas(64) int32_t mins[8][kGroupRows];
+    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+    for (int r = 0; r < kGroupRows; ++r) {
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        int32_t m;
+        const __m256i weights = iq3_xxs_weights(rows[r][b], s, m);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(biased[r] + 32 * s), _mm256_xor_si256(weights, bias));
+        multipliers[s][r] = m;
+        const uint32_t word = static_cast<uint32_t>(-128 * m) & 0xffffu;
+        mins[s][r] = static_cast<int32_t>(word | (word << 16));
+      }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      __m256i q[kGroupRows];
+#pragma GCC unroll 16
+      for (int r = 0; r < kGroupRows; ++r)
+        q[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(biased[r] + 32 * c));
+      __m512i t[8];
+      transpose_rows(q, t);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) _mm512_store_si512(out + 8 * c + j, t[j]);
+    }
+    __m512i* scale = out + kScaleReg;
+    __m512i* min = scale + kScaleRegs;
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      _mm512_store_si512(scale + s, _mm512_load_si512(multipliers[s]));
+      _mm512_store_si512(min + s, _mm512_load_si512(mins[s]));
+    }
+    store_d(rows, b, min + kMinRegs);
+  }
+
+  static __m512 finish(__m512 v) { return _mm512_mul_ps(_mm512_set1_ps(0.25f), v); }
+};
+
 template <typename Rows>
 constexpr int kMinReg = kScaleReg + Rows::kScaleRegs;
 template <typename Rows>
@@ -844,7 +899,10 @@ void group_pass(int64_t nb, const __m512i* wg, const uint8_t* xs, float* out, in
     }
   }
 #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(out + t * ldo, rows, sum[t]);
+  for (int t = 0; t < T; ++t) {
+    if constexpr (requires { Rows::finish(sum[t]); }) sum[t] = Rows::finish(sum[t]);
+    _mm512_mask_storeu_ps(out + t * ldo, rows, sum[t]);
+  }
 }
 
 template <bool kVnni, typename Rows>
@@ -975,6 +1033,13 @@ void iq4_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n
                       int64_t n_acts, float* out, int64_t ldo) {
   tile_or_rows<true, IQ4XSRows>(one_row_loop<BlockIQ4_XS, dot_iq4_xs_q8_K_avx2>, n, w, row_bytes, n_rows, acts, n_acts,
                                 out, ldo);
+}
+
+// IQ3_XXS at the VNNI levels (IQ3XXSRows).
+void iq3_xxs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                       int64_t n_acts, float* out, int64_t ldo) {
+  tile_or_rows<true, IQ3XXSRows>(one_row_loop<BlockIQ3_XXS, dot_iq3_xxs_q8_K_avx2>, n, w, row_bytes, n_rows, acts,
+                                 n_acts, out, ldo);
 }
 
 }  // namespace tile_avx512

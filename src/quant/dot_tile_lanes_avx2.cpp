@@ -1,7 +1,6 @@
 // Prefill tile kernels (dot_tile.h) at the avx2 level for the integer formats
-// (Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, IQ2_XXS), 2 activations or more: one
-// int32 lane
-// per weight row.
+// (Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, IQ2_XXS, IQ3_XXS), 2 activations or
+// more: one int32 lane per weight row.
 //
 // Per 8-row group and block, the rows' codes are re-laid out once (an 8 x 8
 // dword transpose) so that lane r of register k holds elements 4k..4k+3 of row
@@ -19,7 +18,7 @@
 //   K-quants: codes (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31) x
 //     activation codes; a sub-block's pair sums add in int16 first, then one
 //     vpmaddwd by the sub-block's scale (KQuantLanes).
-//   IQ2_XXS / MXFP4: (x + 128) x signed weights (|w| <= 43 / 12), no pair
+//   IQ2_XXS / IQ3_XXS / MXFP4: (x + 128) x signed weights (|w| <= 43 / 62 / 12), no pair
 //     saturates; the 128 * sum(w) this adds is taken off per block (exact).
 //   Q8_0: |w| x (x * sign(w)), exact unless x holds -128 (its negation
 //     overflows): such an activation goes through the one-row kernel.
@@ -325,13 +324,18 @@ struct Q3KFormat : KQuantLanes<16, true> {
   }
 };
 
-struct Iq2XxsFormat {
-  using Block = BlockIQ2_XXS;
+// IQ2_XXS and IQ3_XXS: signed weights (|w| <= 43 / 62) against x + 128, so no
+// vpmaddubsw pair saturates (255 * 62 * 2 < 32768); 64 weight registers, 8
+// multiplier pairs, 128 * sum(w * mul) (taken off per block), d. Source gives
+// sub-block b's 32 weights of a row's block and its multiplier, and the
+// scale the one-row kernel applies to its sum at the end.
+template <typename Source>
+struct SignedWeightLanes {
+  using Block = typename Source::Block;
   static constexpr int kPass = 4;
   using Act = BlockQ8_K;
   static constexpr int kBlockElems = kQK_K;
   static constexpr bool kPrepared = true;
-  // 64 signed-weight registers, 8 multiplier pairs, 128 * sum(w * mul), d.
   static constexpr size_t kLaidBytes = 32 * (64 + 8 + 2);
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
@@ -342,10 +346,9 @@ struct Iq2XxsFormat {
     for (int b = 0; b < 8; ++b) {
       __m256i v[kRows];
       for (int r = 0; r < kRows; ++r) {
-        const auto* q = reinterpret_cast<const uint8_t*>(rows[r][i].qs) + 8 * b;
-        v[r] = iq2_xxs_signed_grid(q);
-        mul[b][r] = iq2_xxs_multiplier(q);
-        wsum[r] = _mm256_add_epi32(wsum[r], weighted_byte_sum(v[r], _mm256_set1_epi16(iq2_xxs_multiplier(q))));
+        v[r] = Source::weights(rows[r][i], b, mul[b][r]);
+        wsum[r] =
+            _mm256_add_epi32(wsum[r], weighted_byte_sum(v[r], _mm256_set1_epi16(static_cast<int16_t>(mul[b][r]))));
       }
       transpose8(v, out + 8 * b);
     }
@@ -381,8 +384,26 @@ struct Iq2XxsFormat {
       _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), term));
     }
   }
-  static __m256 finish(__m256 v) { return _mm256_mul_ps(_mm256_set1_ps(0.125f), v); }
+  static __m256 finish(__m256 v) { return _mm256_mul_ps(_mm256_set1_ps(Source::kFinalScale), v); }
 };
+
+struct Iq2XxsSource {
+  using Block = BlockIQ2_XXS;
+  static constexpr float kFinalScale = 0.125f;
+  static __m256i weights(const Block& w, int b, int32_t& mul) {
+    const auto* q = reinterpret_cast<const uint8_t*>(w.qs) + 8 * b;
+    mul = iq2_xxs_multiplier(q);
+    return iq2_xxs_signed_grid(q);
+  }
+};
+using Iq2XxsFormat = SignedWeightLanes<Iq2XxsSource>;
+
+struct Iq3XxsSource {
+  using Block = BlockIQ3_XXS;
+  static constexpr float kFinalScale = 0.25f;
+  static __m256i weights(const Block& w, int b, int32_t& mul) { return iq3_xxs_weights(w, b, mul); }
+};
+using Iq3XxsFormat = SignedWeightLanes<Iq3XxsSource>;
 
 struct Mxfp4Format {
   using Block = BlockMXFP4;
@@ -610,6 +631,10 @@ void q5_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
 void q3_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                 int64_t n_acts, float* out, int64_t ldo) {
   lanes_tile<Q3KFormat>(kDotAvx2.q3_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+void iq3_xxs_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                   int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Iq3XxsFormat>(kDotAvx2.iq3_xxs_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 void iq2_xxs_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                    int64_t n_acts, float* out, int64_t ldo) {

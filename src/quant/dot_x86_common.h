@@ -16,6 +16,7 @@
 
 #include "quant/blocks.h"
 #include "quant/iq2_xxs_tables.h"
+#include "quant/iq3_tables.h"
 
 namespace ds4::quant {
 namespace {
@@ -299,6 +300,40 @@ inline __m256i iq2_xxs_sign_controls(__m256i signs, const Iq2SignConstants& c) {
 // sign, exact for x = -128 (|ws| <= 43, so no pair saturates).
 inline __m256i iq2_xxs_signed_products(__m256i ws, __m256i x) {
   return _mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(ws, x));
+}
+
+// ---- IQ3_XXS / IQ3_S ----
+
+// pshufb pattern: byte e of a lane gets sign byte e / 8 of its lane's half of
+// a broadcast 32-bit sign word.
+alignas(32) constexpr int8_t kIq3SignByte[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+
+// Grid bytes negated where bit e % 8 of sign byte e / 8 of `signs` is set.
+inline __m256i iq3_signed_grid(__m256i grid, uint32_t signs) {
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(signs)), load256(kIq3SignByte));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i negate = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_sub_epi8(_mm256_xor_si256(grid, negate), negate);
+}
+
+// Sub-block b (0..7) of an IQ3_XXS block: its 32 weights (grid magnitudes
+// with the weight signs, |w| <= 62) and its multiplier 2 * (aux >> 28) + 1.
+inline __m256i iq3_xxs_weights(const BlockIQ3_XXS& w, int b, int32_t& multiplier) {
+  const uint32_t* grid = kIq3xxsGrid.data();
+  const uint8_t* sign_table = kIq2xsSigns.data();
+  uint32_t aux;
+  std::memcpy(&aux, w.qs + kQK_K / 4 + 4 * b, sizeof(aux));
+  const uint8_t* g = w.qs + 8 * b;
+  const __m256i magnitudes = _mm256_setr_epi32(static_cast<int32_t>(grid[g[0]]), static_cast<int32_t>(grid[g[1]]),
+                                               static_cast<int32_t>(grid[g[2]]), static_cast<int32_t>(grid[g[3]]),
+                                               static_cast<int32_t>(grid[g[4]]), static_cast<int32_t>(grid[g[5]]),
+                                               static_cast<int32_t>(grid[g[6]]), static_cast<int32_t>(grid[g[7]]));
+  const uint32_t signs = sign_table[aux & 127] | (sign_table[(aux >> 7) & 127] << 8) |
+                         (sign_table[(aux >> 14) & 127] << 16) |
+                         (static_cast<uint32_t>(sign_table[(aux >> 21) & 127]) << 24);
+  multiplier = static_cast<int32_t>(2 * (aux >> 28) + 1);
+  return iq3_signed_grid(magnitudes, signs);
 }
 
 }  // namespace

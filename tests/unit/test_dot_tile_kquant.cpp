@@ -1,7 +1,6 @@
-// Tile kernels of the K-quant (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ2_XXS and IQ4_XS formats (dot_tile.h) against their
-// contract: every out[t * ldo + r] equals, bit for bit, the same level's
-// one-row dot kernel for (row r, activation t), which for these integer
-// formats is also the scalar reference. Covers every level this CPU runs,
+// Tile kernels of the K-quant (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ2_XXS, IQ3_XXS and IQ4_XS formats (dot_tile.h) against
+// their contract: every out[t * ldo + r] equals, bit for bit, the same level's one-row dot kernel for (row r,
+// activation t), which for these integer formats is also the scalar reference. Covers every level this CPU runs,
 // remainders of rows and activations, more than one 16-activation group,
 // ldo > n_rows, pointers off vector alignment, extreme activation codes
 // (-128 and 127) and entries of `out` the tile must leave alone.
@@ -109,6 +108,8 @@ const TypeCase kTypes[] = {
      fill_bytes<BlockQ3_K>},
     {"iq4_xs", sizeof(BlockIQ4_XS), &TileKernels::iq4_xs_q8_K, call_dot<BlockIQ4_XS, &DotKernels::iq4_xs_q8_K>,
      fill_bytes<BlockIQ4_XS>},
+    {"iq3_xxs", sizeof(BlockIQ3_XXS), &TileKernels::iq3_xxs_q8_K, call_dot<BlockIQ3_XXS, &DotKernels::iq3_xxs_q8_K>,
+     fill_bytes<BlockIQ3_XXS>},
 };
 
 struct Shape {
@@ -197,6 +198,7 @@ TEST_P(DotTileKquant, Q6KEqualsOneRowAndScalar) { check_type(kTypes[3], GetParam
 TEST_P(DotTileKquant, Q5KEqualsOneRowAndScalar) { check_type(kTypes[4], GetParam(), 43 + GetParam()); }
 TEST_P(DotTileKquant, Q3KEqualsOneRowAndScalar) { check_type(kTypes[5], GetParam(), 47 + GetParam()); }
 TEST_P(DotTileKquant, Iq4XsEqualsOneRowAndScalar) { check_type(kTypes[6], GetParam(), 53 + GetParam()); }
+TEST_P(DotTileKquant, Iq3XxsEqualsOneRowAndScalar) { check_type(kTypes[7], GetParam(), 59 + GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Widths, DotTileKquant, ::testing::Values(256, 2048, 4096));
 
@@ -208,6 +210,7 @@ TEST(DotTileKquantLarge, MoreThanOnePassOfRowsAndActivations) {
   check_type(kTypes[4], 512, 105, kLargeShape);
   check_type(kTypes[5], 512, 106, kLargeShape);
   check_type(kTypes[6], 512, 107, kLargeShape);
+  check_type(kTypes[7], 512, 108, kLargeShape);
 }
 
 }  // namespace
