@@ -103,6 +103,10 @@ void Worker::run() {
   auto last_heard = Clock::now();
   auto last_sent = Clock::time_point{};
   bool was_welcomed = false;
+  // A WELCOME answers one HELLO; HELLOs said while no coordinator listened
+  // queue up (ZeroMQ delivers them all once it binds), and the answers to
+  // them after the first are not a new admission.
+  bool hello_since_welcome = false;
   for (;;) {
     {
       std::lock_guard lock(mutex_);
@@ -119,6 +123,7 @@ void Worker::run() {
     } else if (!is_welcomed && now - last_sent >= kHelloInterval) {
       link_->send(encode(hello()));
       last_sent = now;
+      hello_since_welcome = true;
     } else if (is_welcomed && now - last_sent >= kHeartbeatInterval) {
       link_->send(encode(Heartbeat{}));
       last_sent = now;
@@ -156,6 +161,10 @@ void Worker::run() {
       switch (type) {
         case MessageType::Welcome: {
           const Welcome w = decode_welcome(*bytes, "the coordinator");
+          // The answer to a HELLO said before the last WELCOME came: this
+          // worker is in already, and its sessions stay.
+          if (!hello_since_welcome) break;
+          hello_since_welcome = false;
           log("joined the coordinator as stage " + std::to_string(w.stage) + " (layers " +
               range_text(options_.layers.begin, options_.layers.end) + ")");
           std::lock_guard lock(mutex_);

@@ -13,8 +13,10 @@
 #include <sys/stat.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -102,11 +104,53 @@ class LosingHandOvers final : public Link {
   std::vector<std::pair<std::string, std::string>> lost_;
 };
 
+// A link on which every EVAL from the coordinator is followed by another copy
+// of the coordinator's first WELCOME: the answers to the HELLOs a worker said
+// while no coordinator listened (one every 500 ms; ZeroMQ queues them and
+// delivers them all once the coordinator binds, and each is answered).
+class StaleWelcomes final : public Link {
+ public:
+  explicit StaleWelcomes(std::unique_ptr<Link> inner) : inner_(std::move(inner)) {}
+  void send(std::vector<uint8_t> bytes) override { inner_->send(std::move(bytes)); }
+  std::optional<Received> receive(std::chrono::milliseconds timeout) override {
+    if (!extra_.empty()) {
+      Received r = std::move(extra_.front());
+      extra_.pop_front();
+      return r;
+    }
+    std::optional<Received> r = inner_->receive(timeout);
+    if (!r || !r->from_coordinator) return r;
+    const MessageType type = message_type(r->bytes, "the coordinator");
+    if (type == MessageType::Welcome && welcome_.empty()) welcome_ = r->bytes;
+    if (type == MessageType::Eval && !welcome_.empty()) {
+      extra_.push_back(Received{welcome_, true});
+      ++stale_welcomes_;
+    }
+    return r;
+  }
+  std::vector<std::string> take_security_events() override { return inner_->take_security_events(); }
+  std::string describe() const override { return inner_->describe(); }
+  std::string forward_address() const override { return inner_->forward_address(); }
+  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
+    inner_->send_to(address, std::move(bytes));
+  }
+  std::vector<Undelivered> take_undelivered() override { return inner_->take_undelivered(); }
+  size_t stale_welcomes() const { return stale_welcomes_; }
+
+ private:
+  std::unique_ptr<Link> inner_;
+  std::vector<uint8_t> welcome_;
+  std::deque<Received> extra_;
+  std::atomic<size_t> stale_welcomes_{0};
+};
+
 // How a test worker's link is made: listening for hand-overs on loopback
-// (""), not at all ("none"), losing its first hand-over ("lose"), or
-// offering a forward address that goes nowhere (anything else).
-struct ForwardSetup {
+// (""), not at all ("none"), losing its first hand-over ("lose"), offering a
+// forward address that goes nowhere (anything else); stale_welcomes: through
+// StaleWelcomes.
+struct LinkSetup {
   std::string offer;
+  bool stale_welcomes = false;
 };
 
 // A worker on a thread with its own CPU backend over `layers`.
@@ -114,7 +158,7 @@ class WorkerThread {
  public:
   WorkerThread(const model::Deepseek4Model& m, Numerics numerics, const std::string& endpoint, const CurveKey& key,
                backend::LayerRange layers, std::array<uint8_t, 32> fingerprint, int64_t n_ctx = kCtx,
-               ForwardSetup forward = {})
+               LinkSetup forward = {})
       : forward_(m, numerics, nullptr) {
     forward_.set_prefill_chunk(7);
     WorkerOptions o;
@@ -132,6 +176,11 @@ class WorkerThread {
       link = std::make_unique<LosingHandOvers>(std::move(link));
     else if (!forward.offer.empty() && forward.offer != "none")
       link = std::make_unique<OfferingElsewhere>(std::move(link), forward.offer);
+    if (forward.stale_welcomes) {
+      auto stale = std::make_unique<StaleWelcomes>(std::move(link));
+      stale_ = stale.get();
+      link = std::move(stale);
+    }
     worker_ = std::make_unique<Worker>(forward_, std::move(link), o);
     thread_ = std::thread([this] {
       try {
@@ -161,6 +210,7 @@ class WorkerThread {
     return "";
   }
   const Worker& worker() const { return *worker_; }
+  size_t stale_welcomes() const { return stale_ == nullptr ? 0 : stale_->stale_welcomes(); }
   bool logged(const std::string& part) {
     std::lock_guard lock(mutex_);
     for (const auto& l : log_)
@@ -170,6 +220,7 @@ class WorkerThread {
 
  private:
   cpu::Forward forward_;
+  StaleWelcomes* stale_ = nullptr;  // owned by worker_, when the link is one
   std::unique_ptr<Worker> worker_;
   std::thread thread_;
   std::mutex mutex_;
@@ -219,7 +270,7 @@ struct Route {
         whole(m.model(), Numerics::Default, nullptr),
         local(m.model(), Numerics::Default, nullptr),
         c(local, fp, first_remote) {}
-  std::unique_ptr<WorkerThread> worker(backend::LayerRange layers, ForwardSetup forward = {}) {
+  std::unique_ptr<WorkerThread> worker(backend::LayerRange layers, LinkSetup forward = {}) {
     return std::make_unique<WorkerThread>(m.model(), Numerics::Default, c.endpoint, c.key, layers, fp, kCtx,
                                           std::move(forward));
   }
@@ -508,6 +559,21 @@ TEST(DistPipeline, AStageThatCannotBeHandedToIsReachedThroughTheCoordinator) {
   ASSERT_EQ(route.stages.size(), 2u);
   EXPECT_EQ(route.stages[1].forward, "");
   EXPECT_GT(route.stages[1].bytes_sent, 0u);
+}
+
+// A worker started before the coordinator said HELLO every 500 ms into
+// ZeroMQ's queue; once the coordinator binds, each is answered with a
+// WELCOME, some while the first requests run. They are not a new admission:
+// the worker keeps its sessions (it cleared them at each, and a prompt in
+// several waves failed with "session 1 does not continue at position N").
+TEST(DistPipeline, WelcomesToQueuedHellosKeepTheWorkersSessions) {
+  Route r(47, 1);
+  auto w = r.worker({1, -1}, {"", true});
+  ASSERT_TRUE(r.c.coordinator->wait_for_route(10s));
+  PipelineBackend pipe(r.local, *r.c.coordinator, {1, 8, 2});
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(r.nv, 29, 5), random_tokens(r.nv, 13, 6)};
+  expect_same(run(r.whole, prompts, 3), run(pipe, prompts, 3));
+  EXPECT_GE(w->stale_welcomes(), 6u) << "a stale WELCOME after every wave and decode step";
 }
 
 // A worker reached only by hand-overs that stops: the next request fails as
