@@ -221,6 +221,15 @@ const Format kFormats[] = {
        return k.iq3_xxs_q8_K(n, static_cast<const BlockIQ3_XXS*>(w), static_cast<const BlockQ8_K*>(x));
      },
      &TileKernels::iq3_xxs_q8_K},
+    {"iq2_xs", kQK_K, sizeof(BlockIQ2_XS),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockIQ2_XS) + offsetof(BlockIQ2_XS, d), kScale);
+     },
+     q8_K_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.iq2_xs_q8_K(n, static_cast<const BlockIQ2_XS*>(w), static_cast<const BlockQ8_K*>(x));
+     },
+     &TileKernels::iq2_xs_q8_K},
     {"iq2_xxs", kQK_K, sizeof(BlockIQ2_XXS),
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockIQ2_XXS), kScale);

@@ -259,26 +259,17 @@ float dot_iq2_xxs_q8_K(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
 
 float dot_iq2_xs_q8_K(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
-  const uint64_t* grid = kIq2xsGrid.data();
-  const uint64_t* sign = kIq2SignFactors.data();
   float sumf = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
     __m256i acc = _mm256_setzero_si256();
-    const uint16_t* q = w[i].qs;
 #pragma GCC unroll 8
     for (int b = 0; b < 8; ++b) {
       const __m256i xv = load256(x[i].qs + 32 * b);
-      const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(grid[q[4 * b + 3] & 511]),
-                                          static_cast<int64_t>(grid[q[4 * b + 2] & 511]),
-                                          static_cast<int64_t>(grid[q[4 * b + 1] & 511]),
-                                          static_cast<int64_t>(grid[q[4 * b] & 511]));
-      const __m256i s = _mm256_set_epi64x(
-          static_cast<int64_t>(sign[q[4 * b + 3] >> 9]), static_cast<int64_t>(sign[q[4 * b + 2] >> 9]),
-          static_cast<int64_t>(sign[q[4 * b + 1] >> 9]), static_cast<int64_t>(sign[q[4 * b] >> 9]));
-      const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(_mm256_sign_epi8(g, s), xv));
-      const int sc = w[i].scales[b];
-      const __m256i mult = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(2 * (sc >> 4) + 1)),
-                                            _mm_set1_epi16(static_cast<int16_t>(2 * (sc & 0xf) + 1)));
+      int32_t lo, hi;
+      const __m256i weights = iq2_xs_weights(w[i], b, lo, hi);
+      const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
+      const __m256i mult =
+          _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));
       acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, mult));
     }
     const float d = f16_value(w[i].d) * x[i].d;

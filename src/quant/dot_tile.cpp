@@ -70,8 +70,12 @@ struct Fallback {
                       int64_t ldo) {
     loop_dots<BlockIQ3_XXS, BlockQ8_K, &DotKernels::iq3_xxs_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
   }
+  static void iq2_xs(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+                     int64_t ldo) {
+    loop_dots<BlockIQ2_XS, BlockQ8_K, &DotKernels::iq2_xs_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
+  }
   static TileKernels table(const char* isa) {
-    return {isa, q8_0, q2_K, q4_K, iq2_xxs, mxfp4, f16, bf16, f32, q6_K, q5_K, q3_K, iq4_xs, iq3_xxs};
+    return {isa, q8_0, q2_K, q4_K, iq2_xxs, mxfp4, f16, bf16, f32, q6_K, q5_K, q3_K, iq4_xs, iq3_xxs, iq2_xs};
   }
   // The avx2 level: its own tiles for the formats of ds4's files.
   static TileKernels avx2_table() {
@@ -88,7 +92,8 @@ struct Fallback {
             tile_avx2::q5_K_q8_K,
             tile_avx2::q3_K_q8_K,
             iq4_xs,
-            tile_avx2::iq3_xxs_q8_K};
+            tile_avx2::iq3_xxs_q8_K,
+            tile_avx2::iq2_xs_q8_K};
   }
 };
 
@@ -114,6 +119,7 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::q3_K_q8_K<false>,
       Fallback<avx512_level>::iq4_xs,
       Fallback<avx512_level>::iq3_xxs,
+      Fallback<avx512_level>::iq2_xs,
   };
   static const TileKernels avx512vnni = {
       "avx512vnni",
@@ -130,6 +136,7 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::q3_K_q8_K<true>,
       tile_avx512::iq4_xs_q8_K_vnni,
       tile_avx512::iq3_xxs_q8_K_vnni,
+      tile_avx512::iq2_xs_q8_K_vnni,
   };
   static const TileKernels avx512vbmi = {
       "avx512vbmi",
@@ -146,6 +153,7 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::q3_K_q8_K<true>,
       tile_avx512::iq4_xs_q8_K_vnni,
       tile_avx512::iq3_xxs_q8_K_vnni,
+      tile_avx512::iq2_xs_q8_K_vnni,
   };
   if (std::strcmp(dots.isa, "avx512vbmi") == 0) return avx512vbmi;
   if (std::strcmp(dots.isa, "avx512vnni") == 0) return avx512vnni;

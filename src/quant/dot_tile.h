@@ -37,6 +37,7 @@ struct TileKernels {
   TileKernel q3_K_q8_K;
   TileKernel iq4_xs_q8_K;   // a tile at the VNNI levels; elsewhere the one-row loop
   TileKernel iq3_xxs_q8_K;  // a tile at the VNNI levels and avx2; plain avx512 loops the one-row kernel
+  TileKernel iq2_xs_q8_K;   // as iq3_xxs_q8_K
 };
 
 // The tile kernels matching dot_kernels() (same level, DS4_ISA honoured).
@@ -85,6 +86,8 @@ void iq4_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n
                       int64_t n_acts, float* out, int64_t ldo);
 void iq3_xxs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo);
+void iq2_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                      int64_t n_acts, float* out, int64_t ldo);
 // The avx512vbmi level's IQ2_XXS: the grid decoded from registers.
 void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo);
@@ -93,7 +96,8 @@ void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t 
 // Tile kernels for the avx2 level: the integer formats in dot_tile_avx2.cpp
 // (Q6_K in dot_tile_q6_avx2.cpp), the float formats in dot_tile_float_avx2.cpp.
 namespace tile_avx2 {
-TileFunction q8_0_q8_0, iq2_xxs_q8_K, q2_K_q8_K, q4_K_q8_K, mxfp4_q8_0, q6_K_q8_K, q5_K_q8_K, q3_K_q8_K, iq3_xxs_q8_K;
+TileFunction q8_0_q8_0, iq2_xxs_q8_K, q2_K_q8_K, q4_K_q8_K, mxfp4_q8_0, q6_K_q8_K, q5_K_q8_K, q3_K_q8_K, iq3_xxs_q8_K,
+    iq2_xs_q8_K;
 TileFunction f16_f32, bf16_f32, f32_f32;
 }  // namespace tile_avx2
 

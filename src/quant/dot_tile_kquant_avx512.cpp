@@ -723,35 +723,40 @@ struct IQ4XSRows : StoredBsums {
   }
 };
 
-// IQ3_XXS (VNNI levels only): each weight w (grid magnitude with its sign,
-// |w| <= 62) as w + 128 (u8) for vpdpbusd, as IQ4_XS; the group sums meet the
-// sub-block's multiplier 2 * (aux >> 28) + 1 by vpmulld, -128 * multiplier is
-// the min term, and the float term is the one-row kernel's (dot_avx2.cpp's
-// dot_iq3_xxs_q8_K): (d_w * d_x) * integer per block, the sum times 0.25 at
-// the end (finish). Plain avx512 has no tile for it (vpmaddubsw saturates).
-struct IQ3XXSRows : StoredBsums {
-  using Block = BlockIQ3_XXS;
+// IQ3_XXS and IQ2_XS (VNNI levels only): each weight w (grid magnitude with
+// its sign, |w| <= 62 / 43) as w + 128 (u8) for vpdpbusd, as IQ4_XS; a
+// 16-element group's sum meets its multiplier (IQ3_XXS: the sub-block's 2 *
+// (aux >> 28) + 1, IQ2_XS: 2 * scale + 1 of its half) by vpmulld, -128 *
+// multiplier is the min term, and the float term is the one-row kernel's
+// (dot_avx2.cpp): (d_w * d_x) * integer per block, the sum times the format's
+// final scale (0.25 / 0.125) at the end (finish). Plain avx512 has no tile for
+// them (vpmaddubsw would saturate). Source gives a row block's sub-block s:
+// its 32 weights and its halves' multipliers.
+template <typename Source>
+struct SignedGridRows : StoredBsums {
+  using Block = typename Source::Block;
   static constexpr bool kWideGroups = true;
   static constexpr bool kOneTerm = true;
-  static constexpr int kScaleRegs = 8;
+  static constexpr int kScaleRegs = 16;
   static constexpr int kMinRegs = 8;
 
   static void relayout_block(const Block* const* rows, int64_t b, __m512i* out) {
     // Each row's 256 weights + 128 in element order, then 32-byte chunks
     // transposed as the code bytes of the other formats.
     alignas(64) uint8_t biased[kGroupRows][kQK_K];
-    alignas(64) int32_t multipliers[8][kGroupRows];
+    alignas(64) int32_t multipliers[16][kGroupRows];
     alignas(64) int32_t mins[8][kGroupRows];
     const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
     for (int r = 0; r < kGroupRows; ++r) {
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
-        int32_t m;
-        const __m256i weights = iq3_xxs_weights(rows[r][b], s, m);
+        int32_t lo, hi;
+        const __m256i weights = Source::weights(rows[r][b], s, lo, hi);
         _mm256_store_si256(reinterpret_cast<__m256i*>(biased[r] + 32 * s), _mm256_xor_si256(weights, bias));
-        multipliers[s][r] = m;
-        const uint32_t word = static_cast<uint32_t>(-128 * m) & 0xffffu;
-        mins[s][r] = static_cast<int32_t>(word | (word << 16));
+        multipliers[2 * s][r] = lo;
+        multipliers[2 * s + 1][r] = hi;
+        mins[s][r] = static_cast<int32_t>((static_cast<uint32_t>(-128 * lo) & 0xffffu) |
+                                          (static_cast<uint32_t>(-128 * hi) << 16));
       }
     }
 #pragma GCC unroll 8
@@ -767,16 +772,33 @@ struct IQ3XXSRows : StoredBsums {
     }
     __m512i* scale = out + kScaleReg;
     __m512i* min = scale + kScaleRegs;
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; ++g) _mm512_store_si512(scale + g, _mm512_load_si512(multipliers[g]));
 #pragma GCC unroll 8
-    for (int s = 0; s < 8; ++s) {
-      _mm512_store_si512(scale + s, _mm512_load_si512(multipliers[s]));
-      _mm512_store_si512(min + s, _mm512_load_si512(mins[s]));
-    }
+    for (int p = 0; p < 8; ++p) _mm512_store_si512(min + p, _mm512_load_si512(mins[p]));
     store_d(rows, b, min + kMinRegs);
   }
 
-  static __m512 finish(__m512 v) { return _mm512_mul_ps(_mm512_set1_ps(0.25f), v); }
+  static __m512 finish(__m512 v) { return _mm512_mul_ps(_mm512_set1_ps(Source::kFinalScale), v); }
 };
+
+struct Iq3XxsSource {
+  using Block = BlockIQ3_XXS;
+  static constexpr float kFinalScale = 0.25f;
+  static __m256i weights(const Block& w, int s, int32_t& lo, int32_t& hi) {
+    const __m256i v = iq3_xxs_weights(w, s, lo);
+    hi = lo;
+    return v;
+  }
+};
+using IQ3XXSRows = SignedGridRows<Iq3XxsSource>;
+
+struct Iq2XsSource {
+  using Block = BlockIQ2_XS;
+  static constexpr float kFinalScale = 0.125f;
+  static __m256i weights(const Block& w, int s, int32_t& lo, int32_t& hi) { return iq2_xs_weights(w, s, lo, hi); }
+};
+using IQ2XSRows = SignedGridRows<Iq2XsSource>;
 
 template <typename Rows>
 constexpr int kMinReg = kScaleReg + Rows::kScaleRegs;
@@ -1040,6 +1062,13 @@ void iq3_xxs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t 
                        int64_t n_acts, float* out, int64_t ldo) {
   tile_or_rows<true, IQ3XXSRows>(one_row_loop<BlockIQ3_XXS, dot_iq3_xxs_q8_K_avx2>, n, w, row_bytes, n_rows, acts,
                                  n_acts, out, ldo);
+}
+
+// IQ2_XS at the VNNI levels (IQ2XSRows).
+void iq2_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                      int64_t n_acts, float* out, int64_t ldo) {
+  tile_or_rows<true, IQ2XSRows>(one_row_loop<BlockIQ2_XS, dot_iq2_xs_q8_K_avx2>, n, w, row_bytes, n_rows, acts, n_acts,
+                                out, ldo);
 }
 
 }  // namespace tile_avx512

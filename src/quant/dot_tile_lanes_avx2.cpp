@@ -1,5 +1,5 @@
 // Prefill tile kernels (dot_tile.h) at the avx2 level for the integer formats
-// (Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, IQ2_XXS, IQ3_XXS), 2 activations or
+// (Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, IQ2_XXS, IQ2_XS, IQ3_XXS), 2 activations or
 // more: one int32 lane per weight row.
 //
 // Per 8-row group and block, the rows' codes are re-laid out once (an 8 x 8
@@ -18,7 +18,7 @@
 //   K-quants: codes (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31) x
 //     activation codes; a sub-block's pair sums add in int16 first, then one
 //     vpmaddwd by the sub-block's scale (KQuantLanes).
-//   IQ2_XXS / IQ3_XXS / MXFP4: (x + 128) x signed weights (|w| <= 43 / 62 / 12), no pair
+//   IQ2_XXS / IQ2_XS / IQ3_XXS / MXFP4: (x + 128) x signed weights (|w| <= 43 / 43 / 62 / 12), no pair
 //     saturates; the 128 * sum(w) this adds is taken off per block (exact).
 //   Q8_0: |w| x (x * sign(w)), exact unless x holds -128 (its negation
 //     overflows): such an activation goes through the one-row kernel.
@@ -324,11 +324,12 @@ struct Q3KFormat : KQuantLanes<16, true> {
   }
 };
 
-// IQ2_XXS and IQ3_XXS: signed weights (|w| <= 43 / 62) against x + 128, so no
-// vpmaddubsw pair saturates (255 * 62 * 2 < 32768); 64 weight registers, 8
-// multiplier pairs, 128 * sum(w * mul) (taken off per block), d. Source gives
-// sub-block b's 32 weights of a row's block and its multiplier, and the
-// scale the one-row kernel applies to its sum at the end.
+// IQ2_XXS, IQ2_XS and IQ3_XXS: signed weights (|w| <= 43 / 43 / 62) against
+// x + 128, so no vpmaddubsw pair saturates (255 * 62 * 2 < 32768); 64 weight
+// registers, 16 multiplier pairs (one per 16-element half sub-block),
+// 128 * sum(w * mul) (taken off per block), d. Source gives sub-block b's 32
+// weights of a row's block and its halves' multipliers, and the scale the
+// one-row kernel applies to its sum at the end.
 template <typename Source>
 struct SignedWeightLanes {
   using Block = typename Source::Block;
@@ -336,25 +337,27 @@ struct SignedWeightLanes {
   using Act = BlockQ8_K;
   static constexpr int kBlockElems = kQK_K;
   static constexpr bool kPrepared = true;
-  static constexpr size_t kLaidBytes = 32 * (64 + 8 + 2);
+  static constexpr int kMuls = 64, kCorr = kMuls + 16, kD = kCorr + 1;
+  static constexpr size_t kLaidBytes = 32 * (kD + 1);
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
     auto* out = reinterpret_cast<__m256i*>(dst);
     __m256i wsum[kRows];
     for (int r = 0; r < kRows; ++r) wsum[r] = _mm256_setzero_si256();
-    alignas(32) int32_t mul[8][kRows];
+    alignas(32) int32_t mul[16][kRows];
     for (int b = 0; b < 8; ++b) {
       __m256i v[kRows];
       for (int r = 0; r < kRows; ++r) {
-        v[r] = Source::weights(rows[r][i], b, mul[b][r]);
-        wsum[r] =
-            _mm256_add_epi32(wsum[r], weighted_byte_sum(v[r], _mm256_set1_epi16(static_cast<int16_t>(mul[b][r]))));
+        v[r] = Source::weights(rows[r][i], b, mul[2 * b][r], mul[2 * b + 1][r]);
+        const __m256i halves = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(mul[2 * b + 1][r])),
+                                                _mm_set1_epi16(static_cast<int16_t>(mul[2 * b][r])));
+        wsum[r] = _mm256_add_epi32(wsum[r], weighted_byte_sum(v[r], halves));
       }
       transpose8(v, out + 8 * b);
     }
-    for (int b = 0; b < 8; ++b) store(dst + 32 * (64 + b), word_pairs(mul[b]));
-    store(dst + 32 * 72, _mm256_slli_epi32(hsum8_i32(wsum), 7));
-    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 73), rows_f16(rows, i, offsetof(Block, d)));
+    for (int h = 0; h < 16; ++h) store(dst + 32 * (kMuls + h), word_pairs(mul[h]));
+    store(dst + 32 * kCorr, _mm256_slli_epi32(hsum8_i32(wsum), 7));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kD), rows_f16(rows, i, offsetof(Block, d)));
   }
 
   template <int T>
@@ -363,9 +366,9 @@ struct SignedWeightLanes {
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
     for (int b = 0; b < 8; ++b) {
-      const __m256i mul = load(laid + 32 * (64 + b));
 #pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) {
+        const __m256i mul = load(laid + 32 * (kMuls + 2 * b + g / 4));
         const __m256i wk = load(laid + 32 * (8 * b + g));
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
@@ -374,8 +377,8 @@ struct SignedWeightLanes {
         }
       }
     }
-    const __m256i corr = load(laid + 32 * 72);
-    const __m256 wd = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * 73));
+    const __m256i corr = load(laid + 32 * kCorr);
+    const __m256 wd = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * kD));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(a.x[t][i].d));
@@ -390,18 +393,31 @@ struct SignedWeightLanes {
 struct Iq2XxsSource {
   using Block = BlockIQ2_XXS;
   static constexpr float kFinalScale = 0.125f;
-  static __m256i weights(const Block& w, int b, int32_t& mul) {
+  static __m256i weights(const Block& w, int b, int32_t& mul_lo, int32_t& mul_hi) {
     const auto* q = reinterpret_cast<const uint8_t*>(w.qs) + 8 * b;
-    mul = iq2_xxs_multiplier(q);
+    mul_lo = mul_hi = iq2_xxs_multiplier(q);
     return iq2_xxs_signed_grid(q);
   }
 };
 using Iq2XxsFormat = SignedWeightLanes<Iq2XxsSource>;
 
+struct Iq2XsSource {
+  using Block = BlockIQ2_XS;
+  static constexpr float kFinalScale = 0.125f;
+  static __m256i weights(const Block& w, int b, int32_t& mul_lo, int32_t& mul_hi) {
+    return iq2_xs_weights(w, b, mul_lo, mul_hi);
+  }
+};
+using Iq2XsFormat = SignedWeightLanes<Iq2XsSource>;
+
 struct Iq3XxsSource {
   using Block = BlockIQ3_XXS;
   static constexpr float kFinalScale = 0.25f;
-  static __m256i weights(const Block& w, int b, int32_t& mul) { return iq3_xxs_weights(w, b, mul); }
+  static __m256i weights(const Block& w, int b, int32_t& mul_lo, int32_t& mul_hi) {
+    const __m256i v = iq3_xxs_weights(w, b, mul_lo);
+    mul_hi = mul_lo;
+    return v;
+  }
 };
 using Iq3XxsFormat = SignedWeightLanes<Iq3XxsSource>;
 
@@ -631,6 +647,10 @@ void q5_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
 void q3_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                 int64_t n_acts, float* out, int64_t ldo) {
   lanes_tile<Q3KFormat>(kDotAvx2.q3_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+void iq2_xs_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                  int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Iq2XsFormat>(kDotAvx2.iq2_xs_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 void iq3_xxs_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                    int64_t n_acts, float* out, int64_t ldo) {

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "quant/blocks.h"
+#include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/iq3_tables.h"
 
@@ -300,6 +301,24 @@ inline __m256i iq2_xxs_sign_controls(__m256i signs, const Iq2SignConstants& c) {
 // sign, exact for x = -128 (|ws| <= 43, so no pair saturates).
 inline __m256i iq2_xxs_signed_products(__m256i ws, __m256i x) {
   return _mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(ws, x));
+}
+
+// ---- IQ2_XS ----
+
+// Sub-block b (0..7) of an IQ2_XS block: its 32 weights (grid bytes with the
+// sign factors applied, |w| <= 43) and the multipliers 2 * scale + 1 of its
+// two 16-element halves.
+inline __m256i iq2_xs_weights(const BlockIQ2_XS& w, int b, int32_t& multiplier_lo, int32_t& multiplier_hi) {
+  const uint64_t* grid = kIq2xsGrid.data();
+  const uint64_t* sign = kIq2SignFactors.data();
+  const uint16_t* q = w.qs + 4 * b;
+  const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(grid[q[3] & 511]), static_cast<int64_t>(grid[q[2] & 511]),
+                                      static_cast<int64_t>(grid[q[1] & 511]), static_cast<int64_t>(grid[q[0] & 511]));
+  const __m256i s = _mm256_set_epi64x(static_cast<int64_t>(sign[q[3] >> 9]), static_cast<int64_t>(sign[q[2] >> 9]),
+                                      static_cast<int64_t>(sign[q[1] >> 9]), static_cast<int64_t>(sign[q[0] >> 9]));
+  multiplier_lo = 2 * (w.scales[b] & 0xf) + 1;
+  multiplier_hi = 2 * (w.scales[b] >> 4) + 1;
+  return _mm256_sign_epi8(g, s);
 }
 
 // ---- IQ3_XXS / IQ3_S ----

@@ -1,5 +1,5 @@
-// Tile kernels of the K-quant (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ2_XXS, IQ3_XXS and IQ4_XS formats (dot_tile.h) against
-// their contract: every out[t * ldo + r] equals, bit for bit, the same level's one-row dot kernel for (row r,
+// Tile kernels of the K-quant (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ2_XXS, IQ2_XS, IQ3_XXS and IQ4_XS formats (dot_tile.h)
+// against their contract: every out[t * ldo + r] equals, bit for bit, the same level's one-row dot kernel for (row r,
 // activation t), which for these integer formats is also the scalar reference. Covers every level this CPU runs,
 // remainders of rows and activations, more than one 16-activation group,
 // ldo > n_rows, pointers off vector alignment, extreme activation codes
@@ -110,6 +110,8 @@ const TypeCase kTypes[] = {
      fill_bytes<BlockIQ4_XS>},
     {"iq3_xxs", sizeof(BlockIQ3_XXS), &TileKernels::iq3_xxs_q8_K, call_dot<BlockIQ3_XXS, &DotKernels::iq3_xxs_q8_K>,
      fill_bytes<BlockIQ3_XXS>},
+    {"iq2_xs", sizeof(BlockIQ2_XS), &TileKernels::iq2_xs_q8_K, call_dot<BlockIQ2_XS, &DotKernels::iq2_xs_q8_K>,
+     fill_bytes<BlockIQ2_XS>},
 };
 
 struct Shape {
@@ -199,6 +201,7 @@ TEST_P(DotTileKquant, Q5KEqualsOneRowAndScalar) { check_type(kTypes[4], GetParam
 TEST_P(DotTileKquant, Q3KEqualsOneRowAndScalar) { check_type(kTypes[5], GetParam(), 47 + GetParam()); }
 TEST_P(DotTileKquant, Iq4XsEqualsOneRowAndScalar) { check_type(kTypes[6], GetParam(), 53 + GetParam()); }
 TEST_P(DotTileKquant, Iq3XxsEqualsOneRowAndScalar) { check_type(kTypes[7], GetParam(), 59 + GetParam()); }
+TEST_P(DotTileKquant, Iq2XsEqualsOneRowAndScalar) { check_type(kTypes[8], GetParam(), 61 + GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Widths, DotTileKquant, ::testing::Values(256, 2048, 4096));
 
@@ -211,6 +214,7 @@ TEST(DotTileKquantLarge, MoreThanOnePassOfRowsAndActivations) {
   check_type(kTypes[5], 512, 106, kLargeShape);
   check_type(kTypes[6], 512, 107, kLargeShape);
   check_type(kTypes[7], 512, 108, kLargeShape);
+  check_type(kTypes[8], 512, 109, kLargeShape);
 }
 
 }  // namespace

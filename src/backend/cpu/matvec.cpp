@@ -405,6 +405,8 @@ quant::TileKernel tile_kernel(const quant::TileKernels& k, GgmlType type) {
     case GgmlType::Q3_K: return k.q3_K_q8_K;
     case GgmlType::IQ4_XS: return k.iq4_xs_q8_K;
     case GgmlType::IQ3_XXS: return k.iq3_xxs_q8_K;
+    case GgmlType::IQ2_XS:
+      return k.iq2_xs_q8_K;
     default: return nullptr;
   }
 }
