@@ -18,62 +18,25 @@ void loop_dots(const DotKernels& k, int64_t n, const uint8_t* w, uint64_t row_by
 // One fallback table per dot level; `level` names the DotKernels it loops.
 template <const DotKernels& (*level)()>
 struct Fallback {
-  static void q8_0(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
+  template <typename Block, typename Act, auto DotKernels::*kKernel>
+  static void dots(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
                    int64_t ldo) {
-    loop_dots<BlockQ8_0, BlockQ8_0, &DotKernels::q8_0_q8_0>(level(), n, w, rb, nr, a, na, o, ldo);
+    loop_dots<Block, Act, kKernel>(level(), n, w, rb, nr, a, na, o, ldo);
   }
-  static void q2_K(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
-                   int64_t ldo) {
-    loop_dots<BlockQ2_K, BlockQ8_K, &DotKernels::q2_K_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void q4_K(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
-                   int64_t ldo) {
-    loop_dots<BlockQ4_K, BlockQ8_K, &DotKernels::q4_K_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void iq2_xxs(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na,
-                      float* o, int64_t ldo) {
-    loop_dots<BlockIQ2_XXS, BlockQ8_K, &DotKernels::iq2_xxs_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void mxfp4(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
-                    int64_t ldo) {
-    loop_dots<BlockMXFP4, BlockQ8_0, &DotKernels::mxfp4_q8_0>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void f16(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
-                  int64_t ldo) {
-    loop_dots<uint16_t, float, &DotKernels::f16_f32>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void bf16(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
-                   int64_t ldo) {
-    loop_dots<uint16_t, float, &DotKernels::bf16_f32>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void f32(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
-                  int64_t ldo) {
-    loop_dots<float, float, &DotKernels::f32_f32>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void q6_K(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
-                   int64_t ldo) {
-    loop_dots<BlockQ6_K, BlockQ8_K, &DotKernels::q6_K_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void q5_K(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
-                   int64_t ldo) {
-    loop_dots<BlockQ5_K, BlockQ8_K, &DotKernels::q5_K_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void q3_K(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
-                   int64_t ldo) {
-    loop_dots<BlockQ3_K, BlockQ8_K, &DotKernels::q3_K_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void iq4_xs(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na,
-                     float* o, int64_t ldo) {
-    loop_dots<BlockIQ4_XS, BlockQ8_K, &DotKernels::iq4_xs_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void iq3_xxs(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
-                      int64_t ldo) {
-    loop_dots<BlockIQ3_XXS, BlockQ8_K, &DotKernels::iq3_xxs_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
-  static void iq2_xs(int64_t n, const uint8_t* w, uint64_t rb, int64_t nr, const void* const* a, int64_t na, float* o,
-                     int64_t ldo) {
-    loop_dots<BlockIQ2_XS, BlockQ8_K, &DotKernels::iq2_xs_q8_K>(level(), n, w, rb, nr, a, na, o, ldo);
-  }
+  static constexpr TileKernel q8_0 = dots<BlockQ8_0, BlockQ8_0, &DotKernels::q8_0_q8_0>;
+  static constexpr TileKernel q2_K = dots<BlockQ2_K, BlockQ8_K, &DotKernels::q2_K_q8_K>;
+  static constexpr TileKernel q4_K = dots<BlockQ4_K, BlockQ8_K, &DotKernels::q4_K_q8_K>;
+  static constexpr TileKernel iq2_xxs = dots<BlockIQ2_XXS, BlockQ8_K, &DotKernels::iq2_xxs_q8_K>;
+  static constexpr TileKernel mxfp4 = dots<BlockMXFP4, BlockQ8_0, &DotKernels::mxfp4_q8_0>;
+  static constexpr TileKernel f16 = dots<uint16_t, float, &DotKernels::f16_f32>;
+  static constexpr TileKernel bf16 = dots<uint16_t, float, &DotKernels::bf16_f32>;
+  static constexpr TileKernel f32 = dots<float, float, &DotKernels::f32_f32>;
+  static constexpr TileKernel q6_K = dots<BlockQ6_K, BlockQ8_K, &DotKernels::q6_K_q8_K>;
+  static constexpr TileKernel q5_K = dots<BlockQ5_K, BlockQ8_K, &DotKernels::q5_K_q8_K>;
+  static constexpr TileKernel q3_K = dots<BlockQ3_K, BlockQ8_K, &DotKernels::q3_K_q8_K>;
+  static constexpr TileKernel iq4_xs = dots<BlockIQ4_XS, BlockQ8_K, &DotKernels::iq4_xs_q8_K>;
+  static constexpr TileKernel iq3_xxs = dots<BlockIQ3_XXS, BlockQ8_K, &DotKernels::iq3_xxs_q8_K>;
+  static constexpr TileKernel iq2_xs = dots<BlockIQ2_XS, BlockQ8_K, &DotKernels::iq2_xs_q8_K>;
   static TileKernels table(const char* isa) {
     return {isa, q8_0, q2_K, q4_K, iq2_xxs, mxfp4, f16, bf16, f32, q6_K, q5_K, q3_K, iq4_xs, iq3_xxs, iq2_xs};
   }

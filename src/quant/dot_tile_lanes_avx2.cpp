@@ -194,11 +194,18 @@ struct KQuantLanes {
   static __m256 finish(__m256 v) { return v; }
 };
 
-struct Q4KFormat : KQuantLanes<8> {
-  using Block = BlockQ4_K;
+// Q4_K and Q5_K: nibble codes (Q5_K's with the fifth bit: element 32s + l
+// has bit s of qh byte l), the packed 6-bit scales and mins. Q5_K's codes
+// reach 31, so its 32-element sub-blocks go as two 16-element halves with
+// one scale (four pair sums in int16: 4 x 2 x 31 x 128 < 32768).
+template <typename B, bool kFifthBit>
+struct NibbleKFormat : KQuantLanes<kFifthBit ? 16 : 8> {
+  using Base = KQuantLanes<kFifthBit ? 16 : 8>;
+  using Block = B;
+  static constexpr int kHalves = kFifthBit ? 2 : 1;
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
     auto* out = reinterpret_cast<__m256i*>(dst);
     for (int c = 0; c < 4; ++c) {
       __m256i lo[kRows], hi[kRows];
@@ -206,22 +213,30 @@ struct Q4KFormat : KQuantLanes<8> {
         const __m256i q = load256(rows[r][i].qs + 32 * c);
         lo[r] = _mm256_and_si256(q, low4);
         hi[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        if constexpr (kFifthBit) {
+          const __m256i qh = load256(rows[r][i].qh);
+          lo[r] = _mm256_or_si256(lo[r], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+          hi[r] = _mm256_or_si256(hi[r], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+        }
       }
       transpose8(lo, out + 16 * c);      // elements 64c .. 64c + 31
       transpose8(hi, out + 16 * c + 8);  // 64c + 32 .. 64c + 63
     }
-    // Sub-block j's min meets both of its 16-sums: the pair (m_j, m_j).
-    alignas(32) int32_t sc[8][kRows], mn[8][kRows];
+    // Sub-block j's scale for each of its halves; its min meets both of its
+    // 16-sums: the pair (m_j, m_j).
+    alignas(32) int32_t sc[8 * kHalves][kRows], mn[8][kRows];
     for (int r = 0; r < kRows; ++r) {
       const Q4KScales s = unpack_q4_K_scales(rows[r][i].scales);
       for (int j = 0; j < 8; ++j) {
-        sc[j][r] = s.scale[j];
+        for (int h = 0; h < kHalves; ++h) sc[kHalves * j + h][r] = s.scale[j];
         mn[j][r] = s.min[j] | (s.min[j] << 16);
       }
     }
-    store_factors(rows, i, sc, mn, dst);
+    Base::store_factors(rows, i, sc, mn, dst);
   }
 };
+using Q4KFormat = NibbleKFormat<BlockQ4_K, false>;
+using Q5KFormat = NibbleKFormat<BlockQ5_K, true>;
 
 struct Q2KFormat : KQuantLanes<16> {
   using Block = BlockQ2_K;
@@ -244,42 +259,6 @@ struct Q2KFormat : KQuantLanes<16> {
       const uint8_t* s = rows[r][i].scales;
       for (int j = 0; j < 16; ++j) sc[j][r] = s[j] & 0x0f;
       for (int j = 0; j < 8; ++j) mn[j][r] = (s[2 * j] >> 4) | ((s[2 * j + 1] >> 4) << 16);
-    }
-    store_factors(rows, i, sc, mn, dst);
-  }
-};
-
-// Q5_K: Q4_K's codes with the fifth bit (element 32s + l: bit s of qh byte
-// l), each 32-element sub-block as two 16-element halves with its scale, so
-// that four pair sums add in int16 (4 x 2 x 31 x 128 < 32768).
-struct Q5KFormat : KQuantLanes<16> {
-  using Block = BlockQ5_K;
-
-  static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-    auto* out = reinterpret_cast<__m256i*>(dst);
-    for (int c = 0; c < 4; ++c) {
-      __m256i lo[kRows], hi[kRows];
-      for (int r = 0; r < kRows; ++r) {
-        const __m256i q = load256(rows[r][i].qs + 32 * c);
-        const __m256i qh = load256(rows[r][i].qh);
-        const __m256i top_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4);
-        const __m256i top_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4);
-        lo[r] = _mm256_or_si256(_mm256_and_si256(q, low4), top_lo);
-        hi[r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), top_hi);
-      }
-      transpose8(lo, out + 16 * c);      // elements 64c .. 64c + 31
-      transpose8(hi, out + 16 * c + 8);  // 64c + 32 .. 64c + 63
-    }
-    // Halves 2j and 2j+1 of sub-block j share its scale; its min meets both
-    // of its 16-sums: the pair (m_j, m_j).
-    alignas(32) int32_t sc[16][kRows], mn[8][kRows];
-    for (int r = 0; r < kRows; ++r) {
-      const Q4KScales s = unpack_q4_K_scales(rows[r][i].scales);
-      for (int j = 0; j < 8; ++j) {
-        sc[2 * j][r] = sc[2 * j + 1][r] = s.scale[j];
-        mn[j][r] = s.min[j] | (s.min[j] << 16);
-      }
     }
     store_factors(rows, i, sc, mn, dst);
   }
