@@ -114,6 +114,12 @@ void Coordinator::io_loop() {
     for (const std::string& line : hub_->take_security_events()) log(line);
     drop_unreachable();
     if (auto in = hub_->receive(kPoll)) on_message(std::move(*in));
+    if (const std::vector<PeerId> heard = hub_->take_heard(); !heard.empty()) {
+      // Part of a long message (a wave of hidden states) is on its way.
+      std::lock_guard lock(mutex_);
+      for (const PeerId& id : heard)
+        if (const auto it = peers_.find(id); it != peers_.end()) it->second.last_heard = Clock::now();
+    }
     const auto now = Clock::now();
     if (now - last_beat >= kHeartbeatInterval) {
       std::lock_guard lock(mutex_);

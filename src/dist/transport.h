@@ -48,6 +48,9 @@ class Hub {
   // Peers a send could not reach since the last call (their connection is
   // gone; a worker that reconnects comes back under a new id).
   virtual std::vector<PeerId> take_unreachable() = 0;
+  // Peers from which part of a longer message came since the last call
+  // (dist/pieces.h): alive, though no whole message of theirs arrived.
+  virtual std::vector<PeerId> take_heard() { return {}; }
   // "tcp://0.0.0.0:5555, CURVE", for logs.
   virtual std::string describe() const = 0;
   // Where workers reach it (a port asked as "*" resolved).
@@ -73,6 +76,9 @@ class Link {
   virtual ~Link() = default;
   virtual void send(std::vector<uint8_t> bytes) = 0;
   virtual std::optional<Received> receive(std::chrono::milliseconds timeout) = 0;
+  // Whether part of a longer message came from the coordinator since the
+  // last call (dist/pieces.h): it is alive, though nothing whole arrived.
+  virtual bool take_heard_from_coordinator() { return false; }
   virtual std::vector<std::string> take_security_events() = 0;
   virtual std::string describe() const = 0;
   // Where other workers reach this one ("tcp://*:PORT": the host is

@@ -135,6 +135,8 @@ void Worker::run() {
       link_->send(encode(ForwardLost{address, reason}));
     }
     auto received = link_->receive(kPoll);
+    // Part of a long message (a wave of hidden states) is on its way.
+    if (link_->take_heard_from_coordinator()) last_heard = Clock::now();
     if (!received) continue;
     std::vector<uint8_t>* bytes = &received->bytes;
     if (!received->from_coordinator) {

@@ -3,11 +3,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <optional>
+#include <span>
 #include <mutex>
 #include <utility>
 
@@ -30,6 +32,9 @@ constexpr int kSendTimeoutMs = 10000;
 // A hand-over to the next stage that cannot start for this long (no
 // completed connection there) comes back to the worker.
 constexpr int kForwardTimeoutMs = 3000;
+// An unfinished message whose sender sent nothing for this long is dropped
+// (the sender went away; a reconnecting one comes back under a new id).
+constexpr std::chrono::milliseconds kUnfinishedIdle{10000};
 
 std::atomic<uint64_t> g_monitor_serial{0};
 
@@ -72,6 +77,11 @@ void configure(zmq::socket_t& socket, const CurveKey& key, bool server) {
   socket.set(zmq::sockopt::heartbeat_ttl, kPeerSilentMs);
   socket.set(zmq::sockopt::reconnect_ivl, 100);
   socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
+  // No limit on queued messages: the pipeline's window bounds what is in
+  // flight, and a long message in pieces must not stall at ZeroMQ's default
+  // of 1000 (a blocked send would hold up the I/O thread's heartbeats).
+  socket.set(zmq::sockopt::sndhwm, 0);
+  socket.set(zmq::sockopt::rcvhwm, 0);
   if (server) {
     socket.set(zmq::sockopt::curve_server, true);
     socket.set(zmq::sockopt::curve_secretkey, key.secret_z85);
@@ -120,7 +130,9 @@ std::optional<MonitorEvent> read_monitor_event(zmq::socket_t& monitor) {
 // sends from other threads and the eventfd that wakes receive() for them.
 class ZmqEnd {
  protected:
-  ZmqEnd(zmq::socket_type type, const CurveKey& key, bool server) : socket_(ctx_, type) {
+  ZmqEnd(zmq::socket_type type, const CurveKey& key, bool server, size_t piece_bytes)
+      : socket_(ctx_, type), piece_bytes_(piece_bytes) {
+    if (piece_bytes_ == 0) throw Error("the piece size of long messages must be positive");
     wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_ < 0) throw Error("eventfd: " + std::string(std::strerror(errno)));
     configure(socket_, key, server);
@@ -154,14 +166,8 @@ class ZmqEnd {
     for (auto& frames : batch) {
       bool sent = true;
       try {
-        for (size_t i = 0; i < frames.size(); ++i) {
-          const auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-          if (!socket_.send(zmq::message_t(frames[i].data(), frames[i].size()), flags)) {
-            note("a send timed out after " + std::to_string(kSendTimeoutMs) + " ms (the peer stopped reading)");
-            sent = false;
-            break;
-          }
-        }
+        sent = send_in_pieces(frames);
+        if (!sent) note("a send timed out after " + std::to_string(kSendTimeoutMs) + " ms (the peer stopped reading)");
       } catch (const zmq::error_t& e) {
         // ROUTER_MANDATORY: EHOSTUNREACH names a peer whose connection is gone.
         if (e.num() != EHOSTUNREACH) note(std::string("a send failed: ") + e.what());
@@ -172,6 +178,37 @@ class ZmqEnd {
         unreachable_.emplace_back(frames[0].begin(), frames[0].end());
       }
     }
+  }
+
+  // Sends one message: its envelope frames (a ROUTER's peer id) before
+  // each piece of the last frame. False when a send timed out.
+  bool send_in_pieces(const std::vector<std::vector<uint8_t>>& frames) {
+    const std::vector<uint8_t>& payload = frames.back();
+    const size_t n = piece_count(payload.size(), piece_bytes_);
+    for (size_t piece = 0; piece < n; ++piece) {
+      for (size_t i = 0; i + 1 < frames.size(); ++i)
+        if (!socket_.send(zmq::message_t(frames[i].data(), frames[i].size()), zmq::send_flags::sndmore)) return false;
+      if (!socket_.send(piece_message(payload, piece), zmq::send_flags::none)) return false;
+    }
+    return true;
+  }
+
+  zmq::message_t piece_message(std::span<const uint8_t> payload, size_t piece) const {
+    zmq::message_t m(piece_wire_bytes(payload.size(), piece_bytes_, piece));
+    write_piece(payload, piece_bytes_, piece, static_cast<uint8_t*>(m.data()));
+    return m;
+  }
+
+  // One received transport message from `sender`: a whole message when
+  // one is complete; a piece without one marks the sender heard.
+  std::optional<std::vector<uint8_t>> reassemble(const std::string& sender, const zmq::message_t& frame,
+                                                 const std::string& from, bool& heard) {
+    const auto now = Clock::now();
+    for (std::string& line : reassembler_.forget_idle(now, kUnfinishedIdle)) note(std::move(line));
+    auto got = reassembler_.take(sender, {static_cast<const uint8_t*>(frame.data()), frame.size()}, now);
+    if (!got.problem.empty()) note(from + ": " + got.problem);
+    if (got.piece && !got.message) heard = true;
+    return std::move(got.message);
   }
 
   // Waits for the socket (or a wake, or a door event) at most `timeout`;
@@ -223,6 +260,7 @@ class ZmqEnd {
 
   zmq::context_t ctx_;
   zmq::socket_t socket_;
+  const size_t piece_bytes_;
 
   // ZAP (RFC 27): admit a CURVE client only when its public key is ours.
   void answer_zap(zmq::socket_t& zap) {
@@ -256,12 +294,15 @@ class ZmqEnd {
   std::deque<std::vector<std::vector<uint8_t>>> outgoing_;
   std::vector<std::string> events_;
   std::vector<PeerId> unreachable_;
+  Reassembler reassembler_;  // the receiving thread's
 };
 
 class ZmqHub final : public Hub, private ZmqEnd {
  public:
-  ZmqHub(const std::string& endpoint, const CurveKey& key)
-      : ZmqEnd(zmq::socket_type::router, key, true), zap_(ctx_, zmq::socket_type::rep), endpoint_(endpoint) {
+  ZmqHub(const std::string& endpoint, const CurveKey& key, size_t piece_bytes)
+      : ZmqEnd(zmq::socket_type::router, key, true, piece_bytes),
+        zap_(ctx_, zmq::socket_type::rep),
+        endpoint_(endpoint) {
     public_z85_ = key.public_z85;
     zap_.bind("inproc://zeromq.zap.01");
     socket_.set(zmq::sockopt::router_mandatory, true);
@@ -291,20 +332,29 @@ class ZmqHub final : public Hub, private ZmqEnd {
       in.peer = (*frames)[0].to_string();
       const char* address = (*frames)[1].gets("Peer-Address");
       in.address = address != nullptr ? address : "unknown address";
-      const auto* p = static_cast<const uint8_t*>((*frames)[1].data());
-      in.bytes.assign(p, p + (*frames)[1].size());
+      bool heard = false;
+      auto whole = reassemble(in.peer, (*frames)[1], "a peer at " + in.address, heard);
+      if (heard && std::find(heard_.begin(), heard_.end(), in.peer) == heard_.end()) heard_.push_back(in.peer);
+      if (!whole) {
+        // Pieces may keep coming for seconds: the caller's loop (heartbeats) runs meanwhile.
+        if (Clock::now() >= deadline) return std::nullopt;
+        continue;
+      }
+      in.bytes = std::move(*whole);
       return in;
     }
   }
 
   std::vector<std::string> take_security_events() override { return take_events(); }
   std::vector<PeerId> take_unreachable() override { return take_unreachable_peers(); }
+  std::vector<PeerId> take_heard() override { return std::exchange(heard_, {}); }
   std::string describe() const override { return endpoint_ + " (CURVE)"; }
   std::string endpoint() const override { return endpoint_; }
 
  private:
   zmq::socket_t zap_;
   std::string endpoint_;
+  std::vector<PeerId> heard_;  // the receiving thread's
 };
 
 // A worker's end: a DEALER to the coordinator; with a forward address, a
@@ -317,8 +367,8 @@ class ZmqHub final : public Hub, private ZmqEnd {
 // take_undelivered() with the reason.
 class ZmqLink final : public Link, private ZmqEnd {
  public:
-  ZmqLink(const std::string& endpoint, const CurveKey& key, const std::string& forward_listen)
-      : ZmqEnd(zmq::socket_type::dealer, key, false), key_(key), endpoint_(endpoint) {
+  ZmqLink(const std::string& endpoint, const CurveKey& key, const std::string& forward_listen, size_t piece_bytes)
+      : ZmqEnd(zmq::socket_type::dealer, key, false, piece_bytes), key_(key), endpoint_(endpoint) {
     try {
       socket_.connect(endpoint);
     } catch (const zmq::error_t& e) {
@@ -384,27 +434,29 @@ class ZmqLink final : public Link, private ZmqEnd {
         if (items[3].revents & ZMQ_POLLIN) {
           std::vector<zmq::message_t> frames = receive_frames(in_);
           if (frames.size() == 2) {
-            const auto* p = static_cast<const uint8_t*>(frames[1].data());
-            return Received{std::vector<uint8_t>(p, p + frames[1].size()), false};
-          }
-          if (!frames.empty())
+            bool heard = false;  // another worker's liveness is ZMTP's to watch
+            auto whole = reassemble("worker " + frames[0].to_string(), frames[1], "another worker", heard);
+            if (whole) return Received{std::move(*whole), false};
+          } else if (!frames.empty()) {
             note("dropped a message of " + std::to_string(frames.size()) + " frames from another worker");
+          }
         }
       }
       if (items[0].revents & ZMQ_POLLIN) {
         std::vector<zmq::message_t> frames = receive_frames(socket_);
         if (frames.size() == 1) {
-          const auto* p = static_cast<const uint8_t*>(frames[0].data());
-          return Received{std::vector<uint8_t>(p, p + frames[0].size()), true};
-        }
-        if (!frames.empty())
+          auto whole = reassemble("coordinator", frames[0], "the coordinator", heard_coordinator_);
+          if (whole) return Received{std::move(*whole), true};
+        } else if (!frames.empty()) {
           note("dropped a message of " + std::to_string(frames.size()) + " frames from the coordinator");
+        }
       }
       if (Clock::now() >= deadline) return std::nullopt;
     }
   }
 
   std::vector<std::string> take_security_events() override { return take_events(); }
+  bool take_heard_from_coordinator() override { return std::exchange(heard_coordinator_, false); }
   std::string describe() const override { return endpoint_ + " (CURVE)"; }
 
  private:
@@ -412,6 +464,7 @@ class ZmqLink final : public Link, private ZmqEnd {
   struct Outbound {
     zmq::socket_t socket, monitor;
     std::deque<std::vector<uint8_t>> pending;
+    size_t next_piece = 0;          // of the front message
     Clock::time_point stuck_since;  // when the front of `pending` started waiting
     std::string last_event;         // the latest failed handshake, for the reason
   };
@@ -447,9 +500,11 @@ class ZmqLink final : public Link, private ZmqEnd {
       }
       while (!out.pending.empty()) {
         const std::vector<uint8_t>& front = out.pending.front();
-        if (!out.socket.send(zmq::message_t(front.data(), front.size()), zmq::send_flags::dontwait)) break;
-        out.pending.pop_front();
+        if (!out.socket.send(piece_message(front, out.next_piece), zmq::send_flags::dontwait)) break;
         out.stuck_since = now;
+        if (++out.next_piece < piece_count(front.size(), piece_bytes_)) continue;
+        out.next_piece = 0;
+        out.pending.pop_front();
       }
       if (!out.pending.empty() && now - out.stuck_since >= std::chrono::milliseconds(kForwardTimeoutMs)) {
         give_up(it->first, out);
@@ -493,6 +548,7 @@ class ZmqLink final : public Link, private ZmqEnd {
   std::mutex forward_mutex_;
   std::deque<std::pair<std::string, std::vector<uint8_t>>> to_forward_;
   std::vector<std::pair<std::string, std::string>> lost_;
+  bool heard_coordinator_ = false;  // the receiving thread's
 };
 
 }  // namespace
@@ -512,15 +568,15 @@ std::string zmq_endpoint(const std::string& host_port) {
   return "tcp://" + host + ":" + port;
 }
 
-std::unique_ptr<Hub> make_zmq_hub(const std::string& endpoint, const CurveKey& key) {
+std::unique_ptr<Hub> make_zmq_hub(const std::string& endpoint, const CurveKey& key, size_t piece_bytes) {
   if (zmq_has("curve") == 0) throw Error("this libzmq was built without CURVE security");
-  return std::make_unique<ZmqHub>(endpoint, key);
+  return std::make_unique<ZmqHub>(endpoint, key, piece_bytes);
 }
 
-std::unique_ptr<Link> make_zmq_link(const std::string& endpoint, const CurveKey& key,
-                                    const std::string& forward_listen) {
+std::unique_ptr<Link> make_zmq_link(const std::string& endpoint, const CurveKey& key, const std::string& forward_listen,
+                                    size_t piece_bytes) {
   if (zmq_has("curve") == 0) throw Error("this libzmq was built without CURVE security");
-  return std::make_unique<ZmqLink>(endpoint, key, forward_listen);
+  return std::make_unique<ZmqLink>(endpoint, key, forward_listen, piece_bytes);
 }
 
 }  // namespace ds4::dist

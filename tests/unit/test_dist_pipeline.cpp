@@ -144,13 +144,113 @@ class StaleWelcomes final : public Link {
   std::atomic<size_t> stale_welcomes_{0};
 };
 
+// How long the Slow* links below hold a message back: past the 2 s in which
+// a silent peer is given up.
+constexpr auto kHold = 2600ms;
+
+// A link on which the first EVAL from the coordinator, and everything the
+// coordinator sends after it, arrives kHold late, while the link says that
+// part of a long message from the coordinator keeps coming: a wave of
+// hidden states in pieces over a slow link (ZeroMQ + CURVE moved ~100 MB/s
+// on one test host, 1.3 s for a 128 MiB wave, with heartbeats behind it).
+class SlowWaves final : public Link {
+ public:
+  explicit SlowWaves(std::unique_ptr<Link> inner) : inner_(std::move(inner)) {}
+  void send(std::vector<uint8_t> bytes) override { inner_->send(std::move(bytes)); }
+  std::optional<Received> receive(std::chrono::milliseconds timeout) override {
+    if (holding_ && std::chrono::steady_clock::now() >= release_at_) {
+      if (!held_.empty()) {
+        Received r = std::move(held_.front());
+        held_.pop_front();
+        return r;
+      }
+      holding_ = false;
+    }
+    std::optional<Received> r = inner_->receive(holding_ ? std::min(timeout, std::chrono::milliseconds(20)) : timeout);
+    if (!r || !r->from_coordinator) return r;
+    if (!held_once_ && message_type(r->bytes, "the coordinator") == MessageType::Eval) {
+      held_once_ = holding_ = true;
+      release_at_ = std::chrono::steady_clock::now() + kHold;
+    }
+    if (!holding_) return r;
+    held_.push_back(std::move(*r));
+    return std::nullopt;
+  }
+  bool take_heard_from_coordinator() override { return inner_->take_heard_from_coordinator() || holding_; }
+  std::vector<std::string> take_security_events() override { return inner_->take_security_events(); }
+  std::string describe() const override { return inner_->describe(); }
+  std::string forward_address() const override { return inner_->forward_address(); }
+  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
+    inner_->send_to(address, std::move(bytes));
+  }
+  std::vector<Undelivered> take_undelivered() override { return inner_->take_undelivered(); }
+  bool held() const { return held_once_; }
+
+ private:
+  std::unique_ptr<Link> inner_;
+  std::deque<Received> held_;
+  std::atomic<bool> held_once_{false};
+  bool holding_ = false;
+  std::chrono::steady_clock::time_point release_at_;
+};
+
+// The coordinator's side of the same: the first RESULT from a worker, and
+// everything that worker sends after it (its heartbeats), arrive kHold late
+// while the hub says that part of a long message from it keeps coming.
+class SlowResults final : public Hub {
+ public:
+  explicit SlowResults(std::unique_ptr<Hub> inner) : inner_(std::move(inner)) {}
+  void send(const PeerId& peer, std::vector<uint8_t> bytes) override { inner_->send(peer, std::move(bytes)); }
+  std::optional<Incoming> receive(std::chrono::milliseconds timeout) override {
+    if (holding_ && std::chrono::steady_clock::now() >= release_at_) {
+      if (!held_.empty()) {
+        Incoming in = std::move(held_.front());
+        held_.pop_front();
+        return in;
+      }
+      holding_ = false;
+    }
+    std::optional<Incoming> in = inner_->receive(holding_ ? std::min(timeout, std::chrono::milliseconds(20)) : timeout);
+    if (!in) return in;
+    if (!held_once_ && message_type(in->bytes, "a worker") == MessageType::Result) {
+      held_once_ = holding_ = true;
+      held_peer_ = in->peer;
+      release_at_ = std::chrono::steady_clock::now() + kHold;
+    }
+    if (!holding_ || in->peer != held_peer_) return in;
+    held_.push_back(std::move(*in));
+    return std::nullopt;
+  }
+  std::vector<PeerId> take_heard() override {
+    std::vector<PeerId> heard = inner_->take_heard();
+    if (holding_) heard.push_back(held_peer_);
+    return heard;
+  }
+  std::vector<std::string> take_security_events() override { return inner_->take_security_events(); }
+  std::vector<PeerId> take_unreachable() override { return inner_->take_unreachable(); }
+  std::string describe() const override { return inner_->describe(); }
+  std::string endpoint() const override { return inner_->endpoint(); }
+  bool held() const { return held_once_; }
+
+ private:
+  std::unique_ptr<Hub> inner_;
+  std::deque<Incoming> held_;
+  std::atomic<bool> held_once_{false};
+  bool holding_ = false;
+  PeerId held_peer_;
+  std::chrono::steady_clock::time_point release_at_;
+};
+
 // How a test worker's link is made: listening for hand-overs on loopback
 // (""), not at all ("none"), losing its first hand-over ("lose"), offering a
 // forward address that goes nowhere (anything else); stale_welcomes: through
-// StaleWelcomes.
+// StaleWelcomes; slow_waves: through SlowWaves; messages longer than
+// piece_bytes in pieces.
 struct LinkSetup {
   std::string offer;
   bool stale_welcomes = false;
+  bool slow_waves = false;
+  size_t piece_bytes = kDefaultPieceBytes;
 };
 
 // A worker on a thread with its own CPU backend over `layers`.
@@ -171,7 +271,8 @@ class WorkerThread {
       std::lock_guard lock(mutex_);
       log_.push_back(line);
     };
-    std::unique_ptr<Link> link = make_zmq_link(endpoint, key, forward.offer == "none" ? "" : "tcp://127.0.0.1:*");
+    std::unique_ptr<Link> link =
+        make_zmq_link(endpoint, key, forward.offer == "none" ? "" : "tcp://127.0.0.1:*", forward.piece_bytes);
     if (forward.offer == "lose")
       link = std::make_unique<LosingHandOvers>(std::move(link));
     else if (!forward.offer.empty() && forward.offer != "none")
@@ -180,6 +281,11 @@ class WorkerThread {
       auto stale = std::make_unique<StaleWelcomes>(std::move(link));
       stale_ = stale.get();
       link = std::move(stale);
+    }
+    if (forward.slow_waves) {
+      auto slow = std::make_unique<SlowWaves>(std::move(link));
+      slow_ = slow.get();
+      link = std::move(slow);
     }
     worker_ = std::make_unique<Worker>(forward_, std::move(link), o);
     thread_ = std::thread([this] {
@@ -211,6 +317,7 @@ class WorkerThread {
   }
   const Worker& worker() const { return *worker_; }
   size_t stale_welcomes() const { return stale_ == nullptr ? 0 : stale_->stale_welcomes(); }
+  bool held_a_wave() const { return slow_ != nullptr && slow_->held(); }
   bool logged(const std::string& part) {
     std::lock_guard lock(mutex_);
     for (const auto& l : log_)
@@ -221,6 +328,7 @@ class WorkerThread {
  private:
   cpu::Forward forward_;
   StaleWelcomes* stale_ = nullptr;  // owned by worker_, when the link is one
+  SlowWaves* slow_ = nullptr;       // the same
   std::unique_ptr<Worker> worker_;
   std::thread thread_;
   std::mutex mutex_;
@@ -235,8 +343,18 @@ struct Cluster {
   std::vector<std::string> log;
   std::mutex log_mutex;
 
-  Cluster(const backend::Backend& local, std::array<uint8_t, 32> fp, int first_remote, bool forward = true) {
-    auto hub = make_zmq_hub("tcp://127.0.0.1:*", key);
+  SlowResults* slow = nullptr;  // owned by the coordinator, when its hub is one
+
+  // slow_results: the hub through SlowResults; messages longer than
+  // piece_bytes in pieces.
+  Cluster(const backend::Backend& local, std::array<uint8_t, 32> fp, int first_remote, bool forward = true,
+          bool slow_results = false, size_t piece_bytes = kDefaultPieceBytes) {
+    std::unique_ptr<Hub> hub = make_zmq_hub("tcp://127.0.0.1:*", key, piece_bytes);
+    if (slow_results) {
+      auto s = std::make_unique<SlowResults>(std::move(hub));
+      slow = s.get();
+      hub = std::move(s);
+    }
     endpoint = hub->endpoint();
     CoordinatorOptions o;
     o.forward_between_workers = forward;
@@ -263,13 +381,13 @@ struct Route {
   int64_t nv;
   cpu::Forward whole, local;
   Cluster c;
-  Route(uint64_t seed, int first_remote)
+  Route(uint64_t seed, int first_remote, bool slow_results = false, size_t piece_bytes = kDefaultPieceBytes)
       : m(model::preset_tiny(), model::QuantMix::Ds4Q2, seed),
         fp(model::fingerprint(m.model())),
         nv(m.hparams().n_vocab),
         whole(m.model(), Numerics::Default, nullptr),
         local(m.model(), Numerics::Default, nullptr),
-        c(local, fp, first_remote) {}
+        c(local, fp, first_remote, true, slow_results, piece_bytes) {}
   std::unique_ptr<WorkerThread> worker(backend::LayerRange layers, LinkSetup forward = {}) {
     return std::make_unique<WorkerThread>(m.model(), Numerics::Default, c.endpoint, c.key, layers, fp, kCtx,
                                           std::move(forward));
@@ -574,6 +692,51 @@ TEST(DistPipeline, WelcomesToQueuedHellosKeepTheWorkersSessions) {
   const std::vector<std::vector<int32_t>> prompts = {random_tokens(r.nv, 29, 5), random_tokens(r.nv, 13, 6)};
   expect_same(run(r.whole, prompts, 3), run(pipe, prompts, 3));
   EXPECT_GE(w->stale_welcomes(), 6u) << "a stale WELCOME after every wave and decode step";
+}
+
+// Every message longer than 1000 bytes (waves, results, hand-overs between
+// workers, session ops) travels in pieces of 1000: the same logits as one
+// process, with three stages handing over to each other.
+TEST(DistPipeline, MessagesInPiecesEqualOneProcess) {
+  constexpr size_t kPiece = 1000;
+  Route r(53, 1, false, kPiece);
+  auto w1 = r.worker({1, 3}, {.offer = "", .piece_bytes = kPiece});
+  auto w2 = r.worker({3, -1}, {.offer = "", .piece_bytes = kPiece});
+  ASSERT_TRUE(r.c.coordinator->wait_for_route(10s));
+  PipelineBackend pipe(r.local, *r.c.coordinator, {1, 8, 2});
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(r.nv, 23, 11), random_tokens(r.nv, 9, 12)};
+  expect_same(run(r.whole, prompts, 3), run(pipe, prompts, 3));
+  EXPECT_GT(w1->worker().hand_overs(), 0u) << "the hand-overs between workers went in pieces too";
+}
+
+// A wave whose pieces keep coming for longer than the 2 s in which a silent
+// peer is given up (the heartbeats queued behind it): the pieces are signs
+// of life. Neither side gives the other up, the worker keeps its sessions,
+// and the logits are one process's. (Before, a 64-128 MiB wave on a
+// ~100 MB/s link made the worker say HELLO again and drop its sessions,
+// or the coordinator drop the worker.)
+TEST(DistPipeline, AWaveStillArrivingIsASignOfLifeToTheWorker) {
+  Route r(59, 1);
+  auto w = r.worker({1, -1}, {.offer = "", .slow_waves = true});
+  ASSERT_TRUE(r.c.coordinator->wait_for_route(10s));
+  PipelineBackend pipe(r.local, *r.c.coordinator, {1, 8, 2});
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(r.nv, 21, 13)};
+  expect_same(run(r.whole, prompts, 2), run(pipe, prompts, 2));
+  EXPECT_TRUE(w->held_a_wave());
+  EXPECT_FALSE(w->logged("has been silent")) << "the worker gave the coordinator up";
+  EXPECT_FALSE(r.c.logged("stopped answering"));
+}
+
+TEST(DistPipeline, AResultStillArrivingIsASignOfLifeToTheCoordinator) {
+  Route r(61, 1, true);
+  auto w = r.worker({1, -1});
+  ASSERT_TRUE(r.c.coordinator->wait_for_route(10s));
+  PipelineBackend pipe(r.local, *r.c.coordinator, {1, 8, 2});
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(r.nv, 21, 14)};
+  expect_same(run(r.whole, prompts, 2), run(pipe, prompts, 2));
+  EXPECT_TRUE(r.c.slow->held());
+  EXPECT_FALSE(r.c.logged("stopped answering")) << "the coordinator gave the worker up";
+  EXPECT_FALSE(w->logged("has been silent"));
 }
 
 // A worker reached only by hand-overs that stops: the next request fails as
