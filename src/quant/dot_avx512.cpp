@@ -1093,5 +1093,102 @@ void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 template void q2_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 template void q2_K_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 
+// ---- Q3_K x Q8_K, 16 rows against one activation ----
+//
+// The one-row kernel (dot_avx2.cpp's, which every avx512 level uses) forms one
+// exact integer per block, sum_j sc_j * (sum of (q + 4) * x over sub-block j)
+// - 4 * sum_j sc_j * bsum_j, and adds (d_w * d_x) * isum in block order; here
+// 16 rows' integers at once, in lanes, and the same float term per lane.
+
+// 16 int32 lanes whose total is the block's isum, the -4 offset included.
+// Register (h, p) holds elements 128h + 64p + 0..63: the 2-bit planes 2p
+// (lower half) and 2p + 1 (upper) of qs bytes 32h.., with hmask bits 4h + 2p
+// and 4h + 2p + 1; its sub-blocks 8h + 4p .. + 3 take Q6_K's scale words.
+template <bool kVnni>
+inline __m512i q3_K_block_partials(const BlockQ3_K& w, const BlockQ8_K& x) {
+  const __m512i low2 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+  const __m128i sc = q3_K_signed_scales(w.scales);
+  const __m256i scales16 = _mm256_cvtepi8_epi16(sc);
+  const __m512i scale_words = _mm512_castsi256_si512(scales16);
+  const __m512i hmask = _mm512_broadcast_i64x4(load256(w.hmask));
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m512i qs = _mm512_broadcast_i64x4(load256(w.qs + 32 * h));
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p) {
+      const __m512i plane = _mm512_set_epi64(4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p, 4 * p, 4 * p, 4 * p);
+      const int b = 4 * h + 2 * p;
+      const __m512i bit = _mm512_set_epi64(b + 1, b + 1, b + 1, b + 1, b, b, b, b);
+      // Shifting whole qwords brings the next byte's bits into bits 8-s..7
+      // of each byte; the masks keep only bits 0-1 (s <= 6) and bit 0 (s <= 7).
+      const __m512i u = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi64(qs, plane), low2),
+                                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hmask, bit), one), 2));
+      // u <= 7 and |x| <= 128: each pair's sum fits int16.
+      acc[p] = dot_words<kVnni>(acc[p], _mm512_maddubs_epi16(u, load512(x.qs + 128 * h + 64 * p)),
+                                _mm512_permutexvar_epi16(load512(kQ6ScaleWords[2 * h + p]), scale_words));
+    }
+  }
+  const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, load256(x.bsums)), 2);  // 4 * sc * bsum
+  return _mm512_sub_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_zextsi256_si512(offset));
+}
+
+template <bool kVnni>
+void q3_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  const int64_t nb = n / kQK_K;
+  for_row_groups<BlockQ3_K>(w, row_bytes, n_rows, out, [&](const BlockQ3_K* const* rows, const BlockQ3_K* const* next) {
+    return rows16_blocks(nb, rows, next, [&](int64_t b, __m512 acc) {
+      const __m512i isum = block_sums16([&](int k) {
+        const __m256i a = fold512(q3_K_block_partials<kVnni>(rows[k][b], x[b]));
+        const __m256i c = fold512(q3_K_block_partials<kVnni>(rows[k + 1][b], x[b]));
+        return _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1);
+      });
+      // The one-row kernel's (d_w * d_x) * isum, lane by lane.
+      const __m512 d = _mm512_mul_ps(rows_f16_f32(rows, b, offsetof(BlockQ3_K, d)), _mm512_set1_ps(x[b].d));
+      return _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+    });
+  });
+}
+template void q3_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void q3_K_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+
+// ---- Q5_K x Q8_K, 16 rows against one activation ----
+//
+// Q4_K's rows (k_quant_rows16) with the fifth bit: chunk c's low nibbles
+// (sub-block 2c, lower half) take bit 2c of qh byte l, its high nibbles
+// (2c + 1, upper half) bit 2c + 1; codes 0..31, pairs below 2 * 31 * 128.
+// Bit-identical to the avx2 one-row kernel every avx512 level uses for Q5_K.
+template <bool kVnni>
+inline __m512i q5_K_code_partials(const BlockQ5_K& wb, const BlockQ8_K& xb, const Q4KScales& s) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
+  const __m512i scale_words =
+      _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.scale))));
+  const __m512i plane_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  const __m512i qh = _mm512_broadcast_i64x4(load256(wb.qh));
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i q4 = _mm512_broadcast_i64x4(load256(wb.qs + 32 * c));
+    const __m512i bit = _mm512_set_epi64(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c, 2 * c, 2 * c, 2 * c);
+    const __m512i fifth = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, bit), one), 4);
+    const __m512i codes = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi64(q4, plane_shift), low4), fifth);
+    acc[c & 1] = dot_words<kVnni>(acc[c & 1], _mm512_maddubs_epi16(codes, load512(xb.qs + 64 * c)),
+                                  _mm512_permutexvar_epi16(load512(kQ4ScaleWords[c]), scale_words));
+  }
+  return _mm512_add_epi32(acc[0], acc[1]);
+}
+
+template <bool kVnni>
+void q5_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  for_row_groups<BlockQ5_K>(w, row_bytes, n_rows, out, [&](const BlockQ5_K* const* rows, const BlockQ5_K* const* next) {
+    return k_quant_rows16(n / kQK_K, rows, next, x, [](const BlockQ5_K& wb, const BlockQ8_K& xb) {
+      const Q4KScales s = unpack_q4_K_scales(wb.scales);
+      return KBlockParts{q5_K_code_partials<kVnni>(wb, xb, s), q4_K_min_products(s, xb)};
+    });
+  });
+}
+template void q5_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void q5_K_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+
 }  // namespace avx512_detail
 }  // namespace ds4::quant

@@ -111,6 +111,33 @@ inline void q4_K_block_parts(const BlockQ4_K& wb, const BlockQ8_K& xb, __m256i& 
   isum = _mm256_add_epi32(acc[0], acc[1]);
 }
 
+// ---- Q5_K x Q8_K ----
+//
+// As Q4_K, with the fifth bit of sub-block s (bit s of qh byte l) added to
+// the nibbles: codes 0..31, so vpmaddubsw pairs stay below 2 * 31 * 128.
+inline void q5_K_block_parts(const BlockQ5_K& wb, const BlockQ8_K& xb, __m256i& isum, __m256i& msum) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+  const Q4KScales s = unpack_q4_K_scales(wb.scales);
+  const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
+  const __m256i mins_dup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+  msum = _mm256_madd_epi16(mins_dup, load256(xb.bsums));
+  const __m256i qh = load256(wb.qh);
+  __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m256i q4 = load256(wb.qs + 32 * c);
+    const __m256i hi_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4);
+    const __m256i hi_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4);
+    const __m256i lo = _mm256_or_si256(_mm256_and_si256(q4, low4), hi_lo);
+    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4), hi_hi);
+    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(xb.qs + 64 * c)),
+                                                        _mm256_set1_epi16(s.scale[2 * c])));
+    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(xb.qs + 64 * c + 32)),
+                                                        _mm256_set1_epi16(s.scale[2 * c + 1])));
+  }
+  isum = _mm256_add_epi32(acc[0], acc[1]);
+}
+
 // ---- Q6_K x Q8_K ----
 //
 // The unsigned codes q (0..63) times x by vpmaddubsw (pairs <= 2*63*128),
@@ -159,6 +186,38 @@ inline __m256i q6_K_block_parts(const BlockQ6_K& w, const BlockQ8_K& x) {
   // sum sc * 16-sums, times 32
   const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(load128(w.scales)), load256(x.bsums));
   return _mm256_sub_epi32(acc, _mm256_slli_epi32(offset, 5));
+}
+
+// ---- Q3_K x Q8_K ----
+//
+// The unsigned codes u = q + 4 (0..7) times x by vpmaddubsw, each 16-element
+// sub-block's pairs times its signed scale by vpmaddwd, the 4 * sc * sum(x) of
+// the offset taken off through the activation's 16-sums: 8 int32 lanes whose
+// total is the scalar reference's integer sum. The sub-blocks pair up in lanes
+// as Q6_K's, so its scale spreading patterns serve here too.
+
+inline __m256i q3_K_block_parts(const BlockQ3_K& w, const BlockQ8_K& x) {
+  const __m256i low2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  const __m128i sc = q3_K_signed_scales(w.scales);
+  const __m256i scales = _mm256_broadcastsi128_si256(sc);
+  const __m256i hmask = load256(w.hmask);
+  __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m256i qs = load256(w.qs + 32 * h);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      // Elements 128h + 32k + l: bits 2k of qs byte l, bit 4h + k of hmask byte l.
+      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hmask, 4 * h + k), one);
+      const __m256i u =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), low2), _mm256_slli_epi16(high, 2));
+      const __m256i prod = _mm256_maddubs_epi16(u, load256(x.qs + 128 * h + 32 * k));
+      const __m256i scale = _mm256_srai_epi16(_mm256_shuffle_epi8(scales, load256(kQ6ScaleHigh[4 * h + k])), 8);
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale));
+    }
+  }
+  const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), load256(x.bsums));  // sum sc * 16-sums
+  return _mm256_sub_epi32(acc, _mm256_slli_epi32(offset, 2));
 }
 
 // ---- IQ2_XXS x Q8_K ----

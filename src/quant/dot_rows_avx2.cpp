@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "quant/dot_rows_avx2.h"
 #include "quant/dot_x86_common.h"
@@ -168,7 +169,7 @@ struct Mxfp4Kernel : NoFinish {
   }
 };
 
-// ---- Q2_K / Q4_K: dall * float(isum) - dmin * float(msum) per block ----
+// ---- Q2_K / Q4_K / Q5_K: dall * float(isum) - dmin * float(msum) per block ----
 
 template <typename Block>
 struct KQuantKernel : NoFinish {
@@ -178,10 +179,13 @@ struct KQuantKernel : NoFinish {
     __m256i isum[kRows], msum[kRows];
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
-      if constexpr (sizeof(Block) == sizeof(BlockQ2_K)) {
+      if constexpr (std::is_same_v<Block, BlockQ2_K>) {
         q2_K_block_parts(rows[r][i], x[i], isum[r], msum[r]);
-      } else {
+      } else if constexpr (std::is_same_v<Block, BlockQ4_K>) {
         q4_K_block_parts(rows[r][i], x[i], isum[r], msum[r]);
+      } else {
+        static_assert(std::is_same_v<Block, BlockQ5_K>);
+        q5_K_block_parts(rows[r][i], x[i], isum[r], msum[r]);
       }
     }
     const __m256 xd = _mm256_set1_ps(x[i].d);
@@ -192,7 +196,6 @@ struct KQuantKernel : NoFinish {
     return _mm256_add_ps(acc, term);
   }
 };
-static_assert(sizeof(BlockQ2_K) != sizeof(BlockQ4_K));
 
 // ---- Q6_K: (d_w * d_x) * float(isum) per block ----
 
@@ -204,6 +207,20 @@ struct Q6KKernel : NoFinish {
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) p[r] = q6_K_block_parts(rows[r][i], x[i]);
     const __m256 d = _mm256_mul_ps(rows_f16(rows, i, offsetof(BlockQ6_K, d)), _mm256_set1_ps(x[i].d));
+    return _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(p))));
+  }
+};
+
+// ---- Q3_K: (d_w * d_x) * float(isum) per block ----
+
+struct Q3KKernel : NoFinish {
+  static constexpr int kBlockElems = kQK_K;
+  const BlockQ8_K* x;
+  __m256 block(const BlockQ3_K* const* rows, int64_t i, __m256 acc) const {
+    __m256i p[kRows];
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) p[r] = q3_K_block_parts(rows[r][i], x[i]);
+    const __m256 d = _mm256_mul_ps(rows_f16(rows, i, offsetof(BlockQ3_K, d)), _mm256_set1_ps(x[i].d));
     return _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(p))));
   }
 };
@@ -304,6 +321,14 @@ void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 
 void q4_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
   rows8<BlockQ4_K>(KQuantKernel<BlockQ4_K>{{}, x}, n, w, row_bytes, n_rows, out);
+}
+
+void q3_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  rows8<BlockQ3_K>(Q3KKernel{{}, x}, n, w, row_bytes, n_rows, out);
+}
+
+void q5_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  rows8<BlockQ5_K>(KQuantKernel<BlockQ5_K>{{}, x}, n, w, row_bytes, n_rows, out);
 }
 
 void q6_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {

@@ -33,5 +33,11 @@ void q2_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 // avx512 level uses for Q6_K.
 template <bool kVnni>
 void q6_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
+// The same for Q3_K and Q5_K rows, bit-identical to the avx2 one-row kernels
+// that every avx512 level uses for them.
+template <bool kVnni>
+void q3_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
+template <bool kVnni>
+void q5_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
 
 }  // namespace ds4::quant::avx512_detail

@@ -25,7 +25,7 @@ namespace {
 // level, AMD Zen 4): Q8_0 ~4-6, the others 3-4.
 constexpr int64_t kMinLanesQ8_0 = 6;
 constexpr int64_t kMinLanes = 4;
-// Against looping the one-row kernel instead (Q5_K, Q3_K, IQ2_XS, IQ3_XXS: no 8-row kernel).
+// Against looping the one-row kernel instead (IQ2_XS, IQ3_XXS: no 8-row kernel).
 constexpr int64_t kMinLanesOneRow = 2;
 
 // The activations one by one through `rows` below kMin of them, else `lanes`.
@@ -91,14 +91,12 @@ void iq3_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_row
 
 void q5_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
-  route<BlockQ8_K, one_row_loop<BlockQ5_K, &DotKernels::q5_K_q8_K>, q5_K_lanes, kMinLanesOneRow>(
-      n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  route<BlockQ8_K, avx2_detail::q5_K_rows, q5_K_lanes, kMinLanes>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 
 void q3_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
-  route<BlockQ8_K, one_row_loop<BlockQ3_K, &DotKernels::q3_K_q8_K>, q3_K_lanes, kMinLanesOneRow>(
-      n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  route<BlockQ8_K, avx2_detail::q3_K_rows, q3_K_lanes, kMinLanes>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 
 }  // namespace tile_avx2

@@ -1033,8 +1033,7 @@ template void q6_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const 
 template <bool kVnni>
 void q5_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
-  tile_or_rows<kVnni, Q5KRows>(one_row_loop<BlockQ5_K, dot_q5_K_q8_K_avx2>, n, w, row_bytes, n_rows, acts, n_acts, out,
-                               ldo);
+  tile_or_rows<kVnni, Q5KRows>(avx512_detail::q5_K_rows<kVnni>, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 template void q5_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
                                int64_t);
@@ -1043,8 +1042,7 @@ template void q5_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const 
 template <bool kVnni>
 void q3_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
-  tile_or_rows<kVnni, Q3KRows>(one_row_loop<BlockQ3_K, dot_q3_K_q8_K_avx2>, n, w, row_bytes, n_rows, acts, n_acts, out,
-                               ldo);
+  tile_or_rows<kVnni, Q3KRows>(avx512_detail::q3_K_rows<kVnni>, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 template void q3_K_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
                                int64_t);
