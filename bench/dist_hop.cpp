@@ -42,18 +42,18 @@ int main(int argc, char** argv) {
     auto link = ds4::dist::make_zmq_link(hub->endpoint(), key, "", piece_bytes);
     std::atomic<bool> stop{false};
     std::thread worker([&] {
-      const std::vector<uint8_t> answer(reply, 7);
+      const ds4::dist::Bytes answer(reply, 7);
       while (!stop) {
         if (link->receive(std::chrono::milliseconds(20))) link->send(answer);
       }
     });
     // The first message names the worker's routing id.
-    link->send(std::vector<uint8_t>(1, 0));
+    link->send(ds4::dist::Bytes(1, 0));
     std::optional<ds4::dist::Incoming> first;
     while (!(first = hub->receive(std::chrono::milliseconds(100)))) {
     }
     const ds4::dist::PeerId peer = first->peer;
-    const std::vector<uint8_t> payload(request, 3);
+    const ds4::dist::Bytes payload(request, 3);
     std::vector<double> us;
     for (int i = 0; i < warmup + rounds; ++i) {
       const auto t0 = std::chrono::steady_clock::now();

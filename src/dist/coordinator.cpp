@@ -345,7 +345,7 @@ void Coordinator::forward(uint64_t id, Pending& p, int begin, std::vector<float>
     p.route.push_back(next->id);
     at = next;
   }
-  std::vector<uint8_t> bytes = encode(p.eval);
+  Bytes bytes = encode(p.eval);
   p.eval.hidden = {};
   p.eval.route.clear();
   p.sent = Clock::now();

@@ -111,7 +111,7 @@ MessageType message_type(std::span<const uint8_t> bytes, const std::string& from
   return static_cast<MessageType>(type);
 }
 
-std::vector<uint8_t> encode(const Hello& m) {
+Bytes encode(const Hello& m) {
   WireWriter w = header(MessageType::Hello);
   w.put_string(m.version);
   w.put_string(m.commit);
@@ -145,7 +145,7 @@ Hello decode_hello(std::span<const uint8_t> bytes, const std::string& from) {
   return m;
 }
 
-std::vector<uint8_t> encode(const Welcome& m) {
+Bytes encode(const Welcome& m) {
   WireWriter w = header(MessageType::Welcome);
   w.put(m.stage);
   return w.take();
@@ -159,7 +159,7 @@ Welcome decode_welcome(std::span<const uint8_t> bytes, const std::string& from) 
   return m;
 }
 
-std::vector<uint8_t> encode(const Refuse& m) {
+Bytes encode(const Refuse& m) {
   WireWriter w = header(MessageType::Refuse);
   w.put_string(m.reason);
   return w.take();
@@ -173,7 +173,7 @@ Refuse decode_refuse(std::span<const uint8_t> bytes, const std::string& from) {
   return m;
 }
 
-std::vector<uint8_t> encode(const Eval& m) {
+Bytes encode(const Eval& m) {
   WireWriter w = header(MessageType::Eval);
   w.put(m.request);
   w.put(m.layer_begin);
@@ -231,7 +231,7 @@ Eval decode_eval(std::span<const uint8_t> bytes, const std::string& from) {
   return m;
 }
 
-std::vector<uint8_t> encode(const Result& m) {
+Bytes encode(const Result& m) {
   WireWriter w = header(MessageType::Result);
   w.put(m.request);
   w.put(static_cast<uint32_t>(m.status));
@@ -259,7 +259,7 @@ Result decode_result(std::span<const uint8_t> bytes, const std::string& from) {
   return m;
 }
 
-std::vector<uint8_t> encode(const Heartbeat& m) {
+Bytes encode(const Heartbeat& m) {
   WireWriter w = header(MessageType::Heartbeat);
   w.put(m.seq);
   return w.take();
@@ -273,7 +273,7 @@ Heartbeat decode_heartbeat(std::span<const uint8_t> bytes, const std::string& fr
   return m;
 }
 
-std::vector<uint8_t> encode(const ForwardLost& m) {
+Bytes encode(const ForwardLost& m) {
   WireWriter w = header(MessageType::ForwardLost);
   w.put_string(m.address);
   w.put_string(m.reason);
@@ -289,7 +289,7 @@ ForwardLost decode_forward_lost(std::span<const uint8_t> bytes, const std::strin
   return m;
 }
 
-std::vector<uint8_t> encode(const SessionOp& m) {
+Bytes encode(const SessionOp& m) {
   WireWriter w = header(MessageType::SessionOp);
   w.put(m.request);
   w.put(static_cast<uint32_t>(m.kind));
@@ -313,7 +313,7 @@ SessionOp decode_session_op(std::span<const uint8_t> bytes, const std::string& f
   return m;
 }
 
-std::vector<uint8_t> encode(const SessionOpDone& m) {
+Bytes encode(const SessionOpDone& m) {
   WireWriter w = header(MessageType::SessionOpDone);
   w.put(m.request);
   w.put(static_cast<uint32_t>(m.status));
@@ -333,7 +333,7 @@ SessionOpDone decode_session_op_done(std::span<const uint8_t> bytes, const std::
   return m;
 }
 
-std::vector<uint8_t> encode_rehello() { return header(MessageType::Rehello).take(); }
+Bytes encode_rehello() { return header(MessageType::Rehello).take(); }
 
 uint64_t token_prefix_hash(std::span<const int32_t> tokens, uint64_t hash) {
   for (const int32_t t : tokens) {

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "dist/wire.h"
+
 namespace ds4::dist {
 
 inline constexpr uint32_t kMagic = 0x5a345344;  // "DS4Z"
@@ -173,16 +175,16 @@ struct SessionOpDone {
   std::vector<uint8_t> payload;
 };
 
-std::vector<uint8_t> encode(const Hello& m);
-std::vector<uint8_t> encode(const Welcome& m);
-std::vector<uint8_t> encode(const Refuse& m);
-std::vector<uint8_t> encode(const Eval& m);
-std::vector<uint8_t> encode(const Result& m);
-std::vector<uint8_t> encode(const Heartbeat& m);
-std::vector<uint8_t> encode(const ForwardLost& m);
-std::vector<uint8_t> encode(const SessionOp& m);
-std::vector<uint8_t> encode(const SessionOpDone& m);
-std::vector<uint8_t> encode_rehello();
+Bytes encode(const Hello& m);
+Bytes encode(const Welcome& m);
+Bytes encode(const Refuse& m);
+Bytes encode(const Eval& m);
+Bytes encode(const Result& m);
+Bytes encode(const Heartbeat& m);
+Bytes encode(const ForwardLost& m);
+Bytes encode(const SessionOp& m);
+Bytes encode(const SessionOpDone& m);
+Bytes encode_rehello();
 
 // Decoders: ds4::Error naming `from`, the message and the field on anything
 // that does not fit (the type is checked too).

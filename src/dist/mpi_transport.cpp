@@ -39,12 +39,12 @@ class MpiEnd {
  protected:
   struct Outgoing {
     int dest;
-    std::vector<uint8_t> bytes;
+    Bytes bytes;
     uint64_t length = 0;
     std::vector<MPI_Request> requests;
   };
 
-  void queue(int dest, std::vector<uint8_t> bytes) {
+  void queue(int dest, Bytes bytes) {
     std::lock_guard lock(mutex_);
     Outgoing o;
     o.dest = dest;
@@ -82,7 +82,7 @@ class MpiEnd {
 
   // The next message from `source` (MPI_ANY_SOURCE for any) within
   // `timeout`: its sender and bytes.
-  std::optional<std::pair<int, std::vector<uint8_t>>> poll(int source, std::chrono::milliseconds timeout) {
+  std::optional<std::pair<int, Bytes>> poll(int source, std::chrono::milliseconds timeout) {
     const auto deadline = Clock::now() + timeout;
     for (;;) {
       pump();
@@ -92,7 +92,7 @@ class MpiEnd {
       if (flag) {
         uint64_t length = 0;
         MPI_Recv(&length, 1, MPI_UINT64_T, st.MPI_SOURCE, kTagLength, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        std::vector<uint8_t> bytes(length);
+        Bytes bytes(length);
         for (size_t at = 0; at < length; at += kPiece) {
           const size_t n = std::min(kPiece, static_cast<size_t>(length) - at);
           MPI_Recv(bytes.data() + at, static_cast<int>(n), MPI_BYTE, st.MPI_SOURCE, kTagPiece, MPI_COMM_WORLD,
@@ -114,7 +114,7 @@ class MpiEnd {
 class MpiHub final : public Hub, private MpiEnd {
  public:
   explicit MpiHub(int size) : size_(size) {}
-  void send(const PeerId& peer, std::vector<uint8_t> bytes) override {
+  void send(const PeerId& peer, Bytes bytes) override {
     const int rank = std::stoi(peer.substr(5));  // "rank N"
     queue(rank, std::move(bytes));
   }
@@ -141,8 +141,8 @@ class MpiHub final : public Hub, private MpiEnd {
 class MpiLink final : public Link, private MpiEnd {
  public:
   MpiLink(int rank, int size) : rank_(rank), size_(size) {}
-  void send(std::vector<uint8_t> bytes) override { queue(0, std::move(bytes)); }
-  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
+  void send(Bytes bytes) override { queue(0, std::move(bytes)); }
+  void send_to(const std::string& address, Bytes bytes) override {
     const int rank = rank_of(address);
     if (rank <= 0 || rank >= size_ || rank == rank_) {
       std::lock_guard lock(undelivered_mutex_);

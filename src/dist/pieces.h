@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "dist/wire.h"
+
 namespace ds4::dist {
 
 inline constexpr uint32_t kPieceMagic = 0x50345344;  // "DS4P"
@@ -43,7 +45,7 @@ class Reassembler {
   using Clock = std::chrono::steady_clock;
 
   struct Outcome {
-    std::optional<std::vector<uint8_t>> message;  // a whole message, when one is complete
+    std::optional<Bytes> message;                 // a whole message, when one is complete
     bool piece = false;                           // this was a piece (the sender is alive)
     std::string problem;                          // a piece out of order or inconsistent, for the log
   };
@@ -59,7 +61,7 @@ class Reassembler {
 
  private:
   struct Partial {
-    std::vector<uint8_t> bytes;
+    Bytes bytes;
     uint64_t whole = 0;
     uint32_t next = 0;
     Clock::time_point last;

@@ -80,7 +80,10 @@ TensorParallelBackend::~TensorParallelBackend() {
   }
 }
 
-void TensorParallelBackend::send(std::vector<uint8_t> bytes) const { group_.broadcast(bytes); }
+void TensorParallelBackend::send(const Bytes& bytes) const {
+  std::vector<uint8_t> command(bytes.begin(), bytes.end());  // the collective's type; commands are small
+  group_.broadcast(command);
+}
 
 template <typename Fn>
 void TensorParallelBackend::in_step(const char *what, Fn &&fn) const {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "dist/wire.h"
 #include "backend/collective.h"
 
 namespace ds4::dist {
@@ -72,7 +73,7 @@ class TensorParallelBackend final : public backend::Backend {
   friend class Session;
   Session &tp_session(const backend::Session &session, const char *what) const;
   // The command in `bytes` to every other rank (under mutex_).
-  void send(std::vector<uint8_t> bytes) const;
+  void send(const Bytes& bytes) const;
   // fn() on this rank; a failure after the group's collective calls began
   // ends the group.
   template <typename Fn>

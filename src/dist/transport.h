@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "dist/wire.h"
+
 namespace ds4::dist {
 
 // A peer as the transport knows it (a ZeroMQ routing id, an MPI rank).
@@ -30,7 +32,7 @@ using PeerId = std::string;
 struct Incoming {
   PeerId peer;
   std::string address;  // where it came from, for logs ("tcp://10.0.0.2:51234")
-  std::vector<uint8_t> bytes;
+  Bytes bytes;
 };
 
 // The coordinator's end: every worker.
@@ -39,7 +41,7 @@ class Hub {
   virtual ~Hub() = default;
   // Queues a message for `peer`. A peer that is gone loses it (the
   // coordinator's heartbeats notice the peer itself).
-  virtual void send(const PeerId& peer, std::vector<uint8_t> bytes) = 0;
+  virtual void send(const PeerId& peer, Bytes bytes) = 0;
   // The next message from any peer, waiting at most `timeout`.
   virtual std::optional<Incoming> receive(std::chrono::milliseconds timeout) = 0;
   // What happened at the door since the last call: peers refused for their
@@ -60,21 +62,21 @@ class Hub {
 // A message a worker's link received: from its coordinator, or handed over
 // by another worker at its forward address.
 struct Received {
-  std::vector<uint8_t> bytes;
+  Bytes bytes;
   bool from_coordinator = true;
 };
 
 // A message send_to() could not deliver, and why (naming the address).
 struct Undelivered {
   std::string address, reason;
-  std::vector<uint8_t> bytes;
+  Bytes bytes;
 };
 
 // A worker's end: its coordinator, and the other workers' forward addresses.
 class Link {
  public:
   virtual ~Link() = default;
-  virtual void send(std::vector<uint8_t> bytes) = 0;
+  virtual void send(Bytes bytes) = 0;
   virtual std::optional<Received> receive(std::chrono::milliseconds timeout) = 0;
   // Whether part of a longer message came from the coordinator since the
   // last call (dist/pieces.h): it is alive, though nothing whole arrived.
@@ -88,7 +90,7 @@ class Link {
   // Queues a message for another worker's forward address; in order per
   // address. One that cannot be delivered in time comes back from
   // take_undelivered(), as does everything queued behind it.
-  virtual void send_to(const std::string& address, std::vector<uint8_t> bytes) {
+  virtual void send_to(const std::string& address, Bytes bytes) {
     std::lock_guard lock(undelivered_mutex_);
     undelivered_.push_back({address, "this transport does not reach other workers", std::move(bytes)});
   }

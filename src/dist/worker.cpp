@@ -138,7 +138,7 @@ void Worker::run() {
     // Part of a long message (a wave of hidden states) is on its way.
     if (link_->take_heard_from_coordinator()) last_heard = Clock::now();
     if (!received) continue;
-    std::vector<uint8_t>* bytes = &received->bytes;
+    Bytes* bytes = &received->bytes;
     if (!received->from_coordinator) {
       // Another worker hands over its hidden states; nothing else comes that way.
       try {
@@ -257,7 +257,7 @@ size_t batch_tokens(const Eval& eval) {
 
 }  // namespace
 
-bool Worker::evaluate_inline(std::vector<uint8_t>& bytes) {
+bool Worker::evaluate_inline(Bytes& bytes) {
   // Larger than any small batch's hidden states (plus its token lists): a
   // prefill wave, not worth decoding here.
   const size_t small_bytes = kInlineTokens * static_cast<size_t>(backend_.hidden_size()) * sizeof(float) + (1u << 20);
@@ -285,7 +285,7 @@ bool Worker::evaluate_inline(std::vector<uint8_t>& bytes) {
 
 // Evaluates an EVAL (decoded already, or from its bytes) into its RESULT;
 // times small batches for evaluate_inline.
-Worker::Reply Worker::answer_eval(const std::vector<uint8_t>& bytes, const Eval* decoded) {
+Worker::Reply Worker::answer_eval(const Bytes& bytes, const Eval* decoded) {
   Result r;
   const auto t0 = Clock::now();
   size_t tokens = SIZE_MAX;

@@ -86,7 +86,7 @@ class Worker {
  private:
   struct Job {
     MessageType type;
-    std::vector<uint8_t> bytes;
+    Bytes bytes;
   };
   struct Held {
     std::unique_ptr<backend::Session> session;
@@ -96,7 +96,7 @@ class Worker {
   // What an evaluation sends back (nothing for a WELCOME), and for a small
   // batch whether it was quick.
   struct Reply {
-    std::vector<uint8_t> bytes;
+    Bytes bytes;
     std::string to;  // the next stage's forward address: a hand-over (EVAL), not an answer
     std::optional<bool> small_batch_quick;
   };
@@ -106,9 +106,9 @@ class Worker {
   // Evaluates `bytes` (an EVAL) on the I/O thread when it is small, nothing
   // is queued or running and small batches have been quick; false when it
   // must be queued instead.
-  bool evaluate_inline(std::vector<uint8_t>& bytes);
+  bool evaluate_inline(Bytes& bytes);
   Reply answer(const Job& job);
-  Reply answer_eval(const std::vector<uint8_t>& bytes, const Eval* decoded);
+  Reply answer_eval(const Bytes& bytes, const Eval* decoded);
   // Sends the reply and ends the evaluation, under one lock (see worker.cpp).
   void finish(Reply reply);
   Result evaluate(const Eval& eval);

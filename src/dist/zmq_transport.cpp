@@ -142,7 +142,7 @@ class ZmqEnd {
     if (wake_ >= 0) ::close(wake_);
   }
 
-  void queue(std::vector<std::vector<uint8_t>> frames) {
+  void queue(std::vector<Bytes> frames) {
     {
       std::lock_guard lock(mutex_);
       outgoing_.push_back(std::move(frames));
@@ -158,7 +158,7 @@ class ZmqEnd {
   // Sends what other threads queued; a frame that cannot go out is dropped
   // (ROUTER: the peer is gone) and noted.
   void flush() {
-    std::deque<std::vector<std::vector<uint8_t>>> batch;
+    std::deque<std::vector<Bytes>> batch;
     {
       std::lock_guard lock(mutex_);
       batch.swap(outgoing_);
@@ -182,8 +182,8 @@ class ZmqEnd {
 
   // Sends one message: its envelope frames (a ROUTER's peer id) before
   // each piece of the last frame. False when a send timed out.
-  bool send_in_pieces(const std::vector<std::vector<uint8_t>>& frames) {
-    const std::vector<uint8_t>& payload = frames.back();
+  bool send_in_pieces(const std::vector<Bytes>& frames) {
+    const Bytes& payload = frames.back();
     const size_t n = piece_count(payload.size(), piece_bytes_);
     for (size_t piece = 0; piece < n; ++piece) {
       for (size_t i = 0; i + 1 < frames.size(); ++i)
@@ -201,8 +201,8 @@ class ZmqEnd {
 
   // One received transport message from `sender`: a whole message when
   // one is complete; a piece without one marks the sender heard.
-  std::optional<std::vector<uint8_t>> reassemble(const std::string& sender, const zmq::message_t& frame,
-                                                 const std::string& from, bool& heard) {
+  std::optional<Bytes> reassemble(const std::string& sender, const zmq::message_t& frame, const std::string& from,
+                                  bool& heard) {
     const auto now = Clock::now();
     for (std::string& line : reassembler_.forget_idle(now, kUnfinishedIdle)) note(std::move(line));
     auto got = reassembler_.take(sender, {static_cast<const uint8_t*>(frame.data()), frame.size()}, now);
@@ -291,7 +291,7 @@ class ZmqEnd {
   zmq::socket_t monitor_;
   int wake_ = -1;
   std::mutex mutex_;
-  std::deque<std::vector<std::vector<uint8_t>>> outgoing_;
+  std::deque<std::vector<Bytes>> outgoing_;
   std::vector<std::string> events_;
   std::vector<PeerId> unreachable_;
   Reassembler reassembler_;  // the receiving thread's
@@ -314,9 +314,7 @@ class ZmqHub final : public Hub, private ZmqEnd {
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);  // the port chosen for "*"
   }
 
-  void send(const PeerId& peer, std::vector<uint8_t> bytes) override {
-    queue({std::vector<uint8_t>(peer.begin(), peer.end()), std::move(bytes)});
-  }
+  void send(const PeerId& peer, Bytes bytes) override { queue({Bytes(peer.begin(), peer.end()), std::move(bytes)}); }
 
   std::optional<Incoming> receive(std::chrono::milliseconds timeout) override {
     const auto deadline = Clock::now() + timeout;
@@ -389,9 +387,9 @@ class ZmqLink final : public Link, private ZmqEnd {
     forward_address_ = in_.get(zmq::sockopt::last_endpoint);  // the port chosen for "*"
   }
 
-  void send(std::vector<uint8_t> bytes) override { queue({std::move(bytes)}); }
+  void send(Bytes bytes) override { queue({std::move(bytes)}); }
 
-  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
+  void send_to(const std::string& address, Bytes bytes) override {
     {
       std::lock_guard lock(forward_mutex_);
       to_forward_.emplace_back(address, std::move(bytes));
@@ -463,7 +461,7 @@ class ZmqLink final : public Link, private ZmqEnd {
   // A next stage's address: its socket and what waits to go there.
   struct Outbound {
     zmq::socket_t socket, monitor;
-    std::deque<std::vector<uint8_t>> pending;
+    std::deque<Bytes> pending;
     size_t next_piece = 0;          // of the front message
     Clock::time_point stuck_since;  // when the front of `pending` started waiting
     std::string last_event;         // the latest failed handshake, for the reason
@@ -473,7 +471,7 @@ class ZmqLink final : public Link, private ZmqEnd {
   // what can go, in order; gives up on an address whose front message has
   // waited kForwardTimeoutMs. True while anything waits.
   bool push_forwards() {
-    std::deque<std::pair<std::string, std::vector<uint8_t>>> fresh;
+    std::deque<std::pair<std::string, Bytes>> fresh;
     {
       std::lock_guard lock(forward_mutex_);
       fresh.swap(to_forward_);
@@ -499,7 +497,7 @@ class ZmqLink final : public Link, private ZmqEnd {
         }
       }
       while (!out.pending.empty()) {
-        const std::vector<uint8_t>& front = out.pending.front();
+        const Bytes& front = out.pending.front();
         if (!out.socket.send(piece_message(front, out.next_piece), zmq::send_flags::dontwait)) break;
         out.stuck_since = now;
         if (++out.next_piece < piece_count(front.size(), piece_bytes_)) continue;
@@ -546,7 +544,7 @@ class ZmqLink final : public Link, private ZmqEnd {
   zmq::socket_t zap_, in_, in_monitor_;
   std::map<std::string, Outbound> out_;  // the I/O thread's only
   std::mutex forward_mutex_;
-  std::deque<std::pair<std::string, std::vector<uint8_t>>> to_forward_;
+  std::deque<std::pair<std::string, Bytes>> to_forward_;
   std::vector<std::pair<std::string, std::string>> lost_;
   bool heard_coordinator_ = false;  // the receiving thread's
 };

@@ -25,8 +25,8 @@ template <typename Decode>
 void round_trip(std::span<const uint8_t> bytes, Decode decode, bool exact) {
   try {
     const auto m = decode(bytes, "fuzz");
-    const std::vector<uint8_t> again = encode(m);
-    if (exact) check(std::vector<uint8_t>(bytes.begin(), bytes.end()) == again);
+    const Bytes again = encode(m);
+    if (exact) check(Bytes(bytes.begin(), bytes.end()) == again);
     (void)decode(again, "fuzz");
   } catch (const ds4::Error&) {
     // refused with a message: what a damaged or foreign message gets

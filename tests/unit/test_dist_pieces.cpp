@@ -24,15 +24,15 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+Bytes random_bytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
+  Bytes v(n);
   for (auto& b : v) b = static_cast<uint8_t>(rng());
   return v;
 }
 
-std::vector<std::vector<uint8_t>> split(const std::vector<uint8_t>& message, size_t piece_bytes) {
-  std::vector<std::vector<uint8_t>> pieces(piece_count(message.size(), piece_bytes));
+std::vector<Bytes> split(const Bytes& message, size_t piece_bytes) {
+  std::vector<Bytes> pieces(piece_count(message.size(), piece_bytes));
   for (size_t i = 0; i < pieces.size(); ++i) {
     pieces[i].resize(piece_wire_bytes(message.size(), piece_bytes, i));
     write_piece(message, piece_bytes, i, pieces[i].data());
@@ -59,7 +59,7 @@ TEST(DistPieces, SplitAndPutBackTogetherFromInterleavedSenders) {
   EXPECT_EQ(ps[0], small);
   Reassembler r;
   const auto now = Clock::now();
-  std::vector<std::vector<uint8_t>> from_a, from_b;
+  std::vector<Bytes> from_a, from_b;
   size_t pieces = 0;
   for (size_t i = 0; i < pa.size(); ++i) {
     for (const auto* wire : {&pa[i], i < pb.size() ? &pb[i] : (i == 5 ? &ps[0] : nullptr)}) {
@@ -103,7 +103,7 @@ TEST(DistPieces, EveryDamageToTheSequenceIsNamedAndDeliversNothingWrong) {
     Reassembler r;
     r.take("a", p[0], now);
     r.take("a", p[1], now);
-    std::optional<std::vector<uint8_t>> got;
+    std::optional<Bytes> got;
     std::string problem;
     for (const auto& wire : p) {
       auto out = r.take("a", wire, now);

@@ -56,14 +56,12 @@ class OfferingElsewhere final : public Link {
  public:
   OfferingElsewhere(std::unique_ptr<Link> inner, std::string offered)
       : inner_(std::move(inner)), offered_(std::move(offered)) {}
-  void send(std::vector<uint8_t> bytes) override { inner_->send(std::move(bytes)); }
+  void send(Bytes bytes) override { inner_->send(std::move(bytes)); }
   std::optional<Received> receive(std::chrono::milliseconds timeout) override { return inner_->receive(timeout); }
   std::vector<std::string> take_security_events() override { return inner_->take_security_events(); }
   std::string describe() const override { return inner_->describe(); }
   std::string forward_address() const override { return offered_; }
-  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
-    inner_->send_to(address, std::move(bytes));
-  }
+  void send_to(const std::string& address, Bytes bytes) override { inner_->send_to(address, std::move(bytes)); }
   std::vector<Undelivered> take_undelivered() override { return inner_->take_undelivered(); }
 
  private:
@@ -77,12 +75,12 @@ class OfferingElsewhere final : public Link {
 class LosingHandOvers final : public Link {
  public:
   explicit LosingHandOvers(std::unique_ptr<Link> inner) : inner_(std::move(inner)) {}
-  void send(std::vector<uint8_t> bytes) override { inner_->send(std::move(bytes)); }
+  void send(Bytes bytes) override { inner_->send(std::move(bytes)); }
   std::optional<Received> receive(std::chrono::milliseconds timeout) override { return inner_->receive(timeout); }
   std::vector<std::string> take_security_events() override { return inner_->take_security_events(); }
   std::string describe() const override { return inner_->describe(); }
   std::string forward_address() const override { return inner_->forward_address(); }
-  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
+  void send_to(const std::string& address, Bytes bytes) override {
     std::lock_guard lock(mutex_);
     if (!broke_) {
       broke_ = true;
@@ -111,7 +109,7 @@ class LosingHandOvers final : public Link {
 class StaleWelcomes final : public Link {
  public:
   explicit StaleWelcomes(std::unique_ptr<Link> inner) : inner_(std::move(inner)) {}
-  void send(std::vector<uint8_t> bytes) override { inner_->send(std::move(bytes)); }
+  void send(Bytes bytes) override { inner_->send(std::move(bytes)); }
   std::optional<Received> receive(std::chrono::milliseconds timeout) override {
     if (!extra_.empty()) {
       Received r = std::move(extra_.front());
@@ -131,15 +129,13 @@ class StaleWelcomes final : public Link {
   std::vector<std::string> take_security_events() override { return inner_->take_security_events(); }
   std::string describe() const override { return inner_->describe(); }
   std::string forward_address() const override { return inner_->forward_address(); }
-  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
-    inner_->send_to(address, std::move(bytes));
-  }
+  void send_to(const std::string& address, Bytes bytes) override { inner_->send_to(address, std::move(bytes)); }
   std::vector<Undelivered> take_undelivered() override { return inner_->take_undelivered(); }
   size_t stale_welcomes() const { return stale_welcomes_; }
 
  private:
   std::unique_ptr<Link> inner_;
-  std::vector<uint8_t> welcome_;
+  Bytes welcome_;
   std::deque<Received> extra_;
   std::atomic<size_t> stale_welcomes_{0};
 };
@@ -156,7 +152,7 @@ constexpr auto kHold = 2600ms;
 class SlowWaves final : public Link {
  public:
   explicit SlowWaves(std::unique_ptr<Link> inner) : inner_(std::move(inner)) {}
-  void send(std::vector<uint8_t> bytes) override { inner_->send(std::move(bytes)); }
+  void send(Bytes bytes) override { inner_->send(std::move(bytes)); }
   std::optional<Received> receive(std::chrono::milliseconds timeout) override {
     if (holding_ && std::chrono::steady_clock::now() >= release_at_) {
       if (!held_.empty()) {
@@ -180,9 +176,7 @@ class SlowWaves final : public Link {
   std::vector<std::string> take_security_events() override { return inner_->take_security_events(); }
   std::string describe() const override { return inner_->describe(); }
   std::string forward_address() const override { return inner_->forward_address(); }
-  void send_to(const std::string& address, std::vector<uint8_t> bytes) override {
-    inner_->send_to(address, std::move(bytes));
-  }
+  void send_to(const std::string& address, Bytes bytes) override { inner_->send_to(address, std::move(bytes)); }
   std::vector<Undelivered> take_undelivered() override { return inner_->take_undelivered(); }
   bool held() const { return held_once_; }
 
@@ -200,7 +194,7 @@ class SlowWaves final : public Link {
 class SlowResults final : public Hub {
  public:
   explicit SlowResults(std::unique_ptr<Hub> inner) : inner_(std::move(inner)) {}
-  void send(const PeerId& peer, std::vector<uint8_t> bytes) override { inner_->send(peer, std::move(bytes)); }
+  void send(const PeerId& peer, Bytes bytes) override { inner_->send(peer, std::move(bytes)); }
   std::optional<Incoming> receive(std::chrono::milliseconds timeout) override {
     if (holding_ && std::chrono::steady_clock::now() >= release_at_) {
       if (!held_.empty()) {
@@ -934,7 +928,7 @@ TEST(DistMessages, RoundTripAndEveryTruncationIsAnError) {
   e.hidden = {1.0f, -2.5f, 0.1f};
   e.route = {{4, 6, "tcp://10.0.0.3:5001"}, {6, -1, "rank 3"}};
   e.trace = {{1, 1234}};
-  const std::vector<uint8_t> bytes = encode(e);
+  const Bytes bytes = encode(e);
   const Eval back = decode_eval(bytes, "test");
   EXPECT_EQ(back.request, 77u);
   EXPECT_EQ(back.layer_end, -1);
@@ -957,10 +951,10 @@ TEST(DistMessages, RoundTripAndEveryTruncationIsAnError) {
   EXPECT_EQ(back.hidden[2], 0.0999755859375f);
   for (size_t n = 0; n < bytes.size(); ++n)
     EXPECT_THROW(decode_eval(std::span<const uint8_t>(bytes.data(), n), "test"), Error) << n << " bytes";
-  std::vector<uint8_t> longer = bytes;
+  Bytes longer = bytes;
   longer.push_back(0);
   EXPECT_THROW(decode_eval(longer, "test"), Error);
-  std::vector<uint8_t> other = bytes;
+  Bytes other = bytes;
   other[4] = 1;  // protocol version
   try {
     decode_eval(other, "worker x");
@@ -976,7 +970,7 @@ TEST(DistMessages, RoundTripAndEveryTruncationIsAnError) {
   res.trace = {{1, 10}, {3, 20}};
   res.forward_error = "the next stage at tcp://10.0.0.3:5001 could not be reached";
   res.hidden = {0.5f};
-  const std::vector<uint8_t> rb = encode(res);
+  const Bytes rb = encode(res);
   const Result rback = decode_result(rb, "test");
   EXPECT_EQ(rback.eval_us, 55u);
   ASSERT_EQ(rback.trace.size(), 2u);
