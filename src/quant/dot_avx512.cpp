@@ -1063,20 +1063,30 @@ inline __m512i q6_K_block_partials(const BlockQ6_K& w, const BlockQ8_K& x) {
   return _mm512_sub_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_zextsi256_si512(offset));
 }
 
-template <bool kVnni>
-void q6_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+// Rows whose one-row kernel adds (d_w * d_x) * isum per block (Q3_K, Q6_K):
+// `partials` gives a row block's 16 int32 lanes totalling its isum.
+template <typename Block, typename Partials>
+void scaled_int_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out,
+                     Partials partials) {
   const int64_t nb = n / kQK_K;
-  for_row_groups<BlockQ6_K>(w, row_bytes, n_rows, out, [&](const BlockQ6_K* const* rows, const BlockQ6_K* const* next) {
+  for_row_groups<Block>(w, row_bytes, n_rows, out, [&](const Block* const* rows, const Block* const* next) {
     return rows16_blocks(nb, rows, next, [&](int64_t b, __m512 acc) {
       const __m512i isum = block_sums16([&](int k) {
-        const __m256i a = fold512(q6_K_block_partials<kVnni>(rows[k][b], x[b]));
-        const __m256i c = fold512(q6_K_block_partials<kVnni>(rows[k + 1][b], x[b]));
+        const __m256i a = fold512(partials(rows[k][b], x[b]));
+        const __m256i c = fold512(partials(rows[k + 1][b], x[b]));
         return _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1);
       });
       // The one-row kernel's (d_w * d_x) * isum, lane by lane.
-      const __m512 d = _mm512_mul_ps(rows_f16_f32(rows, b, offsetof(BlockQ6_K, d)), _mm512_set1_ps(x[b].d));
+      const __m512 d = _mm512_mul_ps(rows_f16_f32(rows, b, offsetof(Block, d)), _mm512_set1_ps(x[b].d));
       return _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
     });
+  });
+}
+
+template <bool kVnni>
+void q6_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  scaled_int_rows<BlockQ6_K>(n, w, row_bytes, n_rows, x, out, [](const BlockQ6_K& wb, const BlockQ8_K& xb) {
+    return q6_K_block_partials<kVnni>(wb, xb);
   });
 }
 template void q6_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
@@ -1135,18 +1145,8 @@ inline __m512i q3_K_block_partials(const BlockQ3_K& w, const BlockQ8_K& x) {
 
 template <bool kVnni>
 void q3_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  const int64_t nb = n / kQK_K;
-  for_row_groups<BlockQ3_K>(w, row_bytes, n_rows, out, [&](const BlockQ3_K* const* rows, const BlockQ3_K* const* next) {
-    return rows16_blocks(nb, rows, next, [&](int64_t b, __m512 acc) {
-      const __m512i isum = block_sums16([&](int k) {
-        const __m256i a = fold512(q3_K_block_partials<kVnni>(rows[k][b], x[b]));
-        const __m256i c = fold512(q3_K_block_partials<kVnni>(rows[k + 1][b], x[b]));
-        return _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1);
-      });
-      // The one-row kernel's (d_w * d_x) * isum, lane by lane.
-      const __m512 d = _mm512_mul_ps(rows_f16_f32(rows, b, offsetof(BlockQ3_K, d)), _mm512_set1_ps(x[b].d));
-      return _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
-    });
+  scaled_int_rows<BlockQ3_K>(n, w, row_bytes, n_rows, x, out, [](const BlockQ3_K& wb, const BlockQ8_K& xb) {
+    return q3_K_block_partials<kVnni>(wb, xb);
   });
 }
 template void q3_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);

@@ -197,33 +197,29 @@ struct KQuantKernel : NoFinish {
   }
 };
 
-// ---- Q6_K: (d_w * d_x) * float(isum) per block ----
+// ---- Q3_K / Q6_K: (d_w * d_x) * float(isum) per block ----
 
-struct Q6KKernel : NoFinish {
+// Parts::of(row block, activation block): 8 int32 lanes totalling the block's isum.
+template <typename Block, typename Parts>
+struct ScaledIntKernel : NoFinish {
   static constexpr int kBlockElems = kQK_K;
   const BlockQ8_K* x;
-  __m256 block(const BlockQ6_K* const* rows, int64_t i, __m256 acc) const {
+  __m256 block(const Block* const* rows, int64_t i, __m256 acc) const {
     __m256i p[kRows];
 #pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) p[r] = q6_K_block_parts(rows[r][i], x[i]);
-    const __m256 d = _mm256_mul_ps(rows_f16(rows, i, offsetof(BlockQ6_K, d)), _mm256_set1_ps(x[i].d));
+    for (int r = 0; r < kRows; ++r) p[r] = Parts::of(rows[r][i], x[i]);
+    const __m256 d = _mm256_mul_ps(rows_f16(rows, i, offsetof(Block, d)), _mm256_set1_ps(x[i].d));
     return _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(p))));
   }
 };
-
-// ---- Q3_K: (d_w * d_x) * float(isum) per block ----
-
-struct Q3KKernel : NoFinish {
-  static constexpr int kBlockElems = kQK_K;
-  const BlockQ8_K* x;
-  __m256 block(const BlockQ3_K* const* rows, int64_t i, __m256 acc) const {
-    __m256i p[kRows];
-#pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) p[r] = q3_K_block_parts(rows[r][i], x[i]);
-    const __m256 d = _mm256_mul_ps(rows_f16(rows, i, offsetof(BlockQ3_K, d)), _mm256_set1_ps(x[i].d));
-    return _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(p))));
-  }
+struct Q3KParts {
+  static __m256i of(const BlockQ3_K& w, const BlockQ8_K& x) { return q3_K_block_parts(w, x); }
 };
+struct Q6KParts {
+  static __m256i of(const BlockQ6_K& w, const BlockQ8_K& x) { return q6_K_block_parts(w, x); }
+};
+using Q3KKernel = ScaledIntKernel<BlockQ3_K, Q3KParts>;
+using Q6KKernel = ScaledIntKernel<BlockQ6_K, Q6KParts>;
 
 // ---- IQ2_XXS: (d_w * d_x) * float(isum) per block, 0.125 * the sum ----
 
