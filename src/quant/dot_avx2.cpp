@@ -395,20 +395,6 @@ float dot_iq2_s_q8_K(int64_t n, const BlockIQ2_S* w, const BlockQ8_K* x) {
 // would overflow on them): each sub-block's exact integer sum, then the
 // scalar reference's float terms.
 
-// Sum of value[q] * x over one 32-element sub-block (16 bytes of nibbles:
-// elements 0..15 low, 16..31 high) as 8 int32 lanes.
-inline __m256i iq4_sub_block(const uint8_t* qs, const int8_t* x, __m256i table) {
-  const __m128i q = load128(qs), low4 = _mm_set1_epi8(0x0f);
-  const __m256i idx = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
-  const __m256i v = _mm256_shuffle_epi8(table, idx);
-  const __m256i xv = load256(x);
-  const __m256i lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)),
-                                       _mm256_cvtepi8_epi16(_mm256_castsi256_si128(xv)));
-  const __m256i hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)),
-                                       _mm256_cvtepi8_epi16(_mm256_extracti128_si256(xv, 1)));
-  return _mm256_add_epi32(lo, hi);
-}
-
 float dot_iq4_nl_q8_0(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x) {
   const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues.data()));
   float sumf = 0.0f;
@@ -420,18 +406,9 @@ float dot_iq4_nl_q8_0(int64_t n, const BlockIQ4_NL* w, const BlockQ8_0* x) {
 }
 
 float dot_iq4_xs_q8_K(int64_t n, const BlockIQ4_XS* w, const BlockQ8_K* x) {
-  const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues.data()));
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    __m256i acc = _mm256_setzero_si256();
-    uint32_t h = w[i].scales_h;
-#pragma GCC unroll 8
-    for (int ib = 0; ib < kQK_K / 32; ++ib) {
-      const int ls = ((w[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((h >> (2 * ib)) & 3) << 4);
-      const __m256i sub = iq4_sub_block(w[i].qs + 16 * ib, x[i].qs + 32 * ib, table);
-      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(sub, _mm256_set1_epi32(ls - 32)));
-    }
-    sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(hsum_i32(acc));
+    sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(hsum_i32(iq4_xs_block_parts(w[i], x[i])));
   }
   return sumf;
 }

@@ -45,6 +45,7 @@
 #include "quant/dot_x86_common.h"
 #include "quant/iq2_xxs_avx512.h"
 #include "quant/iq2_xxs_tables.h"
+#include "quant/iq4_values.h"
 #include "quant/mxfp4.h"
 
 namespace ds4::quant {
@@ -1189,6 +1190,49 @@ void q5_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 }
 template void q5_K_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 template void q5_K_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+
+// ---- IQ4_XS x Q8_K, 16 rows against one activation ----
+//
+// Register r holds sub-blocks 2r and 2r + 1: their 32 nibble bytes placed as
+// [low of 2r | high of 2r | low of 2r+1 | high of 2r+1], looked up in the
+// table (-127..113), multiplied with x by |x| * (v signed like x) in
+// vpmaddubsw (pairs at most 2 * 128 * 127: no saturation, x = -128 included),
+// then by the sub-blocks' scales - 32 (Q4_K's scale words). The total is the
+// one-row kernel's exact integer.
+template <bool kVnni>
+inline __m512i iq4_xs_block_partials(const BlockIQ4_XS& w, const BlockQ8_K& x) {
+  alignas(16) int16_t ls[8];
+#pragma GCC unroll 8
+  for (int ib = 0; ib < 8; ++ib) {
+    ls[ib] = static_cast<int16_t>(
+        (((w.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((w.scales_h >> (2 * ib)) & 3) << 4)) - 32);
+  }
+  const __m512i scale_words = _mm512_castsi128_si512(_mm_load_si128(reinterpret_cast<const __m128i*>(ls)));
+  const __m512i table = _mm512_broadcast_i32x4(load128(kIq4nlValues.data()));
+  const __m512i nibble_shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const __m512i q32 = _mm512_castsi256_si512(load256(w.qs + 32 * r));
+    const __m512i q = _mm512_shuffle_i64x2(q32, q32, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m512i v = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srlv_epi64(q, nibble_shift), low4));
+    const __m512i xv = load512(x.qs + 64 * r);
+    const __m512i signed_v = _mm512_mask_sub_epi8(v, _mm512_movepi8_mask(xv), _mm512_setzero_si512(), v);
+    acc[r & 1] = dot_words<kVnni>(acc[r & 1], _mm512_maddubs_epi16(_mm512_abs_epi8(xv), signed_v),
+                                  _mm512_permutexvar_epi16(load512(kQ4ScaleWords[r]), scale_words));
+  }
+  return _mm512_add_epi32(acc[0], acc[1]);
+}
+
+template <bool kVnni>
+void iq4_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  scaled_int_rows<BlockIQ4_XS>(n, w, row_bytes, n_rows, x, out, [](const BlockIQ4_XS& wb, const BlockQ8_K& xb) {
+    return iq4_xs_block_partials<kVnni>(wb, xb);
+  });
+}
+template void iq4_xs_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void iq4_xs_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 
 }  // namespace avx512_detail
 }  // namespace ds4::quant

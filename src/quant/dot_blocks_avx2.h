@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "quant/blocks.h"
+#include "quant/iq4_values.h"
 
 namespace ds4::quant {
 namespace {
@@ -218,6 +219,47 @@ inline __m256i q3_K_block_parts(const BlockQ3_K& w, const BlockQ8_K& x) {
   }
   const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), load256(x.bsums));  // sum sc * 16-sums
   return _mm256_sub_epi32(acc, _mm256_slli_epi32(offset, 2));
+}
+
+// ---- IQ4_NL x Q8_0, IQ4_XS x Q8_K ----
+//
+// The table values (-127..113) by pshufb of the nibbles, widened to int16 with
+// the activation: each sub-block's exact integer sum.
+
+// Sum of value[q] * x over one 32-element sub-block (16 bytes of nibbles:
+// elements 0..15 low, 16..31 high) as 8 int32 lanes.
+inline __m256i iq4_sub_block(const uint8_t* qs, const int8_t* x, __m256i table) {
+  const __m128i q = load128(qs), low4 = _mm_set1_epi8(0x0f);
+  const __m256i idx = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
+  const __m256i v = _mm256_shuffle_epi8(table, idx);
+  const __m256i xv = load256(x);
+  const __m256i lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)),
+                                       _mm256_cvtepi8_epi16(_mm256_castsi256_si128(xv)));
+  const __m256i hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)),
+                                       _mm256_cvtepi8_epi16(_mm256_extracti128_si256(xv, 1)));
+  return _mm256_add_epi32(lo, hi);
+}
+
+// An IQ4_XS block: each sub-block's integer times its 6-bit scale - 32, as 8
+// int32 lanes whose total is the scalar reference's integer. |x| times the
+// value signed like x in vpmaddubsw: |v| <= 127 and |x| <= 128, so a pair is
+// at most 32512 (x = -128 included), then vpmaddwd by the scale.
+inline __m256i iq4_xs_block_parts(const BlockIQ4_XS& w, const BlockQ8_K& x) {
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues.data()));
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  __m256i acc = _mm256_setzero_si256();
+  const uint32_t h = w.scales_h;
+#pragma GCC unroll 8
+  for (int ib = 0; ib < kQK_K / 32; ++ib) {
+    const int ls = ((w.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((h >> (2 * ib)) & 3) << 4);
+    const __m128i q = load128(w.qs + 16 * ib);
+    const __m256i v =
+        _mm256_shuffle_epi8(table, _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4)));
+    const __m256i xv = load256(x.qs + 32 * ib);
+    const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(v, xv));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_set1_epi16(static_cast<int16_t>(ls - 32))));
+  }
+  return acc;
 }
 
 // ---- IQ2_XXS x Q8_K ----

@@ -197,7 +197,7 @@ struct KQuantKernel : NoFinish {
   }
 };
 
-// ---- Q3_K / Q6_K: (d_w * d_x) * float(isum) per block ----
+// ---- Q3_K / Q6_K / IQ4_XS: (d_w * d_x) * float(isum) per block ----
 
 // Parts::of(row block, activation block): 8 int32 lanes totalling the block's isum.
 template <typename Block, typename Parts>
@@ -218,8 +218,12 @@ struct Q3KParts {
 struct Q6KParts {
   static __m256i of(const BlockQ6_K& w, const BlockQ8_K& x) { return q6_K_block_parts(w, x); }
 };
+struct Iq4XsParts {
+  static __m256i of(const BlockIQ4_XS& w, const BlockQ8_K& x) { return iq4_xs_block_parts(w, x); }
+};
 using Q3KKernel = ScaledIntKernel<BlockQ3_K, Q3KParts>;
 using Q6KKernel = ScaledIntKernel<BlockQ6_K, Q6KParts>;
+using Iq4XsKernel = ScaledIntKernel<BlockIQ4_XS, Iq4XsParts>;
 
 // ---- IQ2_XXS: (d_w * d_x) * float(isum) per block, 0.125 * the sum ----
 
@@ -321,6 +325,10 @@ void q4_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 
 void q3_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
   rows8<BlockQ3_K>(Q3KKernel{{}, x}, n, w, row_bytes, n_rows, out);
+}
+
+void iq4_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  rows8<BlockIQ4_XS>(Iq4XsKernel{{}, x}, n, w, row_bytes, n_rows, out);
 }
 
 void q5_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {

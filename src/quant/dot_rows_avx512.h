@@ -39,5 +39,9 @@ template <bool kVnni>
 void q3_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
 template <bool kVnni>
 void q5_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
+// The same for IQ4_XS, bit-identical to the avx2 one-row kernel every avx512
+// level uses.
+template <bool kVnni>
+void iq4_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
 
 }  // namespace ds4::quant::avx512_detail

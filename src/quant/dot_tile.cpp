@@ -54,7 +54,7 @@ struct Fallback {
             tile_avx2::q6_K_q8_K,
             tile_avx2::q5_K_q8_K,
             tile_avx2::q3_K_q8_K,
-            iq4_xs,
+            tile_avx2::iq4_xs_q8_K,
             tile_avx2::iq3_xxs_q8_K,
             tile_avx2::iq2_xs_q8_K};
   }
@@ -80,7 +80,7 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::q6_K_q8_K_plain,
       tile_avx512::q5_K_q8_K<false>,
       tile_avx512::q3_K_q8_K<false>,
-      Fallback<avx512_level>::iq4_xs,
+      tile_avx512::iq4_xs_q8_K_rows,
       Fallback<avx512_level>::iq3_xxs,
       Fallback<avx512_level>::iq2_xs,
   };

@@ -84,6 +84,9 @@ void q3_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
                float* out, int64_t ldo);
 void iq4_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                       int64_t n_acts, float* out, int64_t ldo);
+// Plain avx512 (no tile there): the 16-row decode kernel once per activation.
+void iq4_xs_q8_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                      int64_t n_acts, float* out, int64_t ldo);
 void iq3_xxs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo);
 void iq2_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
@@ -97,7 +100,7 @@ void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t 
 // (Q6_K in dot_tile_q6_avx2.cpp), the float formats in dot_tile_float_avx2.cpp.
 namespace tile_avx2 {
 TileFunction q8_0_q8_0, iq2_xxs_q8_K, q2_K_q8_K, q4_K_q8_K, mxfp4_q8_0, q6_K_q8_K, q5_K_q8_K, q3_K_q8_K, iq3_xxs_q8_K,
-    iq2_xs_q8_K;
+    iq2_xs_q8_K, iq4_xs_q8_K;
 TileFunction f16_f32, bf16_f32, f32_f32;
 }  // namespace tile_avx2
 

@@ -94,6 +94,14 @@ void q5_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
   route<BlockQ8_K, avx2_detail::q5_K_rows, q5_K_lanes, kMinLanes>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 
+// IQ4_XS has no lanes tile at this level (vpmaddubsw of v + 128 would
+// saturate): the 8-row kernel once per activation.
+void iq4_xs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                 int64_t n_acts, float* out, int64_t ldo) {
+  for (int64_t t = 0; t < n_acts; ++t)
+    avx2_detail::iq4_xs_rows(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]), out + t * ldo);
+}
+
 void q3_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
                float* out, int64_t ldo) {
   route<BlockQ8_K, avx2_detail::q3_K_rows, q3_K_lanes, kMinLanes>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);

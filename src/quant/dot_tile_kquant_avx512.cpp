@@ -1051,8 +1051,14 @@ template void q3_K_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const 
 // IQ4_XS at the VNNI levels (IQ4XSRows).
 void iq4_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                       int64_t n_acts, float* out, int64_t ldo) {
-  tile_or_rows<true, IQ4XSRows>(one_row_loop<BlockIQ4_XS, dot_iq4_xs_q8_K_avx2>, n, w, row_bytes, n_rows, acts, n_acts,
-                                out, ldo);
+  tile_or_rows<true, IQ4XSRows>(avx512_detail::iq4_xs_rows<true>, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+
+void iq4_xs_q8_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                      int64_t n_acts, float* out, int64_t ldo) {
+  for (int64_t t = 0; t < n_acts; ++t) {
+    avx512_detail::iq4_xs_rows<false>(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]), out + t * ldo);
+  }
 }
 
 // IQ3_XXS at the VNNI levels (IQ3XXSRows).
