@@ -217,22 +217,10 @@ float dot_iq2_xxs_q8_K(int64_t n, const BlockIQ2_XXS* w, const BlockQ8_K* x) {
 // per block as the scalar kernel.
 
 float dot_iq2_xs_q8_K(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x) {
-  const int64_t nb = n / kQK_K;
   float sumf = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int b = 0; b < 8; ++b) {
-      const __m256i xv = load256(x[i].qs + 32 * b);
-      int32_t lo, hi;
-      const __m256i weights = iq2_xs_weights(w[i], b, lo, hi);
-      const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
-      const __m256i mult =
-          _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, mult));
-    }
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float d = f16_value(w[i].d) * x[i].d;
-    sumf += d * static_cast<float>(hsum_i32(acc));
+    sumf += d * static_cast<float>(hsum_i32(iq2_xs_block_parts(w[i], x[i])));
   }
   return 0.125f * sumf;
 }
@@ -314,22 +302,10 @@ float dot_iq1_s_q8_K(int64_t n, const BlockIQ1_S* w, const BlockQ8_K* x) {
 // u8, |w| <= 62 so pairs never saturate) and madd applies the sub-block
 // multiplier: the scalar reference's integer per block.
 
-inline __m256i iq3_sub_block(__m256i acc, __m256i signed_grid, const int8_t* xq, int multiplier) {
-  const __m256i x = load256(xq);
-  const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(signed_grid, x));
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_set1_epi16(static_cast<int16_t>(multiplier))));
-}
-
 float dot_iq3_xxs_q8_K(int64_t n, const BlockIQ3_XXS* w, const BlockQ8_K* x) {
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    __m256i acc = _mm256_setzero_si256();
-    for (int b = 0; b < 8; ++b) {
-      int32_t multiplier;
-      const __m256i weights = iq3_xxs_weights(w[i], b, multiplier);
-      acc = iq3_sub_block(acc, weights, x[i].qs + 32 * b, multiplier);
-    }
-    sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(hsum_i32(acc));
+    sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(hsum_i32(iq3_xxs_block_parts(w[i], x[i])));
   }
   return 0.25f * sumf;
 }

@@ -262,6 +262,46 @@ inline __m256i iq4_xs_block_parts(const BlockIQ4_XS& w, const BlockQ8_K& x) {
   return acc;
 }
 
+// ---- IQ3_XXS / IQ3_S / IQ2_XS x Q8_K ----
+//
+// Per sub-block: the 32 grid magnitudes take the weight signs, then
+// maddubs(|x|, sign(w, x)) forms each product exactly (|x| = 128 fits a u8,
+// |w| <= 62 so pairs never saturate) and madd applies the sub-block (or
+// half) multiplier: 8 int32 lanes whose total is the scalar reference's
+// integer per block. The float term's 0.25 (IQ3) or 0.125 (IQ2_XS) is the
+// kernels' last step.
+
+inline __m256i iq3_sub_block(__m256i acc, __m256i signed_grid, const int8_t* xq, int multiplier) {
+  const __m256i x = load256(xq);
+  const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(signed_grid, x));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_set1_epi16(static_cast<int16_t>(multiplier))));
+}
+
+inline __m256i iq3_xxs_block_parts(const BlockIQ3_XXS& w, const BlockQ8_K& x) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int b = 0; b < 8; ++b) {
+    int32_t multiplier;
+    const __m256i weights = iq3_xxs_weights(w, b, multiplier);
+    acc = iq3_sub_block(acc, weights, x.qs + 32 * b, multiplier);
+  }
+  return acc;
+}
+
+inline __m256i iq2_xs_block_parts(const BlockIQ2_XS& w, const BlockQ8_K& x) {
+  __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int b = 0; b < 8; ++b) {
+    const __m256i xv = load256(x.qs + 32 * b);
+    int32_t lo, hi;
+    const __m256i weights = iq2_xs_weights(w, b, lo, hi);
+    const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
+    const __m256i mult =
+        _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, mult));
+  }
+  return acc;
+}
+
 // ---- IQ2_XXS x Q8_K ----
 
 // One sub-block's contribution (times its multiplier) to a block sum, from its

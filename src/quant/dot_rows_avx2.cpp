@@ -197,11 +197,12 @@ struct KQuantKernel : NoFinish {
   }
 };
 
-// ---- Q3_K / Q6_K / IQ4_XS: (d_w * d_x) * float(isum) per block ----
+// ---- Q3_K / Q6_K / IQ4_XS / IQ3_XXS / IQ2_XS: (d_w * d_x) * float(isum) per block ----
 
-// Parts::of(row block, activation block): 8 int32 lanes totalling the block's isum.
+// Parts::of(row block, activation block): 8 int32 lanes totalling the block's
+// isum; Parts::finish(sum): the one-row kernel's last step on its float sum.
 template <typename Block, typename Parts>
-struct ScaledIntKernel : NoFinish {
+struct ScaledIntKernel {
   static constexpr int kBlockElems = kQK_K;
   const BlockQ8_K* x;
   __m256 block(const Block* const* rows, int64_t i, __m256 acc) const {
@@ -211,19 +212,35 @@ struct ScaledIntKernel : NoFinish {
     const __m256 d = _mm256_mul_ps(rows_f16(rows, i, offsetof(Block, d)), _mm256_set1_ps(x[i].d));
     return _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(p))));
   }
+  static __m256 finish(__m256 acc) { return Parts::finish(acc); }
 };
-struct Q3KParts {
+// The float sum times kScale at the end (IQ3: 0.25, IQ2_XS: 0.125), as the one-row kernels do.
+template <int kNumerator, int kDenominator>
+struct ScaledBy {
+  static __m256 finish(__m256 acc) {
+    return _mm256_mul_ps(_mm256_set1_ps(static_cast<float>(kNumerator) / static_cast<float>(kDenominator)), acc);
+  }
+};
+struct Q3KParts : NoFinish {
   static __m256i of(const BlockQ3_K& w, const BlockQ8_K& x) { return q3_K_block_parts(w, x); }
 };
-struct Q6KParts {
+struct Q6KParts : NoFinish {
   static __m256i of(const BlockQ6_K& w, const BlockQ8_K& x) { return q6_K_block_parts(w, x); }
 };
-struct Iq4XsParts {
+struct Iq4XsParts : NoFinish {
   static __m256i of(const BlockIQ4_XS& w, const BlockQ8_K& x) { return iq4_xs_block_parts(w, x); }
+};
+struct Iq3XxsParts : ScaledBy<1, 4> {
+  static __m256i of(const BlockIQ3_XXS& w, const BlockQ8_K& x) { return iq3_xxs_block_parts(w, x); }
+};
+struct Iq2XsParts : ScaledBy<1, 8> {
+  static __m256i of(const BlockIQ2_XS& w, const BlockQ8_K& x) { return iq2_xs_block_parts(w, x); }
 };
 using Q3KKernel = ScaledIntKernel<BlockQ3_K, Q3KParts>;
 using Q6KKernel = ScaledIntKernel<BlockQ6_K, Q6KParts>;
 using Iq4XsKernel = ScaledIntKernel<BlockIQ4_XS, Iq4XsParts>;
+using Iq3XxsKernel = ScaledIntKernel<BlockIQ3_XXS, Iq3XxsParts>;
+using Iq2XsKernel = ScaledIntKernel<BlockIQ2_XS, Iq2XsParts>;
 
 // ---- IQ2_XXS: (d_w * d_x) * float(isum) per block, 0.125 * the sum ----
 
@@ -324,11 +341,19 @@ void q4_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 }
 
 void q3_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  rows8<BlockQ3_K>(Q3KKernel{{}, x}, n, w, row_bytes, n_rows, out);
+  rows8<BlockQ3_K>(Q3KKernel{x}, n, w, row_bytes, n_rows, out);
 }
 
 void iq4_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  rows8<BlockIQ4_XS>(Iq4XsKernel{{}, x}, n, w, row_bytes, n_rows, out);
+  rows8<BlockIQ4_XS>(Iq4XsKernel{x}, n, w, row_bytes, n_rows, out);
+}
+
+void iq3_xxs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  rows8<BlockIQ3_XXS>(Iq3XxsKernel{x}, n, w, row_bytes, n_rows, out);
+}
+
+void iq2_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  rows8<BlockIQ2_XS>(Iq2XsKernel{x}, n, w, row_bytes, n_rows, out);
 }
 
 void q5_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
@@ -336,7 +361,7 @@ void q5_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 }
 
 void q6_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  rows8<BlockQ6_K>(Q6KKernel{{}, x}, n, w, row_bytes, n_rows, out);
+  rows8<BlockQ6_K>(Q6KKernel{x}, n, w, row_bytes, n_rows, out);
 }
 
 void iq2_xxs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {

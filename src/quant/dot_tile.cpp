@@ -62,7 +62,6 @@ struct Fallback {
 
 const DotKernels& scalar_level() { return dot_kernels_scalar(); }
 const DotKernels& avx2_level() { return dot_kernels_for("avx2"); }
-const DotKernels& avx512_level() { return dot_kernels_for("avx512"); }
 
 const TileKernels& tiles_for_level(const DotKernels& dots) {
   static const TileKernels scalar = Fallback<scalar_level>::table("scalar");
@@ -81,8 +80,9 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::q5_K_q8_K<false>,
       tile_avx512::q3_K_q8_K<false>,
       tile_avx512::iq4_xs_q8_K_rows,
-      Fallback<avx512_level>::iq3_xxs,
-      Fallback<avx512_level>::iq2_xs,
+      // The avx2 level's (its one-row kernels are every avx512 level's for these).
+      tile_avx2::iq3_xxs_q8_K,
+      tile_avx2::iq2_xs_q8_K,
   };
   static const TileKernels avx512vnni = {
       "avx512vnni",

@@ -25,8 +25,11 @@ namespace {
 // level, AMD Zen 4): Q8_0 ~4-6, the others 3-4.
 constexpr int64_t kMinLanesQ8_0 = 6;
 constexpr int64_t kMinLanes = 4;
-// Against looping the one-row kernel instead (IQ2_XS, IQ3_XXS: no 8-row kernel).
-constexpr int64_t kMinLanesOneRow = 2;
+// IQ3_XXS: its lanes tile beats the 8-row kernel from 2 activations (Zen 5:
+// 86 against 2 x 58 us at 64x4096). IQ2_XS's tile is nearly flat in the
+// activations (84 us at 2, 120 at 12) where its rows take 36 us each: from 3.
+constexpr int64_t kMinLanesIq3Xxs = 2;
+constexpr int64_t kMinLanesIq2Xs = 3;
 
 // The activations one by one through `rows` below kMin of them, else `lanes`.
 template <typename Act, void (*rows)(int64_t, const uint8_t*, uint64_t, int64_t, const Act*, float*),
@@ -38,15 +41,6 @@ void route(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, cons
     return;
   }
   for (int64_t t = 0; t < n_acts; ++t) rows(n, w, row_bytes, n_rows, static_cast<const Act*>(acts[t]), out + t * ldo);
-}
-
-// Decode of the formats without an 8-row kernel: kDotAvx2's one-row kernel
-// row after row.
-template <typename Block, auto DotKernels::*kDot>
-void one_row_loop(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  for (int64_t r = 0; r < n_rows; ++r) {
-    out[r] = (kDotAvx2.*kDot)(n, reinterpret_cast<const Block*>(w + static_cast<uint64_t>(r) * row_bytes), x);
-  }
 }
 
 }  // namespace
@@ -79,14 +73,14 @@ void iq2_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_row
 
 void iq2_xs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                  int64_t n_acts, float* out, int64_t ldo) {
-  route<BlockQ8_K, one_row_loop<BlockIQ2_XS, &DotKernels::iq2_xs_q8_K>, iq2_xs_lanes, kMinLanesOneRow>(
-      n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  route<BlockQ8_K, avx2_detail::iq2_xs_rows, iq2_xs_lanes, kMinLanesIq2Xs>(n, w, row_bytes, n_rows, acts, n_acts, out,
+                                                                           ldo);
 }
 
 void iq3_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                   int64_t n_acts, float* out, int64_t ldo) {
-  route<BlockQ8_K, one_row_loop<BlockIQ3_XXS, &DotKernels::iq3_xxs_q8_K>, iq3_xxs_lanes, kMinLanesOneRow>(
-      n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  route<BlockQ8_K, avx2_detail::iq3_xxs_rows, iq3_xxs_lanes, kMinLanesIq3Xxs>(n, w, row_bytes, n_rows, acts, n_acts,
+                                                                              out, ldo);
 }
 
 void q5_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,

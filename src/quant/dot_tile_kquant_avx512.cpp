@@ -35,6 +35,7 @@
 #include <cstring>
 
 #include "core/kernel_scratch.h"
+#include "quant/dot_rows_avx2.h"
 #include "quant/dot_rows_avx512.h"
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_avx512.h"
@@ -992,15 +993,6 @@ void tile_or_rows(RowsKernel rows_kernel, int64_t n, const uint8_t* w, uint64_t 
   }
 }
 
-// Decode of the formats without a rows-in-lanes kernel: the level's one-row
-// kernel (the avx2 one at every avx512 level) row after row.
-template <typename Block, float (*kDot)(int64_t, const Block*, const BlockQ8_K*)>
-void one_row_loop(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  for (int64_t r = 0; r < n_rows; ++r) {
-    out[r] = kDot(n, reinterpret_cast<const Block*>(w + static_cast<uint64_t>(r) * row_bytes), x);
-  }
-}
-
 }  // namespace
 
 template <bool kVnni>
@@ -1064,15 +1056,13 @@ void iq4_xs_q8_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n
 // IQ3_XXS at the VNNI levels (IQ3XXSRows).
 void iq3_xxs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo) {
-  tile_or_rows<true, IQ3XXSRows>(one_row_loop<BlockIQ3_XXS, dot_iq3_xxs_q8_K_avx2>, n, w, row_bytes, n_rows, acts,
-                                 n_acts, out, ldo);
+  tile_or_rows<true, IQ3XXSRows>(avx2_detail::iq3_xxs_rows, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 
 // IQ2_XS at the VNNI levels (IQ2XSRows).
 void iq2_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                       int64_t n_acts, float* out, int64_t ldo) {
-  tile_or_rows<true, IQ2XSRows>(one_row_loop<BlockIQ2_XS, dot_iq2_xs_q8_K_avx2>, n, w, row_bytes, n_rows, acts, n_acts,
-                                out, ldo);
+  tile_or_rows<true, IQ2XSRows>(avx2_detail::iq2_xs_rows, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 
 }  // namespace tile_avx512
