@@ -35,8 +35,8 @@ struct TileKernels {
   TileKernel q6_K_q8_K;
   TileKernel q5_K_q8_K;
   TileKernel q3_K_q8_K;
-  TileKernel iq4_xs_q8_K;   // a tile at the VNNI levels; elsewhere the one-row loop
-  TileKernel iq3_xxs_q8_K;  // a tile at the VNNI levels and avx2; plain avx512 loops the one-row kernel
+  TileKernel iq4_xs_q8_K;   // a tile at the VNNI levels; elsewhere the rows-in-lanes decode kernel per token
+  TileKernel iq3_xxs_q8_K;  // a tile at the VNNI levels and avx2 (plain avx512 takes avx2's)
   TileKernel iq2_xs_q8_K;   // as iq3_xxs_q8_K
 };
 
