@@ -144,6 +144,42 @@ class StaleWelcomes final : public Link {
 // a silent peer is given up.
 constexpr auto kHold = 2600ms;
 
+// What SlowWaves and SlowResults share: once started, every message kept
+// back is handed out in order after kHold (the receiving thread's; started()
+// may be read from any).
+template <typename Message>
+class HoldBack {
+ public:
+  // The next kept message whose time has come; the hold ends when none is left.
+  std::optional<Message> release() {
+    if (!holding_ || std::chrono::steady_clock::now() < release_at_) return std::nullopt;
+    if (held_.empty()) {
+      holding_ = false;
+      return std::nullopt;
+    }
+    Message m = std::move(held_.front());
+    held_.pop_front();
+    return m;
+  }
+  // The inner receive's timeout: short while holding, so the release is on time.
+  std::chrono::milliseconds poll(std::chrono::milliseconds timeout) const {
+    return holding_ ? std::min(timeout, std::chrono::milliseconds(20)) : timeout;
+  }
+  void start() {
+    started_ = holding_ = true;
+    release_at_ = std::chrono::steady_clock::now() + kHold;
+  }
+  void keep(Message m) { held_.push_back(std::move(m)); }
+  bool holding() const { return holding_; }
+  bool started() const { return started_; }
+
+ private:
+  std::deque<Message> held_;
+  std::atomic<bool> started_{false};
+  bool holding_ = false;
+  std::chrono::steady_clock::time_point release_at_;
+};
+
 // A link on which the first EVAL from the coordinator, and everything the
 // coordinator sends after it, arrives kHold late, while the link says that
 // part of a long message from the coordinator keeps coming: a wave of
@@ -154,38 +190,25 @@ class SlowWaves final : public Link {
   explicit SlowWaves(std::unique_ptr<Link> inner) : inner_(std::move(inner)) {}
   void send(Bytes bytes) override { inner_->send(std::move(bytes)); }
   std::optional<Received> receive(std::chrono::milliseconds timeout) override {
-    if (holding_ && std::chrono::steady_clock::now() >= release_at_) {
-      if (!held_.empty()) {
-        Received r = std::move(held_.front());
-        held_.pop_front();
-        return r;
-      }
-      holding_ = false;
-    }
-    std::optional<Received> r = inner_->receive(holding_ ? std::min(timeout, std::chrono::milliseconds(20)) : timeout);
+    if (auto r = hold_.release()) return r;
+    std::optional<Received> r = inner_->receive(hold_.poll(timeout));
     if (!r || !r->from_coordinator) return r;
-    if (!held_once_ && message_type(r->bytes, "the coordinator") == MessageType::Eval) {
-      held_once_ = holding_ = true;
-      release_at_ = std::chrono::steady_clock::now() + kHold;
-    }
-    if (!holding_) return r;
-    held_.push_back(std::move(*r));
+    if (!hold_.started() && message_type(r->bytes, "the coordinator") == MessageType::Eval) hold_.start();
+    if (!hold_.holding()) return r;
+    hold_.keep(std::move(*r));
     return std::nullopt;
   }
-  bool take_heard_from_coordinator() override { return inner_->take_heard_from_coordinator() || holding_; }
+  bool take_heard_from_coordinator() override { return inner_->take_heard_from_coordinator() || hold_.holding(); }
   std::vector<std::string> take_security_events() override { return inner_->take_security_events(); }
   std::string describe() const override { return inner_->describe(); }
   std::string forward_address() const override { return inner_->forward_address(); }
   void send_to(const std::string& address, Bytes bytes) override { inner_->send_to(address, std::move(bytes)); }
   std::vector<Undelivered> take_undelivered() override { return inner_->take_undelivered(); }
-  bool held() const { return held_once_; }
+  bool held() const { return hold_.started(); }
 
  private:
   std::unique_ptr<Link> inner_;
-  std::deque<Received> held_;
-  std::atomic<bool> held_once_{false};
-  bool holding_ = false;
-  std::chrono::steady_clock::time_point release_at_;
+  HoldBack<Received> hold_;
 };
 
 // The coordinator's side of the same: the first RESULT from a worker, and
@@ -196,43 +219,32 @@ class SlowResults final : public Hub {
   explicit SlowResults(std::unique_ptr<Hub> inner) : inner_(std::move(inner)) {}
   void send(const PeerId& peer, Bytes bytes) override { inner_->send(peer, std::move(bytes)); }
   std::optional<Incoming> receive(std::chrono::milliseconds timeout) override {
-    if (holding_ && std::chrono::steady_clock::now() >= release_at_) {
-      if (!held_.empty()) {
-        Incoming in = std::move(held_.front());
-        held_.pop_front();
-        return in;
-      }
-      holding_ = false;
-    }
-    std::optional<Incoming> in = inner_->receive(holding_ ? std::min(timeout, std::chrono::milliseconds(20)) : timeout);
+    if (auto in = hold_.release()) return in;
+    std::optional<Incoming> in = inner_->receive(hold_.poll(timeout));
     if (!in) return in;
-    if (!held_once_ && message_type(in->bytes, "a worker") == MessageType::Result) {
-      held_once_ = holding_ = true;
+    if (!hold_.started() && message_type(in->bytes, "a worker") == MessageType::Result) {
       held_peer_ = in->peer;
-      release_at_ = std::chrono::steady_clock::now() + kHold;
+      hold_.start();
     }
-    if (!holding_ || in->peer != held_peer_) return in;
-    held_.push_back(std::move(*in));
+    if (!hold_.holding() || in->peer != held_peer_) return in;
+    hold_.keep(std::move(*in));
     return std::nullopt;
   }
   std::vector<PeerId> take_heard() override {
     std::vector<PeerId> heard = inner_->take_heard();
-    if (holding_) heard.push_back(held_peer_);
+    if (hold_.holding()) heard.push_back(held_peer_);
     return heard;
   }
   std::vector<std::string> take_security_events() override { return inner_->take_security_events(); }
   std::vector<PeerId> take_unreachable() override { return inner_->take_unreachable(); }
   std::string describe() const override { return inner_->describe(); }
   std::string endpoint() const override { return inner_->endpoint(); }
-  bool held() const { return held_once_; }
+  bool held() const { return hold_.started(); }
 
  private:
   std::unique_ptr<Hub> inner_;
-  std::deque<Incoming> held_;
-  std::atomic<bool> held_once_{false};
-  bool holding_ = false;
+  HoldBack<Incoming> hold_;
   PeerId held_peer_;
-  std::chrono::steady_clock::time_point release_at_;
 };
 
 // How a test worker's link is made: listening for hand-overs on loopback
