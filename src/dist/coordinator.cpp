@@ -319,7 +319,7 @@ std::string Coordinator::missing_from(int begin) const {
   return layer_range_text(begin, next >= static_cast<int>(expect_.n_layer) ? -1 : next);
 }
 
-void Coordinator::forward(uint64_t id, Pending& p, int begin, std::vector<float> hidden) {
+void Coordinator::forward(uint64_t id, Pending& p, int begin, Floats hidden) {
   Peer* peer = stage_at(begin);
   if (peer == nullptr) {
     p.done = true;
@@ -443,7 +443,7 @@ uint64_t Coordinator::submit(Eval eval) {
   std::lock_guard lock(mutex_);
   const uint64_t id = next_request_++;
   Pending& p = pending_[id];
-  std::vector<float> hidden = std::move(eval.hidden);
+  Floats hidden = std::move(eval.hidden);
   p.eval = std::move(eval);
   forward(id, p, expect_.first_remote, std::move(hidden));
   return id;

@@ -92,7 +92,7 @@ struct Outcome {
   bool unavailable = false;    // Failed because a stage is missing or stopped answering
   // The route's last stage stops at the last layer without the head: the
   // hidden states of the rows whose logits are wanted (the caller's head).
-  std::vector<float> hidden;
+  Floats hidden;
   std::vector<float> logits;   // from the last stage
 };
 
@@ -174,7 +174,7 @@ class Coordinator {
   Peer* stage_at(int begin);
   // With mutex_ held: sends pending `id` to the stage starting at `begin`,
   // or fails it when there is none.
-  void forward(uint64_t id, Pending& p, int begin, std::vector<float> hidden);
+  void forward(uint64_t id, Pending& p, int begin, Floats hidden);
   void fail_at(const PeerId& peer, const std::string& why);
   void log(const std::string& line) const;
   std::string missing_from(int begin) const;

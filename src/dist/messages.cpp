@@ -32,25 +32,25 @@ WireReader body(std::span<const uint8_t> bytes, MessageType want, const std::str
   return WireReader(bytes.subspan(12), what);
 }
 
-void put_hidden(WireWriter& w, HiddenBits bits, const std::vector<float>& v) {
+void put_hidden(WireWriter& w, HiddenBits bits, std::span<const float> v) {
   w.put(static_cast<uint32_t>(bits));
   w.put(static_cast<uint64_t>(v.size()));
   if (bits == HiddenBits::F32) {
     w.put_raw(v.data(), v.size() * sizeof(float));
     return;
   }
-  std::vector<uint16_t> h(v.size());
+  ScratchVector<uint16_t> h(v.size());
   quant::f32_to_f16_row(v.data(), h.data(), v.size());
   w.put_raw(h.data(), h.size() * sizeof(uint16_t));
 }
 
-std::vector<float> get_hidden(WireReader& r, HiddenBits* bits_out) {
+Floats get_hidden(WireReader& r, HiddenBits* bits_out) {
   const auto bits = r.get<uint32_t>("hidden_bits");
   if (bits != 32 && bits != 16) r.fail("hidden_bits", std::to_string(bits) + " (32 or 16 expected)");
   *bits_out = static_cast<HiddenBits>(bits);
-  if (bits == 32) return r.get_array<float>("hidden", kMaxFloats);
-  const std::vector<uint16_t> h = r.get_array<uint16_t>("hidden", kMaxFloats);
-  std::vector<float> v(h.size());
+  if (bits == 32) return r.get_array<float, Floats>("hidden", kMaxFloats);
+  const auto h = r.get_array<uint16_t, ScratchVector<uint16_t>>("hidden", kMaxFloats);
+  Floats v(h.size());
   quant::f16_to_f32_row(h.data(), v.data(), h.size());
   return v;
 }

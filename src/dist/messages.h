@@ -112,7 +112,7 @@ struct Eval {
   int32_t layer_end = -1;
   HiddenBits bits = HiddenBits::F32;
   std::vector<EvalPart> parts;
-  std::vector<float> hidden;  // every part's tokens in order x hidden_size
+  Floats hidden;  // every part's tokens in order x hidden_size
   // The stages after this one, in order: this stage's hidden states go to
   // route[0] (with the rest of the route), not back to the coordinator.
   std::vector<Hop> route;
@@ -138,7 +138,7 @@ struct Result {
   // coordinator carries them on itself.
   std::string forward_error;
   HiddenBits bits = HiddenBits::F32;
-  std::vector<float> hidden;  // hidden states out (a stage short of the head)
+  Floats hidden;  // hidden states out (a stage short of the head)
   // The last stage's logits: per part in order, every row (all_logits), the
   // last row, or none (skip_logits).
   std::vector<float> logits;

@@ -297,7 +297,7 @@ void PipelineBackend::run_waves(std::span<const backend::Part> parts, std::vecto
     }
   };
 
-  std::vector<float> hidden;
+  Floats hidden;
   try {
     for (size_t wi = 0; wi < waves.size(); ++wi) {
       const std::vector<Piece>& wave = waves[wi];

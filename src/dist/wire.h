@@ -23,6 +23,9 @@ namespace ds4::dist {
 // (ds4-bench-hop) 5x faster; growing one leaves its new bytes unset, as
 // every writer here writes them.
 using Bytes = ScratchVector<uint8_t>;
+// Hidden states in messages, for the same reason: a prefill wave's 64-128 MiB
+// of floats, decoded and forwarded per wave.
+using Floats = ScratchVector<float>;
 
 class WireWriter {
  public:
@@ -88,11 +91,11 @@ class WireReader {
     at_ += n * sizeof(T);
     return s;
   }
-  template <typename T>
-  std::vector<T> get_array(const char* field, uint64_t max_count) {
+  template <typename T, typename Vector = std::vector<T>>
+  Vector get_array(const char* field, uint64_t max_count) {
     uint64_t n = 0;
     const auto raw = get_array_bytes<T>(field, max_count, &n);
-    std::vector<T> v(n);
+    Vector v(n);
     if (n > 0) std::memcpy(v.data(), raw.data(), raw.size());
     return v;
   }

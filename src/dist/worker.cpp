@@ -445,7 +445,7 @@ Result Worker::evaluate(const Eval& eval) {
 // The last stage without the head hands back only the rows whose logits
 // are wanted (every row of an all_logits part, the last of the others
 // unless skipped), in part order: the coordinator's head needs no more.
-void Worker::keep_logit_rows(const Eval& eval, size_t hd, std::vector<float>& hidden) {
+void Worker::keep_logit_rows(const Eval& eval, size_t hd, Floats& hidden) {
   size_t row = 0, kept = 0;
   for (const EvalPart& p : eval.parts) {
     const size_t n = p.tokens.size();

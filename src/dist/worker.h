@@ -112,7 +112,7 @@ class Worker {
   // Sends the reply and ends the evaluation, under one lock (see worker.cpp).
   void finish(Reply reply);
   Result evaluate(const Eval& eval);
-  static void keep_logit_rows(const Eval& eval, size_t hd, std::vector<float>& hidden);
+  static void keep_logit_rows(const Eval& eval, size_t hd, Floats& hidden);
   SessionOpDone session_op(const SessionOp& op);
   // The session a span continues, made when new; null when the span does
   // not continue it (MISMATCH).
