@@ -230,6 +230,31 @@ const Format kFormats[] = {
        return k.iq2_xs_q8_K(n, static_cast<const BlockIQ2_XS*>(w), static_cast<const BlockQ8_K*>(x));
      },
      &TileKernels::iq2_xs_q8_K},
+    {"iq1_m", kQK_K, sizeof(BlockIQ1_M),
+     [](unsigned char* p, size_t count) {
+       // The f16 scale: the top nibble of each of the four scale words.
+       for (size_t i = 0; i < count; ++i) {
+         unsigned char* scales = p + i * sizeof(BlockIQ1_M) + offsetof(BlockIQ1_M, scales);
+         for (int k = 0; k < 4; ++k) {
+           scales[2 * k + 1] =
+               static_cast<unsigned char>((scales[2 * k + 1] & 0x0f) | (((kScale >> (4 * k)) & 15) << 4));
+         }
+       }
+     },
+     q8_K_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.iq1_m_q8_K(n, static_cast<const BlockIQ1_M*>(w), static_cast<const BlockQ8_K*>(x));
+     },
+     &TileKernels::iq1_m_q8_K},
+    {"iq2_s", kQK_K, sizeof(BlockIQ2_S),
+     [](unsigned char* p, size_t count) {
+       for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockIQ2_S) + offsetof(BlockIQ2_S, d), kScale);
+     },
+     q8_K_activation,
+     [](const DotKernels& k, int64_t n, const void* w, const void* x) {
+       return k.iq2_s_q8_K(n, static_cast<const BlockIQ2_S*>(w), static_cast<const BlockQ8_K*>(x));
+     },
+     &TileKernels::iq2_s_q8_K},
     {"iq2_xxs", kQK_K, sizeof(BlockIQ2_XXS),
      [](unsigned char* p, size_t count) {
        for (size_t i = 0; i < count; ++i) set_u16(p + i * sizeof(BlockIQ2_XXS), kScale);

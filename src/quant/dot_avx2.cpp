@@ -227,37 +227,14 @@ float dot_iq2_xs_q8_K(int64_t n, const BlockIQ2_XS* w, const BlockQ8_K* x) {
 
 // ---- IQ1_M x Q8_K ----
 //
-// Per sub-block of 32: grid values g in {-1, 0, 1} by table loads. The
-// products q8 * g come exact from maddubs((g + 1) as unsigned, q8) minus the
-// pair sums of q8 (maddubs by ones); the pair sums times each group's shift
-// sign give the shift term. Both are weighted by the half's multiplier
-// (madd) and summed in int32, one float term per block as the scalar kernel.
+// Per block the exact integer S = 8 * sumi1 + sumi2 (iq1_m_block_parts), and
+// the scalar kernel's float term: 0.125f * float(S) is its sumi1 + sumi2 / 8.
 
 float dot_iq1_m_q8_K(int64_t n, const BlockIQ1_M* w, const BlockQ8_K* x) {
-  const int64_t nb = n / kQK_K;
-  const uint64_t* grid = kIq1Grid.data();
-  const __m256i ones = _mm256_set1_epi8(1);
   float sumf = 0.0f;
-  Iq1MUnpacked u;
-  for (int64_t i = 0; i < nb; ++i) {
-    iq1_m_unpack(w[i], u);
-    __m256i acc1 = _mm256_setzero_si256(), acc2 = _mm256_setzero_si256();
-    for (int b = 0; b < 8; ++b) {
-      const uint16_t* idx = u.index + 4 * b;
-      const uint8_t* neg = u.shift_negative + 4 * b;
-      const __m256i q8 = load256(x[i].qs + 32 * b);
-      const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(grid[idx[3]]), static_cast<int64_t>(grid[idx[2]]),
-                                          static_cast<int64_t>(grid[idx[1]]), static_cast<int64_t>(grid[idx[0]]));
-      const __m256i pairs = _mm256_maddubs_epi16(ones, q8);
-      const __m256i shifted = _mm256_maddubs_epi16(_mm256_add_epi8(g, ones), q8);
-      const __m256i mult = _mm256_set_m128i(_mm_set1_epi16(u.multiplier[2 * b + 1]), _mm_set1_epi16(u.multiplier[2 * b]));
-      const __m256i signs = _mm256_set_epi64x(neg[3] ? -1 : 0x0001000100010001, neg[2] ? -1 : 0x0001000100010001,
-                                              neg[1] ? -1 : 0x0001000100010001, neg[0] ? -1 : 0x0001000100010001);
-      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_sub_epi16(shifted, pairs), mult));
-      acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(pairs, _mm256_sign_epi16(mult, signs)));
-    }
-    const int sumi1 = hsum_i32(acc1), sumi2 = hsum_i32(acc2);
-    sumf += u.d * x[i].d * (static_cast<float>(sumi1) + kIq1Delta * static_cast<float>(sumi2));
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = f16_value(iq1_m_d_bits(w[i])) * x[i].d;
+    sumf += d * (0.125f * static_cast<float>(hsum_i32(iq1_m_block_parts(w[i], x[i]))));
   }
   return sumf;
 }
@@ -338,28 +315,9 @@ float dot_iq3_s_q8_K(int64_t n, const BlockIQ3_S* w, const BlockQ8_K* x) {
 // exact integers, one float term per block as the scalar kernel.
 
 float dot_iq2_s_q8_K(int64_t n, const BlockIQ2_S* w, const BlockQ8_K* x) {
-  const uint64_t* grid = kIq2sGrid.data();
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    __m256i acc = _mm256_setzero_si256();
-    for (int b = 0; b < 8; ++b) {
-      const uint8_t* q = w[i].qs + 4 * b;
-      const uint32_t high = w[i].qh[b];
-      const __m256i magnitudes = _mm256_set_epi64x(static_cast<int64_t>(grid[q[3] | (((high >> 6) & 3) << 8)]),
-                                                   static_cast<int64_t>(grid[q[2] | (((high >> 4) & 3) << 8)]),
-                                                   static_cast<int64_t>(grid[q[1] | (((high >> 2) & 3) << 8)]),
-                                                   static_cast<int64_t>(grid[q[0] | ((high & 3) << 8)]));
-      uint32_t signs;
-      std::memcpy(&signs, w[i].signs + 4 * b, sizeof(signs));
-      const __m256i xv = load256(x[i].qs + 32 * b);
-      const __m256i prod =
-          _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(iq3_signed_grid(magnitudes, signs), xv));
-      const int sc = w[i].scales[b];
-      const __m256i mult = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(2 * (sc >> 4) + 1)),
-                                            _mm_set1_epi16(static_cast<int16_t>(2 * (sc & 0xf) + 1)));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, mult));
-    }
-    sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(hsum_i32(acc));
+    sumf += (f16_value(w[i].d) * x[i].d) * static_cast<float>(hsum_i32(iq2_s_block_parts(w[i], x[i])));
   }
   return 0.125f * sumf;
 }

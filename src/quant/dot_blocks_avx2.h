@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "quant/blocks.h"
 #include "quant/iq4_values.h"
@@ -262,13 +263,13 @@ inline __m256i iq4_xs_block_parts(const BlockIQ4_XS& w, const BlockQ8_K& x) {
   return acc;
 }
 
-// ---- IQ3_XXS / IQ3_S / IQ2_XS x Q8_K ----
+// ---- IQ3_XXS / IQ3_S / IQ2_XS / IQ2_S x Q8_K ----
 //
 // Per sub-block: the 32 grid magnitudes take the weight signs, then
 // maddubs(|x|, sign(w, x)) forms each product exactly (|x| = 128 fits a u8,
 // |w| <= 62 so pairs never saturate) and madd applies the sub-block (or
 // half) multiplier: 8 int32 lanes whose total is the scalar reference's
-// integer per block. The float term's 0.25 (IQ3) or 0.125 (IQ2_XS) is the
+// integer per block. The float term's 0.25 (IQ3) or 0.125 (IQ2_XS, IQ2_S) is the
 // kernels' last step.
 
 inline __m256i iq3_sub_block(__m256i acc, __m256i signed_grid, const int8_t* xq, int multiplier) {
@@ -287,13 +288,43 @@ inline __m256i iq3_xxs_block_parts(const BlockIQ3_XXS& w, const BlockQ8_K& x) {
   return acc;
 }
 
-inline __m256i iq2_xs_block_parts(const BlockIQ2_XS& w, const BlockQ8_K& x) {
+// IQ2_XS and IQ2_S: signed grid values, a multiplier per 16-value half.
+template <typename Block>
+inline __m256i iq2_halves_block_parts(const Block& w, const BlockQ8_K& x) {
   __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int b = 0; b < 8; ++b) {
     const __m256i xv = load256(x.qs + 32 * b);
     int32_t lo, hi;
-    const __m256i weights = iq2_xs_weights(w, b, lo, hi);
+    __m256i weights;
+    if constexpr (std::is_same_v<Block, BlockIQ2_XS>) {
+      weights = iq2_xs_weights(w, b, lo, hi);
+    } else {
+      static_assert(std::is_same_v<Block, BlockIQ2_S>);
+      weights = iq2_s_weights(w, b, lo, hi);
+    }
+    const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
+    const __m256i mult =
+        _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, mult));
+  }
+  return acc;
+}
+inline __m256i iq2_xs_block_parts(const BlockIQ2_XS& w, const BlockQ8_K& x) { return iq2_halves_block_parts(w, x); }
+inline __m256i iq2_s_block_parts(const BlockIQ2_S& w, const BlockQ8_K& x) { return iq2_halves_block_parts(w, x); }
+
+// ---- IQ1_M x Q8_K ----
+
+// Per sub-block maddubs(|x|, sign(8 g + s, x)) (|w| <= 9: pairs never
+// saturate; |x| = 128 fits a u8) and madd by the halves' multipliers: 8 int32
+// lanes totalling S = 8 * sumi1 + sumi2 (dot_x86_common.h).
+inline __m256i iq1_m_block_parts(const BlockIQ1_M& w, const BlockQ8_K& x) {
+  __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int b = 0; b < 8; ++b) {
+    const __m256i xv = load256(x.qs + 32 * b);
+    int32_t lo, hi;
+    const __m256i weights = iq1_m_weights(w, b, lo, hi);
     const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
     const __m256i mult =
         _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));

@@ -57,6 +57,24 @@ inline __m256 rows_f16(const Block* const* rows, int64_t i, size_t offset) {
   return _mm256_cvtph_ps(rows_words<2>(rows, i, offset));
 }
 
+// Each row's block scale d as f32 lanes: the f16 field d, or IQ1_M's
+// assembled from its scale words.
+template <typename Block>
+inline __m256 rows_d(const Block* const* rows, int64_t i) {
+  return rows_f16(rows, i, offsetof(Block, d));
+}
+inline __m256 rows_d(const BlockIQ1_M* const* rows, int64_t i) {
+  __m128i v = _mm_cvtsi32_si128(iq1_m_d_bits(rows[0][i]));
+  v = _mm_insert_epi16(v, iq1_m_d_bits(rows[1][i]), 1);
+  v = _mm_insert_epi16(v, iq1_m_d_bits(rows[2][i]), 2);
+  v = _mm_insert_epi16(v, iq1_m_d_bits(rows[3][i]), 3);
+  v = _mm_insert_epi16(v, iq1_m_d_bits(rows[4][i]), 4);
+  v = _mm_insert_epi16(v, iq1_m_d_bits(rows[5][i]), 5);
+  v = _mm_insert_epi16(v, iq1_m_d_bits(rows[6][i]), 6);
+  v = _mm_insert_epi16(v, iq1_m_d_bits(rows[7][i]), 7);
+  return _mm256_cvtph_ps(v);
+}
+
 // The byte at `offset` in block i of each row, as int32 lanes.
 template <typename Block>
 inline __m256i rows_u8(const Block* const* rows, int64_t i, size_t offset) {
@@ -197,7 +215,7 @@ struct KQuantKernel : NoFinish {
   }
 };
 
-// ---- Q3_K / Q6_K / IQ4_XS / IQ3_XXS / IQ2_XS: (d_w * d_x) * float(isum) per block ----
+// ---- Q3_K / Q6_K / IQ4_XS / IQ3_XXS / IQ2_XS / IQ2_S / IQ1_M: (d_w * d_x) * float(isum) per block ----
 
 // Parts::of(row block, activation block): 8 int32 lanes totalling the block's
 // isum; Parts::finish(sum): the one-row kernel's last step on its float sum.
@@ -209,12 +227,15 @@ struct ScaledIntKernel {
     __m256i p[kRows];
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) p[r] = Parts::of(rows[r][i], x[i]);
-    const __m256 d = _mm256_mul_ps(rows_f16(rows, i, offsetof(Block, d)), _mm256_set1_ps(x[i].d));
-    return _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8_i32(p))));
+    const __m256 d = _mm256_mul_ps(rows_d(rows, i), _mm256_set1_ps(x[i].d));
+    __m256 value = _mm256_cvtepi32_ps(hsum8_i32(p));
+    if constexpr (requires { Parts::kBlockScale; }) value = _mm256_mul_ps(_mm256_set1_ps(Parts::kBlockScale), value);
+    return _mm256_add_ps(acc, _mm256_mul_ps(d, value));
   }
   static __m256 finish(__m256 acc) { return Parts::finish(acc); }
 };
-// The float sum times kScale at the end (IQ3: 0.25, IQ2_XS: 0.125), as the one-row kernels do.
+// The float sum times kScale at the end (IQ3: 0.25, IQ2_XS: 0.125), as the
+// one-row kernels do.
 template <int kNumerator, int kDenominator>
 struct ScaledBy {
   static __m256 finish(__m256 acc) {
@@ -236,11 +257,22 @@ struct Iq3XxsParts : ScaledBy<1, 4> {
 struct Iq2XsParts : ScaledBy<1, 8> {
   static __m256i of(const BlockIQ2_XS& w, const BlockQ8_K& x) { return iq2_xs_block_parts(w, x); }
 };
+struct Iq2SParts : ScaledBy<1, 8> {
+  static __m256i of(const BlockIQ2_S& w, const BlockQ8_K& x) { return iq2_s_block_parts(w, x); }
+};
+// IQ1_M's one-row kernel scales each block's integer by 0.125 (kBlockScale)
+// before the d factor, as the scalar reference.
+struct Iq1MParts : NoFinish {
+  static constexpr float kBlockScale = 0.125f;
+  static __m256i of(const BlockIQ1_M& w, const BlockQ8_K& x) { return iq1_m_block_parts(w, x); }
+};
 using Q3KKernel = ScaledIntKernel<BlockQ3_K, Q3KParts>;
 using Q6KKernel = ScaledIntKernel<BlockQ6_K, Q6KParts>;
 using Iq4XsKernel = ScaledIntKernel<BlockIQ4_XS, Iq4XsParts>;
 using Iq3XxsKernel = ScaledIntKernel<BlockIQ3_XXS, Iq3XxsParts>;
 using Iq2XsKernel = ScaledIntKernel<BlockIQ2_XS, Iq2XsParts>;
+using Iq2SKernel = ScaledIntKernel<BlockIQ2_S, Iq2SParts>;
+using Iq1MKernel = ScaledIntKernel<BlockIQ1_M, Iq1MParts>;
 
 // ---- IQ2_XXS: (d_w * d_x) * float(isum) per block, 0.125 * the sum ----
 
@@ -354,6 +386,14 @@ void iq3_xxs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_row
 
 void iq2_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
   rows8<BlockIQ2_XS>(Iq2XsKernel{x}, n, w, row_bytes, n_rows, out);
+}
+
+void iq2_s_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  rows8<BlockIQ2_S>(Iq2SKernel{x}, n, w, row_bytes, n_rows, out);
+}
+
+void iq1_m_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  rows8<BlockIQ1_M>(Iq1MKernel{x}, n, w, row_bytes, n_rows, out);
 }
 
 void q5_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {

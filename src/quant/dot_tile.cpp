@@ -37,8 +37,11 @@ struct Fallback {
   static constexpr TileKernel iq4_xs = dots<BlockIQ4_XS, BlockQ8_K, &DotKernels::iq4_xs_q8_K>;
   static constexpr TileKernel iq3_xxs = dots<BlockIQ3_XXS, BlockQ8_K, &DotKernels::iq3_xxs_q8_K>;
   static constexpr TileKernel iq2_xs = dots<BlockIQ2_XS, BlockQ8_K, &DotKernels::iq2_xs_q8_K>;
+  static constexpr TileKernel iq1_m = dots<BlockIQ1_M, BlockQ8_K, &DotKernels::iq1_m_q8_K>;
+  static constexpr TileKernel iq2_s = dots<BlockIQ2_S, BlockQ8_K, &DotKernels::iq2_s_q8_K>;
   static TileKernels table(const char* isa) {
-    return {isa, q8_0, q2_K, q4_K, iq2_xxs, mxfp4, f16, bf16, f32, q6_K, q5_K, q3_K, iq4_xs, iq3_xxs, iq2_xs};
+    return {isa,  q8_0, q2_K, q4_K,   iq2_xxs, mxfp4,  f16,   bf16, f32,
+            q6_K, q5_K, q3_K, iq4_xs, iq3_xxs, iq2_xs, iq1_m, iq2_s};
   }
   // The avx2 level: its own tiles for the formats of ds4's files.
   static TileKernels avx2_table() {
@@ -56,7 +59,9 @@ struct Fallback {
             tile_avx2::q3_K_q8_K,
             tile_avx2::iq4_xs_q8_K,
             tile_avx2::iq3_xxs_q8_K,
-            tile_avx2::iq2_xs_q8_K};
+            tile_avx2::iq2_xs_q8_K,
+            tile_avx2::iq1_m_q8_K,
+            tile_avx2::iq2_s_q8_K};
   }
 };
 
@@ -83,6 +88,8 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       // The avx2 level's (its one-row kernels are every avx512 level's for these).
       tile_avx2::iq3_xxs_q8_K,
       tile_avx2::iq2_xs_q8_K,
+      tile_avx2::iq1_m_q8_K,
+      tile_avx2::iq2_s_q8_K,
   };
   static const TileKernels avx512vnni = {
       "avx512vnni",
@@ -100,6 +107,8 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::iq4_xs_q8_K_vnni,
       tile_avx512::iq3_xxs_q8_K_vnni,
       tile_avx512::iq2_xs_q8_K_vnni,
+      tile_avx2::iq1_m_q8_K,
+      tile_avx2::iq2_s_q8_K,
   };
   static const TileKernels avx512vbmi = {
       "avx512vbmi",
@@ -117,6 +126,8 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::iq4_xs_q8_K_vnni,
       tile_avx512::iq3_xxs_q8_K_vnni,
       tile_avx512::iq2_xs_q8_K_vnni,
+      tile_avx2::iq1_m_q8_K,
+      tile_avx2::iq2_s_q8_K,
   };
   if (std::strcmp(dots.isa, "avx512vbmi") == 0) return avx512vbmi;
   if (std::strcmp(dots.isa, "avx512vnni") == 0) return avx512vnni;

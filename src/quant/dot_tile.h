@@ -38,6 +38,8 @@ struct TileKernels {
   TileKernel iq4_xs_q8_K;   // a tile at the VNNI levels; elsewhere the rows-in-lanes decode kernel per token
   TileKernel iq3_xxs_q8_K;  // a tile at the VNNI levels and avx2 (plain avx512 takes avx2's)
   TileKernel iq2_xs_q8_K;   // as iq3_xxs_q8_K
+  TileKernel iq1_m_q8_K;    // avx2's at every x86 level (its one-row kernel is theirs too)
+  TileKernel iq2_s_q8_K;    // as iq1_m_q8_K
 };
 
 // The tile kernels matching dot_kernels() (same level, DS4_ISA honoured).
@@ -100,7 +102,7 @@ void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t 
 // (Q6_K in dot_tile_q6_avx2.cpp), the float formats in dot_tile_float_avx2.cpp.
 namespace tile_avx2 {
 TileFunction q8_0_q8_0, iq2_xxs_q8_K, q2_K_q8_K, q4_K_q8_K, mxfp4_q8_0, q6_K_q8_K, q5_K_q8_K, q3_K_q8_K, iq3_xxs_q8_K,
-    iq2_xs_q8_K, iq4_xs_q8_K;
+    iq2_xs_q8_K, iq4_xs_q8_K, iq1_m_q8_K, iq2_s_q8_K;
 TileFunction f16_f32, bf16_f32, f32_f32;
 }  // namespace tile_avx2
 

@@ -30,6 +30,10 @@ constexpr int64_t kMinLanes = 4;
 // activations (84 us at 2, 120 at 12) where its rows take 36 us each: from 3.
 constexpr int64_t kMinLanesIq3Xxs = 2;
 constexpr int64_t kMinLanesIq2Xs = 3;
+// IQ1_M / IQ2_S (Zen 5, 64x4096): at 2 activations the lanes tile and twice
+// the rows kernel are even (39 / 37 us, 34 / 36), from 3 the tile wins.
+constexpr int64_t kMinLanesIq1M = 3;
+constexpr int64_t kMinLanesIq2S = 2;
 
 // The activations one by one through `rows` below kMin of them, else `lanes`.
 template <typename Act, void (*rows)(int64_t, const uint8_t*, uint64_t, int64_t, const Act*, float*),
@@ -81,6 +85,18 @@ void iq3_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_row
                   int64_t n_acts, float* out, int64_t ldo) {
   route<BlockQ8_K, avx2_detail::iq3_xxs_rows, iq3_xxs_lanes, kMinLanesIq3Xxs>(n, w, row_bytes, n_rows, acts, n_acts,
                                                                               out, ldo);
+}
+
+void iq2_s_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo) {
+  route<BlockQ8_K, avx2_detail::iq2_s_rows, iq2_s_lanes, kMinLanesIq2S>(n, w, row_bytes, n_rows, acts, n_acts, out,
+                                                                        ldo);
+}
+
+void iq1_m_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo) {
+  route<BlockQ8_K, avx2_detail::iq1_m_rows, iq1_m_lanes, kMinLanesIq1M>(n, w, row_bytes, n_rows, acts, n_acts, out,
+                                                                        ldo);
 }
 
 void q5_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,

@@ -1,5 +1,5 @@
 // Prefill tile kernels (dot_tile.h) at the avx2 level for the integer formats
-// (Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, IQ2_XXS, IQ2_XS, IQ3_XXS), 2 activations or
+// (Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_M), 2 activations or
 // more: one int32 lane per weight row.
 //
 // Per 8-row group and block, the rows' codes are re-laid out once (an 8 x 8
@@ -18,7 +18,8 @@
 //   K-quants: codes (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31) x
 //     activation codes; a sub-block's pair sums add in int16 first, then one
 //     vpmaddwd by the sub-block's scale (KQuantLanes).
-//   IQ2_XXS / IQ2_XS / IQ3_XXS / MXFP4: (x + 128) x signed weights (|w| <= 43 / 43 / 62 / 12), no pair
+//   IQ2_XXS / IQ2_XS / IQ2_S / IQ3_XXS / IQ1_M / MXFP4: (x + 128) x signed weights (|w| <= 43 / 43 / 43 / 62 / 9 /
+//     12), no pair
 //     saturates; the 128 * sum(w) this adds is taken off per block (exact).
 //   Q8_0: |w| x (x * sign(w)), exact unless x holds -128 (its negation
 //     overflows): such an activation goes through the one-row kernel.
@@ -87,6 +88,18 @@ template <typename Block>
 inline __m256 rows_f16(const Block* const* rows, int64_t i, size_t offset) {
   alignas(16) uint16_t v[kRows];
   for (int r = 0; r < kRows; ++r) std::memcpy(&v[r], reinterpret_cast<const unsigned char*>(&rows[r][i]) + offset, 2);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(v)));
+}
+
+// Each row's block scale d as f32 lanes: the f16 field d, or IQ1_M's
+// assembled from its scale words.
+template <typename Block>
+inline __m256 rows_d(const Block* const* rows, int64_t i) {
+  return rows_f16(rows, i, offsetof(Block, d));
+}
+inline __m256 rows_d(const BlockIQ1_M* const* rows, int64_t i) {
+  alignas(16) uint16_t v[kRows];
+  for (int r = 0; r < kRows; ++r) v[r] = iq1_m_d_bits(rows[r][i]);
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(v)));
 }
 
@@ -303,7 +316,7 @@ struct Q3KFormat : KQuantLanes<16, true> {
   }
 };
 
-// IQ2_XXS, IQ2_XS and IQ3_XXS: signed weights (|w| <= 43 / 43 / 62) against
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ1_M: signed weights (|w| <= 43 / 43 / 43 / 62 / 9) against
 // x + 128, so no vpmaddubsw pair saturates (255 * 62 * 2 < 32768); 64 weight
 // registers, 16 multiplier pairs (one per 16-element half sub-block),
 // 128 * sum(w * mul) (taken off per block), d. Source gives sub-block b's 32
@@ -336,7 +349,7 @@ struct SignedWeightLanes {
     }
     for (int h = 0; h < 16; ++h) store(dst + 32 * (kMuls + h), word_pairs(mul[h]));
     store(dst + 32 * kCorr, _mm256_slli_epi32(hsum8_i32(wsum), 7));
-    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kD), rows_f16(rows, i, offsetof(Block, d)));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kD), rows_d(rows, i));
   }
 
   template <int T>
@@ -361,12 +374,21 @@ struct SignedWeightLanes {
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(a.x[t][i].d));
-      const __m256 term = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[t], corr)));
+      __m256 value = _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[t], corr));
+      if constexpr (requires { Source::kBlockScale; }) {
+        value = _mm256_mul_ps(_mm256_set1_ps(Source::kBlockScale), value);
+      }
       float* sum = sums + kRows * t;
-      _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), term));
+      _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), _mm256_mul_ps(d, value)));
     }
   }
-  static __m256 finish(__m256 v) { return _mm256_mul_ps(_mm256_set1_ps(Source::kFinalScale), v); }
+  static __m256 finish(__m256 v) {
+    if constexpr (Source::kFinalScale == 1.0f) {
+      return v;
+    } else {
+      return _mm256_mul_ps(_mm256_set1_ps(Source::kFinalScale), v);
+    }
+  }
 };
 
 struct Iq2XxsSource {
@@ -389,6 +411,15 @@ struct Iq2XsSource {
 };
 using Iq2XsFormat = SignedWeightLanes<Iq2XsSource>;
 
+struct Iq2SSource {
+  using Block = BlockIQ2_S;
+  static constexpr float kFinalScale = 0.125f;
+  static __m256i weights(const Block& w, int b, int32_t& mul_lo, int32_t& mul_hi) {
+    return iq2_s_weights(w, b, mul_lo, mul_hi);
+  }
+};
+using Iq2SFormat = SignedWeightLanes<Iq2SSource>;
+
 struct Iq3XxsSource {
   using Block = BlockIQ3_XXS;
   static constexpr float kFinalScale = 0.25f;
@@ -399,6 +430,18 @@ struct Iq3XxsSource {
   }
 };
 using Iq3XxsFormat = SignedWeightLanes<Iq3XxsSource>;
+
+// IQ1_M: weights 8 g + s (|w| <= 9), the block's integer S, taken times
+// 0.125 per block before the d factor (kBlockScale) as its one-row kernel.
+struct Iq1MSource {
+  using Block = BlockIQ1_M;
+  static constexpr float kFinalScale = 1.0f;
+  static constexpr float kBlockScale = 0.125f;
+  static __m256i weights(const Block& w, int b, int32_t& mul_lo, int32_t& mul_hi) {
+    return iq1_m_weights(w, b, mul_lo, mul_hi);
+  }
+};
+using Iq1MFormat = SignedWeightLanes<Iq1MSource>;
 
 struct Mxfp4Format {
   using Block = BlockMXFP4;
@@ -634,6 +677,14 @@ void iq2_xs_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_row
 void iq3_xxs_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                    int64_t n_acts, float* out, int64_t ldo) {
   lanes_tile<Iq3XxsFormat>(kDotAvx2.iq3_xxs_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+void iq2_s_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                 int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Iq2SFormat>(kDotAvx2.iq2_s_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+void iq1_m_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                 int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Iq1MFormat>(kDotAvx2.iq1_m_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 void iq2_xxs_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                    int64_t n_acts, float* out, int64_t ldo) {

@@ -15,6 +15,8 @@
 #include <cstring>
 
 #include "quant/blocks.h"
+#include "quant/iq1_tables.h"
+#include "quant/iq2_s_tables.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_tables.h"
 #include "quant/iq3_tables.h"
@@ -353,6 +355,67 @@ inline __m256i iq3_xxs_weights(const BlockIQ3_XXS& w, int b, int32_t& multiplier
                          (static_cast<uint32_t>(sign_table[(aux >> 21) & 127]) << 24);
   multiplier = static_cast<int32_t>(2 * (aux >> 28) + 1);
   return iq3_signed_grid(magnitudes, signs);
+}
+
+// ---- IQ2_S ----
+
+// Sub-block b's 32 signed grid values (|w| <= 43: index low 8 bits in qs,
+// high 2 bits in qh[b], explicit sign bytes as IQ3_S's) and its halves'
+// multipliers 2 * scale + 1.
+inline __m256i iq2_s_weights(const BlockIQ2_S& w, int b, int32_t& multiplier_lo, int32_t& multiplier_hi) {
+  const uint64_t* grid = kIq2sGrid.data();
+  const uint8_t* q = w.qs + 4 * b;
+  const uint32_t high = w.qh[b];
+  const __m256i magnitudes = _mm256_set_epi64x(static_cast<int64_t>(grid[q[3] | (((high >> 6) & 3) << 8)]),
+                                               static_cast<int64_t>(grid[q[2] | (((high >> 4) & 3) << 8)]),
+                                               static_cast<int64_t>(grid[q[1] | (((high >> 2) & 3) << 8)]),
+                                               static_cast<int64_t>(grid[q[0] | ((high & 3) << 8)]));
+  uint32_t signs;
+  std::memcpy(&signs, w.signs + 4 * b, sizeof(signs));
+  multiplier_lo = 2 * (w.scales[b] & 0xf) + 1;
+  multiplier_hi = 2 * (w.scales[b] >> 4) + 1;
+  return iq3_signed_grid(magnitudes, signs);
+}
+
+// ---- IQ1_M ----
+//
+// The scalar reference sums per block sumi1 (activation times grid value g in
+// {-1, 0, 1}) and sumi2 (the 8-group sums times each group's shift sign s),
+// both weighted by the 16-half's multiplier, and takes sumi1 + sumi2 / 8. As
+// one integer that is S / 8 with S = 8 * sumi1 + sumi2: the activation times
+// weight bytes 8 * g + s (|w| <= 9). |S| < 2^23, so float(sumi1) +
+// 0.125f * float(sumi2) and 0.125f * float(S) are the same float, exactly.
+
+// The block's f16 super scale: the top nibbles of its four scale words.
+inline uint16_t iq1_m_d_bits(const BlockIQ1_M& w) {
+  uint16_t sc[4];
+  std::memcpy(sc, w.scales, sizeof(sc));
+  return static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+}
+
+// Sub-block b's 32 weight bytes 8 * g + s, and its halves' multipliers
+// 2 * scale + 1 (3-bit scales, four to a little-endian word).
+inline __m256i iq1_m_weights(const BlockIQ1_M& w, int b, int32_t& multiplier_lo, int32_t& multiplier_hi) {
+  const uint64_t* grid = kIq1Grid.data();
+  const uint8_t* qs = w.qs + 4 * b;
+  const uint32_t h0 = w.qh[2 * b], h1 = w.qh[2 * b + 1];
+  const __m256i g = _mm256_set_epi64x(
+      static_cast<int64_t>(grid[qs[3] | ((h1 & 0x70) << 4)]), static_cast<int64_t>(grid[qs[2] | ((h1 & 0x07) << 8)]),
+      static_cast<int64_t>(grid[qs[1] | ((h0 & 0x70) << 4)]), static_cast<int64_t>(grid[qs[0] | ((h0 & 0x07) << 8)]));
+  // Group k's shift sign is bit 3 + 4 k of the sub-block's qh word: all ones
+  // (-1) where set, else +1, per 8-byte group.
+  const __m256i qh = _mm256_set1_epi16(static_cast<int16_t>(h0 | (h1 << 8)));
+  const __m256i bit = _mm256_set_epi64x(static_cast<int64_t>(0x8000800080008000ull), 0x0800080008000800,
+                                        0x0080008000800080, 0x0008000800080008);
+  const __m256i negative = _mm256_cmpeq_epi16(_mm256_and_si256(qh, bit), bit);
+  const __m256i shift = _mm256_or_si256(negative, _mm256_set1_epi8(1));
+  const __m256i eight_g = _mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8(static_cast<char>(0xf8)));
+  uint16_t sc;
+  std::memcpy(&sc, w.scales + 2 * (b / 2), sizeof(sc));
+  const int at = 6 * (b % 2);
+  multiplier_lo = 2 * ((sc >> at) & 7) + 1;
+  multiplier_hi = 2 * ((sc >> (at + 3)) & 7) + 1;
+  return _mm256_add_epi8(eight_g, shift);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Tile kernels of the K-quant (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ2_XXS, IQ2_XS, IQ3_XXS and IQ4_XS formats (dot_tile.h)
+// Tile kernels of the K-quant (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ2_XXS, IQ2_XS, IQ3_XXS, IQ4_XS, IQ1_M and IQ2_S
+// formats (dot_tile.h)
 // against their contract: every out[t * ldo + r] equals, bit for bit, the same level's one-row dot kernel for (row r,
 // activation t), which for these integer formats is also the scalar reference. Covers every level this CPU runs,
 // remainders of rows and activations, more than one 16-activation group,
@@ -93,6 +94,16 @@ void fill_bytes(uint8_t* block, Rng& rng) {
   fill_block(*reinterpret_cast<Block*>(block), rng);
 }
 
+// IQ1_M has no d field: its f16 scale is the top nibbles of the four scale words.
+void fill_iq1_m(uint8_t* block, Rng& rng) {
+  auto& b = *reinterpret_cast<BlockIQ1_M*>(block);
+  for (size_t k = 0; k < sizeof(BlockIQ1_M); ++k) block[k] = static_cast<uint8_t>(rng());
+  const uint16_t d = random_scale(rng);
+  for (int k = 0; k < 4; ++k) {
+    b.scales[2 * k + 1] = static_cast<uint8_t>((b.scales[2 * k + 1] & 0x0f) | (((d >> (4 * k)) & 15) << 4));
+  }
+}
+
 const TypeCase kTypes[] = {
     {"q2_K", sizeof(BlockQ2_K), &TileKernels::q2_K_q8_K, call_dot<BlockQ2_K, &DotKernels::q2_K_q8_K>,
      fill_bytes<BlockQ2_K>},
@@ -112,6 +123,9 @@ const TypeCase kTypes[] = {
      fill_bytes<BlockIQ3_XXS>},
     {"iq2_xs", sizeof(BlockIQ2_XS), &TileKernels::iq2_xs_q8_K, call_dot<BlockIQ2_XS, &DotKernels::iq2_xs_q8_K>,
      fill_bytes<BlockIQ2_XS>},
+    {"iq1_m", sizeof(BlockIQ1_M), &TileKernels::iq1_m_q8_K, call_dot<BlockIQ1_M, &DotKernels::iq1_m_q8_K>, fill_iq1_m},
+    {"iq2_s", sizeof(BlockIQ2_S), &TileKernels::iq2_s_q8_K, call_dot<BlockIQ2_S, &DotKernels::iq2_s_q8_K>,
+     fill_bytes<BlockIQ2_S>},
 };
 
 struct Shape {
@@ -202,6 +216,8 @@ TEST_P(DotTileKquant, Q3KEqualsOneRowAndScalar) { check_type(kTypes[5], GetParam
 TEST_P(DotTileKquant, Iq4XsEqualsOneRowAndScalar) { check_type(kTypes[6], GetParam(), 53 + GetParam()); }
 TEST_P(DotTileKquant, Iq3XxsEqualsOneRowAndScalar) { check_type(kTypes[7], GetParam(), 59 + GetParam()); }
 TEST_P(DotTileKquant, Iq2XsEqualsOneRowAndScalar) { check_type(kTypes[8], GetParam(), 61 + GetParam()); }
+TEST_P(DotTileKquant, Iq1MEqualsOneRowAndScalar) { check_type(kTypes[9], GetParam(), 71 + GetParam()); }
+TEST_P(DotTileKquant, Iq2SEqualsOneRowAndScalar) { check_type(kTypes[10], GetParam(), 81 + GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Widths, DotTileKquant, ::testing::Values(256, 2048, 4096));
 
@@ -215,6 +231,8 @@ TEST(DotTileKquantLarge, MoreThanOnePassOfRowsAndActivations) {
   check_type(kTypes[6], 512, 107, kLargeShape);
   check_type(kTypes[7], 512, 108, kLargeShape);
   check_type(kTypes[8], 512, 109, kLargeShape);
+  check_type(kTypes[9], 512, 110, kLargeShape);
+  check_type(kTypes[10], 512, 111, kLargeShape);
 }
 
 }  // namespace

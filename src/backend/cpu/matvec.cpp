@@ -407,6 +407,10 @@ quant::TileKernel tile_kernel(const quant::TileKernels& k, GgmlType type) {
     case GgmlType::IQ3_XXS: return k.iq3_xxs_q8_K;
     case GgmlType::IQ2_XS:
       return k.iq2_xs_q8_K;
+    case GgmlType::IQ1_M:
+      return k.iq1_m_q8_K;
+    case GgmlType::IQ2_S:
+      return k.iq2_s_q8_K;
     default: return nullptr;
   }
 }
