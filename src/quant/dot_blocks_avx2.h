@@ -13,7 +13,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "quant/blocks.h"
 #include "quant/iq4_values.h"
@@ -288,21 +287,17 @@ inline __m256i iq3_xxs_block_parts(const BlockIQ3_XXS& w, const BlockQ8_K& x) {
   return acc;
 }
 
-// IQ2_XS and IQ2_S: signed grid values, a multiplier per 16-value half.
+// IQ2_XS, IQ2_S and IQ1_M: signed weight bytes (IQ1_M's 8 g + s, |w| <= 9:
+// its 8 int32 lanes total S = 8 * sumi1 + sumi2, dot_x86_common.h) and a
+// multiplier per 16-value half.
 template <typename Block>
-inline __m256i iq2_halves_block_parts(const Block& w, const BlockQ8_K& x) {
+inline __m256i halves_block_parts(const Block& w, const BlockQ8_K& x) {
   __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int b = 0; b < 8; ++b) {
     const __m256i xv = load256(x.qs + 32 * b);
     int32_t lo, hi;
-    __m256i weights;
-    if constexpr (std::is_same_v<Block, BlockIQ2_XS>) {
-      weights = iq2_xs_weights(w, b, lo, hi);
-    } else {
-      static_assert(std::is_same_v<Block, BlockIQ2_S>);
-      weights = iq2_s_weights(w, b, lo, hi);
-    }
+    const __m256i weights = halves_weights(w, b, lo, hi);
     const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
     const __m256i mult =
         _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));
@@ -310,28 +305,9 @@ inline __m256i iq2_halves_block_parts(const Block& w, const BlockQ8_K& x) {
   }
   return acc;
 }
-inline __m256i iq2_xs_block_parts(const BlockIQ2_XS& w, const BlockQ8_K& x) { return iq2_halves_block_parts(w, x); }
-inline __m256i iq2_s_block_parts(const BlockIQ2_S& w, const BlockQ8_K& x) { return iq2_halves_block_parts(w, x); }
-
-// ---- IQ1_M x Q8_K ----
-
-// Per sub-block maddubs(|x|, sign(8 g + s, x)) (|w| <= 9: pairs never
-// saturate; |x| = 128 fits a u8) and madd by the halves' multipliers: 8 int32
-// lanes totalling S = 8 * sumi1 + sumi2 (dot_x86_common.h).
-inline __m256i iq1_m_block_parts(const BlockIQ1_M& w, const BlockQ8_K& x) {
-  __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 8
-  for (int b = 0; b < 8; ++b) {
-    const __m256i xv = load256(x.qs + 32 * b);
-    int32_t lo, hi;
-    const __m256i weights = iq1_m_weights(w, b, lo, hi);
-    const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
-    const __m256i mult =
-        _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, mult));
-  }
-  return acc;
-}
+inline __m256i iq2_xs_block_parts(const BlockIQ2_XS& w, const BlockQ8_K& x) { return halves_block_parts(w, x); }
+inline __m256i iq2_s_block_parts(const BlockIQ2_S& w, const BlockQ8_K& x) { return halves_block_parts(w, x); }
+inline __m256i iq1_m_block_parts(const BlockIQ1_M& w, const BlockQ8_K& x) { return halves_block_parts(w, x); }
 
 // ---- IQ2_XXS x Q8_K ----
 

@@ -402,23 +402,25 @@ struct Iq2XxsSource {
 };
 using Iq2XxsFormat = SignedWeightLanes<Iq2XxsSource>;
 
-struct Iq2XsSource {
-  using Block = BlockIQ2_XS;
+// IQ2_XS and IQ2_S: signed grid values, the sum times 0.125 at the end.
+template <typename B>
+struct HalvesSource {
+  using Block = B;
   static constexpr float kFinalScale = 0.125f;
   static __m256i weights(const Block& w, int b, int32_t& mul_lo, int32_t& mul_hi) {
-    return iq2_xs_weights(w, b, mul_lo, mul_hi);
+    return halves_weights(w, b, mul_lo, mul_hi);
   }
 };
-using Iq2XsFormat = SignedWeightLanes<Iq2XsSource>;
+using Iq2XsFormat = SignedWeightLanes<HalvesSource<BlockIQ2_XS>>;
+using Iq2SFormat = SignedWeightLanes<HalvesSource<BlockIQ2_S>>;
 
-struct Iq2SSource {
-  using Block = BlockIQ2_S;
-  static constexpr float kFinalScale = 0.125f;
-  static __m256i weights(const Block& w, int b, int32_t& mul_lo, int32_t& mul_hi) {
-    return iq2_s_weights(w, b, mul_lo, mul_hi);
-  }
+// IQ1_M: weights 8 g + s (|w| <= 9), the block's integer S, taken times
+// 0.125 per block before the d factor (kBlockScale) as its one-row kernel.
+struct Iq1MSource : HalvesSource<BlockIQ1_M> {
+  static constexpr float kFinalScale = 1.0f;
+  static constexpr float kBlockScale = 0.125f;
 };
-using Iq2SFormat = SignedWeightLanes<Iq2SSource>;
+using Iq1MFormat = SignedWeightLanes<Iq1MSource>;
 
 struct Iq3XxsSource {
   using Block = BlockIQ3_XXS;
@@ -430,18 +432,6 @@ struct Iq3XxsSource {
   }
 };
 using Iq3XxsFormat = SignedWeightLanes<Iq3XxsSource>;
-
-// IQ1_M: weights 8 g + s (|w| <= 9), the block's integer S, taken times
-// 0.125 per block before the d factor (kBlockScale) as its one-row kernel.
-struct Iq1MSource {
-  using Block = BlockIQ1_M;
-  static constexpr float kFinalScale = 1.0f;
-  static constexpr float kBlockScale = 0.125f;
-  static __m256i weights(const Block& w, int b, int32_t& mul_lo, int32_t& mul_hi) {
-    return iq1_m_weights(w, b, mul_lo, mul_hi);
-  }
-};
-using Iq1MFormat = SignedWeightLanes<Iq1MSource>;
 
 struct Mxfp4Format {
   using Block = BlockMXFP4;

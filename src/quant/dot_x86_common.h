@@ -418,5 +418,17 @@ inline __m256i iq1_m_weights(const BlockIQ1_M& w, int b, int32_t& multiplier_lo,
   return _mm256_add_epi8(eight_g, shift);
 }
 
+// The formats with a multiplier per 16-value half (IQ2_XS, IQ2_S, IQ1_M) by
+// block type, for the kernels they share.
+inline __m256i halves_weights(const BlockIQ2_XS& w, int b, int32_t& lo, int32_t& hi) {
+  return iq2_xs_weights(w, b, lo, hi);
+}
+inline __m256i halves_weights(const BlockIQ2_S& w, int b, int32_t& lo, int32_t& hi) {
+  return iq2_s_weights(w, b, lo, hi);
+}
+inline __m256i halves_weights(const BlockIQ1_M& w, int b, int32_t& lo, int32_t& hi) {
+  return iq1_m_weights(w, b, lo, hi);
+}
+
 }  // namespace
 }  // namespace ds4::quant
