@@ -84,7 +84,7 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::q6_K_q8_K_plain,
       tile_avx512::q5_K_q8_K<false>,
       tile_avx512::q3_K_q8_K<false>,
-      tile_avx512::iq4_xs_q8_K_rows,
+      tile_avx512::iq4_xs_q8_K_plain,
       // The avx2 level's (its one-row kernels are every avx512 level's for these).
       tile_avx2::iq3_xxs_q8_K,
       tile_avx2::iq2_xs_q8_K,

@@ -35,7 +35,7 @@ struct TileKernels {
   TileKernel q6_K_q8_K;
   TileKernel q5_K_q8_K;
   TileKernel q3_K_q8_K;
-  TileKernel iq4_xs_q8_K;   // a tile at the VNNI levels; elsewhere the rows-in-lanes decode kernel per token
+  TileKernel iq4_xs_q8_K;   // AVX-512 VNNI tile; plain avx512 and avx2 take avx2's lanes tile from 5 / 3 tokens
   TileKernel iq3_xxs_q8_K;  // a tile at the VNNI levels and avx2 (plain avx512 takes avx2's)
   TileKernel iq2_xs_q8_K;   // as iq3_xxs_q8_K
   TileKernel iq1_m_q8_K;    // avx2's at every x86 level (its one-row kernel is theirs too)
@@ -86,9 +86,9 @@ void q3_K_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
                float* out, int64_t ldo);
 void iq4_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                       int64_t n_acts, float* out, int64_t ldo);
-// Plain avx512 (no tile there): the 16-row decode kernel once per activation.
-void iq4_xs_q8_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                      int64_t n_acts, float* out, int64_t ldo);
+// Plain avx512: the 16-row decode kernel per activation, avx2's lanes tile from 5.
+void iq4_xs_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                       int64_t n_acts, float* out, int64_t ldo);
 void iq3_xxs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo);
 void iq2_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,

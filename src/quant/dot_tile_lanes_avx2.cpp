@@ -1,5 +1,5 @@
 // Prefill tile kernels (dot_tile.h) at the avx2 level for the integer formats
-// (Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_M), 2 activations or
+// (Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_M, IQ4_XS), 2 activations or
 // more: one int32 lane per weight row.
 //
 // Per 8-row group and block, the rows' codes are re-laid out once (an 8 x 8
@@ -21,8 +21,8 @@
 //   IQ2_XXS / IQ2_XS / IQ2_S / IQ3_XXS / IQ1_M / MXFP4: (x + 128) x signed weights (|w| <= 43 / 43 / 43 / 62 / 9 /
 //     12), no pair
 //     saturates; the 128 * sum(w) this adds is taken off per block (exact).
-//   Q8_0: |w| x (x * sign(w)), exact unless x holds -128 (its negation
-//     overflows): such an activation goes through the one-row kernel.
+//   Q8_0 and IQ4_XS (|w| <= 127): |w| x (x * sign(w)), exact unless x holds -128
+//     (its negation overflows): such an activation goes through the one-row kernel.
 //
 // Activations go 4 at a time, so each weight register is loaded once for 4
 // (8 measured slower: the sums no longer fit the 16 registers).
@@ -37,6 +37,7 @@
 #include "quant/dot_tile.h"
 #include "quant/dot_tile_loop.h"
 #include "quant/dot_x86_common.h"
+#include "quant/iq4_values.h"
 #include "quant/mxfp4.h"
 
 namespace ds4::quant {
@@ -497,6 +498,7 @@ struct Q8_0Format {
   using Act = BlockQ8_0;
   static constexpr int kBlockElems = kQK8_0;
   static constexpr bool kPrepared = false;
+  static constexpr bool kNoMinCode = true;
   // 8 code registers, their absolute values, d.
   static constexpr size_t kLaidBytes = 32 * (16 + 1);
 
@@ -536,11 +538,85 @@ struct Q8_0Format {
   static __m256 finish(__m256 v) { return v; }
 };
 
-// True when x holds no -128 code (Q8_0Format's precondition).
-bool q8_0_no_min_code(const BlockQ8_0* x, int64_t nb) {
+// IQ4_XS: the table values v (-127..113) against x as Q8_0's codes are, |v|
+// times x signed like v (v + 128 against x would saturate vpmaddubsw), so an
+// activation holding -128 goes to the one-row kernel (kNoMinCode); per
+// sub-block 8 value registers, their absolute values, the 6-bit scale - 32 as
+// word pairs (vpmaddwd), then d. The block's integer times d_w * d_x as the
+// one-row kernel does.
+struct Iq4XsFormat {
+  using Block = BlockIQ4_XS;
+  static constexpr int kPass = 4;
+  using Act = BlockQ8_K;
+  static constexpr int kBlockElems = kQK_K;
+  static constexpr bool kPrepared = false;
+  static constexpr bool kNoMinCode = true;
+  static constexpr int kAbs = 64, kScales = 128, kD = kScales + 8;
+  static constexpr size_t kLaidBytes = 32 * (kD + 1);
+
+  static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues.data()));
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    auto* out = reinterpret_cast<__m256i*>(dst);
+    alignas(32) int32_t scale[8][kRows];
+    for (int sb = 0; sb < 8; ++sb) {
+      __m256i v[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        const Block& b = rows[r][i];
+        const __m128i q = load128(b.qs + 16 * sb);
+        v[r] = _mm256_shuffle_epi8(table,
+                                   _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4)));
+        const int ls = ((b.scales_l[sb / 2] >> (4 * (sb % 2))) & 0xf) | (((b.scales_h >> (2 * sb)) & 3) << 4);
+        scale[sb][r] = (ls - 32) & 0xffff;  // the low word only: word_pairs ORs it into the high one
+      }
+      transpose8(v, out + 8 * sb);
+      for (int g = 0; g < 8; ++g) out[kAbs + 8 * sb + g] = _mm256_abs_epi8(out[8 * sb + g]);
+    }
+    for (int sb = 0; sb < 8; ++sb) store(dst + 32 * (kScales + sb), word_pairs(scale[sb]));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kD), rows_f16(rows, i, offsetof(Block, d)));
+  }
+
+  template <int T>
+  static void term(const uint8_t* laid, const ActRows<Act>& a, int64_t i, float* sums) {
+    __m256i isum[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int sb = 0; sb < 8; ++sb) {
+      const __m256i scale = load(laid + 32 * (kScales + sb));
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        const __m256i wk = load(laid + 32 * (8 * sb + g));
+        const __m256i awk = load(laid + 32 * (kAbs + 8 * sb + g));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const __m256i prod = _mm256_maddubs_epi16(awk, _mm256_sign_epi8(bcast4(a.x[t][i].qs + 32 * sb + 4 * g), wk));
+          isum[t] = in_register(_mm256_add_epi32(isum[t], _mm256_madd_epi16(prod, scale)));
+        }
+      }
+    }
+    const __m256 wd = _mm256_load_ps(reinterpret_cast<const float*>(laid + 32 * kD));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(a.x[t][i].d));
+      float* sum = sums + kRows * t;
+      _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t]))));
+    }
+  }
+  static __m256 finish(__m256 v) { return v; }
+};
+
+// True when no block of x holds a -128 code (the precondition of Q8_0Format
+// and Iq4XsFormat: its negation overflows).
+template <typename Act>
+bool no_min_code(const Act* x, int64_t nb) {
+  static_assert(sizeof(Act::qs) % 32 == 0);
   const __m256i min = _mm256_set1_epi8(static_cast<char>(-128));
   __m256i any = _mm256_setzero_si256();
-  for (int64_t i = 0; i < nb; ++i) any = _mm256_or_si256(any, _mm256_cmpeq_epi8(load256(x[i].qs), min));
+  for (int64_t i = 0; i < nb; ++i) {
+    for (size_t j = 0; j < sizeof(Act::qs); j += 32) {
+      any = _mm256_or_si256(any, _mm256_cmpeq_epi8(load256(x[i].qs + j), min));
+    }
+  }
   return _mm256_testz_si256(any, any) != 0;
 }
 
@@ -573,7 +649,8 @@ void lanes_tile(float (*dot)(int64_t, const typename F::Block*, const typename F
   using Block = typename F::Block;
   using Act = typename F::Act;
   const int64_t nb = n / F::kBlockElems;
-  // The activations the tile takes (all but Q8_0's with a -128 code).
+  // The activations the tile takes (all but those with a -128 code where the
+  // format cannot take one).
   // Four lists of n_acts entries in one scratch: x and xu (pointers), index
   // and slow (activation numbers).
   const auto count_acts = static_cast<size_t>(n_acts);
@@ -585,8 +662,8 @@ void lanes_tile(float (*dot)(int64_t, const typename F::Block*, const typename F
   int64_t n_fast = 0, n_slow = 0;
   for (int64_t t = 0; t < n_acts; ++t) {
     const auto* a = static_cast<const Act*>(acts[t]);
-    if constexpr (sizeof(Act) == sizeof(BlockQ8_0) && sizeof(Block) == sizeof(BlockQ8_0)) {
-      if (!q8_0_no_min_code(a, nb)) {
+    if constexpr (requires { F::kNoMinCode; }) {
+      if (!no_min_code(a, nb)) {
         slow[n_slow++] = t;
         continue;
       }
@@ -671,6 +748,10 @@ void iq3_xxs_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_ro
 void iq2_s_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                  int64_t n_acts, float* out, int64_t ldo) {
   lanes_tile<Iq2SFormat>(kDotAvx2.iq2_s_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+void iq4_xs_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                  int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Iq4XsFormat>(kDotAvx2.iq4_xs_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 void iq1_m_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                  int64_t n_acts, float* out, int64_t ldo) {
