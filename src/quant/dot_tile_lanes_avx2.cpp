@@ -110,6 +110,29 @@ inline __m256i word_pairs(const int32_t* v) {
   return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
 }
 
+// Lanes (w, w) as int16 words, w the low / the high word of each dword lane.
+inline __m256i low_word_pairs(__m256i x) { return _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(x, 0xa0), 0xa0); }
+inline __m256i high_word_pairs(__m256i x) { return _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(x, 0xf5), 0xf5); }
+
+// Each row's 16 int16 words (row r's from words(r)) transposed: lane r of
+// out[k] = words 2k and 2k + 1 of row r. The rows' scales and mins reach the
+// lane-per-row registers this way, not element by element in scalar code
+// (that was a third of the K-quant relayouts' time).
+template <typename Words>
+inline void transpose_row_words(Words words, __m256i out[8]) {
+  __m256i w[kRows];
+  for (int r = 0; r < kRows; ++r) w[r] = words(r);
+  transpose8(w, out);
+}
+
+// Lane r = the dword at `offset` in row r's block i.
+template <typename Block>
+inline __m256i rows_dword(const Block* const* rows, int64_t i, size_t offset) {
+  int32_t v[kRows];
+  for (int r = 0; r < kRows; ++r) std::memcpy(&v[r], reinterpret_cast<const unsigned char*>(&rows[r][i]) + offset, 4);
+  return _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+}
+
 // Sum of each row's 32 weight bytes (int8) times mul, as int32 lanes.
 inline __m256i weighted_byte_sum(__m256i w, __m256i mul_words) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), w), mul_words);
@@ -146,13 +169,12 @@ struct KQuantLanes {
   static constexpr int kScales = 64, kMins = kScales + kSubBlocks, kD = kMins + 8, kDmin = kD + 1;
   static constexpr size_t kLaidBytes = 32 * (kDmin + 1);
 
-  // sc[j][r]: row r's scale of sub-block j; mins[j][r]: row r's min pair j as
-  // two int16 words; d and dmin from the rows' blocks.
+  // sc[j]: the rows' scale of sub-block j as word pairs; mins[j]: their min
+  // pair j; d and dmin from the rows' blocks.
   template <typename Block>
-  static void store_factors(const Block* const* rows, int64_t i, const int32_t (*sc)[kRows],
-                            const int32_t (*mins)[kRows], uint8_t* dst) {
-    for (int j = 0; j < kSubBlocks; ++j) store(dst + 32 * (kScales + j), word_pairs(sc[j]));
-    for (int j = 0; j < 8; ++j) store(dst + 32 * (kMins + j), _mm256_load_si256(reinterpret_cast<const __m256i*>(mins[j])));
+  static void store_factors(const Block* const* rows, int64_t i, const __m256i* sc, const __m256i* mins, uint8_t* dst) {
+    for (int j = 0; j < kSubBlocks; ++j) store(dst + 32 * (kScales + j), sc[j]);
+    for (int j = 0; j < 8; ++j) store(dst + 32 * (kMins + j), mins[j]);
     _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kD), rows_f16(rows, i, offsetof(Block, d)));
     if constexpr (!kOneTerm) {
       _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kDmin), rows_f16(rows, i, offsetof(Block, dmin)));
@@ -237,14 +259,17 @@ struct NibbleKFormat : KQuantLanes<kFifthBit ? 16 : 8> {
       transpose8(hi, out + 16 * c + 8);  // 64c + 32 .. 64c + 63
     }
     // Sub-block j's scale for each of its halves; its min meets both of its
-    // 16-sums: the pair (m_j, m_j).
-    alignas(32) int32_t sc[8 * kHalves][kRows], mn[8][kRows];
-    for (int r = 0; r < kRows; ++r) {
-      const Q4KScales s = unpack_q4_K_scales(rows[r][i].scales);
-      for (int j = 0; j < 8; ++j) {
-        for (int h = 0; h < kHalves; ++h) sc[kHalves * j + h][r] = s.scale[j];
-        mn[j][r] = s.min[j] | (s.min[j] << 16);
+    // 16-sums: the pair (m_j, m_j). t[k] holds scales 2k, 2k + 1 (k < 4) and
+    // mins 2k - 8, 2k - 7.
+    __m256i t[8], sc[8 * kHalves], mn[8];
+    transpose_row_words([&](int r) { return _mm256_cvtepu8_epi16(q4_K_scale_min_bytes(rows[r][i].scales)); }, t);
+    for (int k = 0; k < 4; ++k) {
+      for (int h = 0; h < kHalves; ++h) {
+        sc[kHalves * 2 * k + h] = low_word_pairs(t[k]);
+        sc[kHalves * (2 * k + 1) + h] = high_word_pairs(t[k]);
       }
+      mn[2 * k] = low_word_pairs(t[4 + k]);
+      mn[2 * k + 1] = high_word_pairs(t[4 + k]);
     }
     Base::store_factors(rows, i, sc, mn, dst);
   }
@@ -267,12 +292,16 @@ struct Q2KFormat : KQuantLanes<16> {
         transpose8(plane, out + 32 * h + 8 * p);  // elements 128h + 32p .. + 31
       }
     }
-    // 16-groups 2j and 2j+1 have their own mins: the pair (m_2j, m_2j+1).
-    alignas(32) int32_t sc[16][kRows], mn[8][kRows];
-    for (int r = 0; r < kRows; ++r) {
-      const uint8_t* s = rows[r][i].scales;
-      for (int j = 0; j < 16; ++j) sc[j][r] = s[j] & 0x0f;
-      for (int j = 0; j < 8; ++j) mn[j][r] = (s[2 * j] >> 4) | ((s[2 * j + 1] >> 4) << 16);
+    // 16-groups 2j and 2j+1 have their own mins: the pair (m_2j, m_2j+1);
+    // t[j] holds the scale bytes 2j, 2j + 1 as words.
+    __m256i t[8], sc[16], mn[8];
+    transpose_row_words([&](int r) { return _mm256_cvtepu8_epi16(load128(rows[r][i].scales)); }, t);
+    const __m256i low4 = _mm256_set1_epi16(0x0f);
+    for (int j = 0; j < 8; ++j) {
+      const __m256i scales = _mm256_and_si256(t[j], low4);
+      sc[2 * j] = low_word_pairs(scales);
+      sc[2 * j + 1] = high_word_pairs(scales);
+      mn[j] = _mm256_srli_epi16(t[j], 4);
     }
     store_factors(rows, i, sc, mn, dst);
   }
@@ -302,16 +331,14 @@ struct Q3KFormat : KQuantLanes<16, true> {
         transpose8(plane, out + 32 * h + 8 * p);  // elements 128h + 32p .. + 31
       }
     }
-    alignas(32) int32_t sc[16][kRows], mn[8][kRows];
-    for (int r = 0; r < kRows; ++r) {
-      alignas(16) int8_t s[16];
-      _mm_store_si128(reinterpret_cast<__m128i*>(s), q3_K_signed_scales(rows[r][i].scales));
-      // The scale's low word only: word_pairs ORs it into the high one.
-      for (int j = 0; j < 16; ++j) sc[j][r] = s[j] & 0xffff;
-      for (int j = 0; j < 8; ++j) {
-        mn[j][r] = static_cast<int32_t>((static_cast<uint32_t>(-4 * s[2 * j]) & 0xffffu) |
-                                        (static_cast<uint32_t>(-4 * s[2 * j + 1]) << 16));
-      }
+    // t[j] holds the signed scales 2j, 2j + 1 as words; the min pair j is
+    // (-4 s_2j, -4 s_2j+1).
+    __m256i t[8], sc[16], mn[8];
+    transpose_row_words([&](int r) { return _mm256_cvtepi8_epi16(q3_K_signed_scales(rows[r][i].scales)); }, t);
+    for (int j = 0; j < 8; ++j) {
+      sc[2 * j] = low_word_pairs(t[j]);
+      sc[2 * j + 1] = high_word_pairs(t[j]);
+      mn[j] = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(t[j], 2));
     }
     store_factors(rows, i, sc, mn, dst);
   }
@@ -558,21 +585,26 @@ struct Iq4XsFormat {
     const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues.data()));
     const __m128i low4 = _mm_set1_epi8(0x0f);
     auto* out = reinterpret_cast<__m256i*>(dst);
-    alignas(32) int32_t scale[8][kRows];
     for (int sb = 0; sb < 8; ++sb) {
       __m256i v[kRows];
       for (int r = 0; r < kRows; ++r) {
-        const Block& b = rows[r][i];
-        const __m128i q = load128(b.qs + 16 * sb);
+        const __m128i q = load128(rows[r][i].qs + 16 * sb);
         v[r] = _mm256_shuffle_epi8(table,
                                    _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4)));
-        const int ls = ((b.scales_l[sb / 2] >> (4 * (sb % 2))) & 0xf) | (((b.scales_h >> (2 * sb)) & 3) << 4);
-        scale[sb][r] = (ls - 32) & 0xffff;  // the low word only: word_pairs ORs it into the high one
       }
       transpose8(v, out + 8 * sb);
       for (int g = 0; g < 8; ++g) out[kAbs + 8 * sb + g] = _mm256_abs_epi8(out[8 * sb + g]);
     }
-    for (int sb = 0; sb < 8; ++sb) store(dst + 32 * (kScales + sb), word_pairs(scale[sb]));
+    // Sub-block sb's 6-bit scale: its low nibble at bits 4 sb of scales_l (as
+    // a dword), its top pair at bits 2 sb of scales_h; all rows at once.
+    const __m256i high = _mm256_srli_epi32(rows_dword(rows, i, 0), 16);  // d | scales_h << 16
+    const __m256i scales_l = rows_dword(rows, i, offsetof(Block, scales_l));
+    for (int sb = 0; sb < 8; ++sb) {
+      const __m256i ls = _mm256_or_si256(
+          _mm256_and_si256(_mm256_srli_epi32(scales_l, 4 * sb), _mm256_set1_epi32(0xf)),
+          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(high, 2 * sb), _mm256_set1_epi32(3)), 4));
+      store(dst + 32 * (kScales + sb), low_word_pairs(_mm256_sub_epi32(ls, _mm256_set1_epi32(32))));
+    }
     _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * kD), rows_f16(rows, i, offsetof(Block, d)));
   }
 

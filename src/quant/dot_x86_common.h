@@ -162,6 +162,23 @@ inline Q4KScales unpack_q4_K_scales(const uint8_t* packed) {
   return out;
 }
 
+// The same unpacking in a vector register: bytes 0..7 the scales, 8..15 the
+// mins. Dwords of the result: scales 0-3 = u0 & 0x3f, scales 4-7 = (u2 & 0xf)
+// | (u0 >> 6) << 4, mins 0-3 = u1 & 0x3f, mins 4-7 = (u2 >> 4) | (u1 >> 6) << 4
+// (u0..u2 the packed dwords, bytewise).
+inline __m128i q4_K_scale_min_bytes(const uint8_t* packed) {
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const __m128i words =
+      _mm_set_epi32(static_cast<int>(u[1]), static_cast<int>(u[1]), static_cast<int>(u[0]), static_cast<int>(u[0]));
+  const __m128i six_bits = _mm_and_si128(_mm_srlv_epi32(words, _mm_set_epi32(2, 0, 2, 0)),
+                                         _mm_set_epi32(0x30303030, 0x3f3f3f3f, 0x30303030, 0x3f3f3f3f));
+  const __m128i low_bits =
+      _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(u[2])), _mm_set_epi32(4, 0, 0, 0)),
+                    _mm_set_epi32(0x0f0f0f0f, 0, 0x0f0f0f0f, 0));
+  return _mm_or_si128(six_bits, low_bits);
+}
+
 // The min term: sum over 16-groups j of bsum[j] * min[j/2].
 inline int32_t q4_K_min_sum(const Q4KScales& s, const BlockQ8_K& x) {
   const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.min)));
