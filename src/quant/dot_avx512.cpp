@@ -482,7 +482,8 @@ inline __m512 k_quant_rows16(int64_t nb, const Block* const* rows, const Block* 
                              Parts parts) {
   return rows16_blocks(nb, rows, next, [&](int64_t b, __m512 acc) {
     __m512i min_pairs[8];
-    const __m512i isum = block_sums16([&](int k) {
+    // Inlined by force: GCC left it out of line for Q5_K, and a call spills every vector register.
+    const __m512i isum = block_sums16([&](int k) __attribute__((always_inline)) {
       __m256i part[2];
       __m256i mins[2];
 #pragma GCC unroll 2
@@ -1072,7 +1073,8 @@ void scaled_int_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_
   const int64_t nb = n / kQK_K;
   for_row_groups<Block>(w, row_bytes, n_rows, out, [&](const Block* const* rows, const Block* const* next) {
     return rows16_blocks(nb, rows, next, [&](int64_t b, __m512 acc) {
-      const __m512i isum = block_sums16([&](int k) {
+      // Inlined by force, as in k_quant_rows16.
+      const __m512i isum = block_sums16([&](int k) __attribute__((always_inline)) {
         const __m256i a = fold512(partials(rows[k][b], x[b]));
         const __m256i c = fold512(partials(rows[k + 1][b], x[b]));
         return _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1);
