@@ -43,8 +43,10 @@
 #include "quant/dot_rows_avx512.h"
 #include "quant/dot_words_avx512.h"
 #include "quant/dot_x86_common.h"
+#include "quant/iq1_tables.h"
 #include "quant/iq2_xxs_avx512.h"
 #include "quant/iq2_xxs_tables.h"
+#include "quant/iq_grids_avx512.h"
 #include "quant/iq4_values.h"
 #include "quant/mxfp4.h"
 
@@ -515,22 +517,6 @@ inline KBlockParts q2_K_parts(const BlockQ2_K& w, const BlockQ8_K& x) {
 // A block's 64 code bytes are eight (W0, W1) dword pairs, one per 32-element
 // sub-block: W0 = four grid indices, W1 = four 7-bit sign indices + 4-bit
 // scale. All eight W1 are decoded at once in the odd dwords of a register.
-
-// Sign bits for each W1 (odd dwords; even dwords are don't-care): the four
-// 7-bit indices spread to one byte each, with bit 7 = parity of the byte
-// (ggml's ksigns_iq2xs), so bit 8g+j negates element j of group g.
-inline __m512i iq2_xxs_sign_bits(__m512i q) {
-  constexpr int kSelect = 0xca;  // ternary logic: a ? b : c
-  __m512i idx = _mm512_and_si512(q, _mm512_set1_epi32(0x7f));
-  idx = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7f00), _mm512_slli_epi32(q, 1), idx, kSelect);
-  idx = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7f0000), _mm512_slli_epi32(q, 2), idx, kSelect);
-  idx = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7f000000), _mm512_slli_epi32(q, 3), idx, kSelect);
-  __m512i p = _mm512_xor_si512(idx, _mm512_srli_epi32(idx, 4));
-  p = _mm512_xor_si512(p, _mm512_srli_epi32(p, 2));
-  p = _mm512_xor_si512(p, _mm512_srli_epi32(p, 1));  // bit 0 of each byte = its parity
-  return _mm512_ternarylogic_epi32(_mm512_set1_epi32(static_cast<int>(0x80808080u)), _mm512_slli_epi32(p, 7), idx,
-                                   kSelect);
-}
 
 alignas(64) constexpr int32_t kOddDwords[16] = {1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15};
 // Per 128-bit lane (sub-blocks 2k, 2k+1): the two W0s' bytes into bytes 0..7.
@@ -1065,14 +1051,36 @@ inline __m512i q6_K_block_partials(const BlockQ6_K& w, const BlockQ8_K& x) {
   return _mm512_sub_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_zextsi256_si512(offset));
 }
 
-// Rows whose one-row kernel adds (d_w * d_x) * isum per block (Q3_K, Q6_K):
-// `partials` gives a row block's 16 int32 lanes totalling its isum.
-template <typename Block, typename Partials>
+// The f32 block scales of 16 rows (lane order as block_sums16's): the f16 d
+// field, or IQ1_M's scale assembled from its scale words.
+template <typename Block>
+inline __m512 row_scales(const Block* const* rows, int64_t b) {
+  return rows_f16_f32(rows, b, offsetof(Block, d));
+}
+inline __m512 row_scales(const BlockIQ1_M* const* rows, int64_t b) {
+  alignas(32) uint16_t v[16];
+#pragma GCC unroll 16
+  for (int lane = 0; lane < 16; ++lane) v[lane] = iq1_m_d_bits(rows[transposed_block(lane)][b]);
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(v)));
+}
+
+// How a one-row kernel turns a block's isum into floats: acc += (d_w * d_x) *
+// (block_scale * isum) in block order, the total times `finish` at the end.
+// A factor of 1 is left out, as those kernels do.
+struct IsumTerms {
+  float block_scale = 1.0f;
+  float finish = 1.0f;
+};
+
+// Rows whose one-row kernel adds (d_w * d_x) * isum per block (Q3_K, Q6_K,
+// IQ4_XS, and the IQ formats with their kTerms): `partials` gives a row
+// block's 16 int32 lanes totalling its isum.
+template <typename Block, IsumTerms kTerms = IsumTerms{}, typename Partials>
 void scaled_int_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out,
                      Partials partials) {
   const int64_t nb = n / kQK_K;
   for_row_groups<Block>(w, row_bytes, n_rows, out, [&](const Block* const* rows, const Block* const* next) {
-    return rows16_blocks(nb, rows, next, [&](int64_t b, __m512 acc) {
+    const __m512 sum = rows16_blocks(nb, rows, next, [&](int64_t b, __m512 acc) {
       // Inlined by force, as in k_quant_rows16.
       const __m512i isum = block_sums16([&](int k) __attribute__((always_inline)) {
         const __m256i a = fold512(partials(rows[k][b], x[b]));
@@ -1080,9 +1088,13 @@ void scaled_int_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_
         return _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1);
       });
       // The one-row kernel's (d_w * d_x) * isum, lane by lane.
-      const __m512 d = _mm512_mul_ps(rows_f16_f32(rows, b, offsetof(Block, d)), _mm512_set1_ps(x[b].d));
-      return _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+      const __m512 d = _mm512_mul_ps(row_scales(rows, b), _mm512_set1_ps(x[b].d));
+      __m512 value = _mm512_cvtepi32_ps(isum);
+      if constexpr (kTerms.block_scale != 1.0f) value = _mm512_mul_ps(_mm512_set1_ps(kTerms.block_scale), value);
+      return _mm512_add_ps(acc, _mm512_mul_ps(d, value));
     });
+    if constexpr (kTerms.finish != 1.0f) return _mm512_mul_ps(_mm512_set1_ps(kTerms.finish), sum);
+    return sum;
   });
 }
 
@@ -1235,6 +1247,134 @@ void iq4_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows
 }
 template void iq4_xs_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 template void iq4_xs_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+
+// ---- IQ3_XXS, IQ2_XS, IQ2_S, IQ1_M x Q8_K, 16 rows against one activation ----
+//
+// A block is four 64-element chunks (iq_grids_avx512.h decodes their grid
+// magnitudes and sign masks). Each chunk's magnitudes are negated where the
+// weight's sign and x's differ and vpmaddubsw takes |x| times them (|x| <=
+// 128, magnitudes <= 62: pairs fit int16, x = -128 included); the pairs' words
+// are then weighted by their sub-block's or half's multiplier. The total is
+// the one-row kernel's exact integer (dot_avx2.cpp, which every avx512 level
+// uses for these formats); the float terms are (d_w * d_x) * isum per block
+// and the sum times 0.25 (IQ3_XXS) or 0.125 (IQ2_XS, IQ2_S) at the end.
+
+// 16 int32 lanes totalling a block's isum: chunk c's pairs weighted by the
+// words of `multipliers` that multiplier_index[c] picks.
+template <bool kVnni>
+__attribute__((always_inline)) inline __m512i grid_partials(const __m512i magnitudes[4], const uint64_t signs[4],
+                                                            const BlockQ8_K& x, const int16_t (*multiplier_index)[32],
+                                                            __m512i multipliers) {
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    acc[c & 1] = signed_chunk<kVnni>(acc[c & 1], magnitudes[c], signs[c], x.qs + 64 * c,
+                                     _mm512_permutexvar_epi16(load512(multiplier_index[c]), multipliers));
+  }
+  return _mm512_add_epi32(acc[0], acc[1]);
+}
+
+template <bool kVnni, bool kVbmi>
+void iq3_xxs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  Iq3CodeTables tables{};
+  if constexpr (kVbmi) tables = load_iq3_code_tables();
+  scaled_int_rows<BlockIQ3_XXS, IsumTerms{.finish = 0.25f}>(
+      n, w, row_bytes, n_rows, x,
+      out, [&tables](const BlockIQ3_XXS& wb, const BlockQ8_K& xb) __attribute__((always_inline)) {
+        uint64_t signs[4];
+        iq3_xxs_signs(wb, signs);
+        __m512i magnitudes[4];
+        iq3_xxs_magnitudes<kVbmi>(wb, &tables, magnitudes);
+        return grid_partials<kVnni>(magnitudes, signs, xb, kIq3MultiplierWords, iq3_xxs_multipliers(wb));
+      });
+}
+template void iq3_xxs_rows<false, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void iq3_xxs_rows<true, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void iq3_xxs_rows<true, true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+
+template <bool kVnni, bool kVbmi>
+void iq2_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  scaled_int_rows<BlockIQ2_XS, IsumTerms{.finish = 0.125f}>(
+      n, w, row_bytes, n_rows, x, out, [](const BlockIQ2_XS& wb, const BlockQ8_K& xb) __attribute__((always_inline)) {
+        uint64_t signs[4];
+        iq2_xs_signs(wb, signs);
+        __m512i magnitudes[4];
+        iq2_xs_magnitudes<kVbmi>(wb, magnitudes);
+        return grid_partials<kVnni>(magnitudes, signs, xb, kQ6ScaleWords, half_multipliers(wb.scales));
+      });
+}
+template void iq2_xs_rows<false, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void iq2_xs_rows<true, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void iq2_xs_rows<true, true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+
+template <bool kVnni, bool kVbmi>
+void iq2_s_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  scaled_int_rows<BlockIQ2_S, IsumTerms{.finish = 0.125f}>(
+      n, w, row_bytes, n_rows, x, out, [](const BlockIQ2_S& wb, const BlockQ8_K& xb) __attribute__((always_inline)) {
+        uint64_t signs[4];
+        iq2_s_signs(wb, signs);
+        __m512i magnitudes[4];
+        iq2_s_magnitudes<kVbmi>(wb, magnitudes);
+        return grid_partials<kVnni>(magnitudes, signs, xb, kQ6ScaleWords, half_multipliers(wb.scales));
+      });
+}
+template void iq2_s_rows<false, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void iq2_s_rows<true, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void iq2_s_rows<true, true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+
+// IQ1_M: chunk c holds groups 8c..8c+7, group g's 11-bit grid index being
+// qs[g] with bits 0..2 of its qh nibble (nibble g % 2 of qh byte g / 2) on
+// top, and bit 3 of that nibble its shift sign. The weight bytes are 8 * g +
+// s (grid values g in {-1, 0, 1}, s = -1 or +1: |w| <= 9, signed, so no sign
+// mask), each 16-element half times 2 * scale + 1 (3-bit scales, four to a
+// little-endian word). The grid (2048 points) is gathered at every level.
+// The float terms are (d_w * d_x) * (0.125 * isum) per block.
+
+// permutexvar_epi16 indices (word h = scale word h / 4) and srlv_epi16 counts
+// (3 (h % 4)) for the 16 halves' scales.
+alignas(64) constexpr int16_t kIq1HalfWords[32] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
+                                                   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+alignas(64) constexpr int16_t kIq1HalfShifts[32] = {0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9,
+                                                    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+alignas(64) constexpr int64_t kIq1NibbleShifts[8] = {0, 4, 8, 12, 16, 20, 24, 28};
+
+template <bool kVnni>
+__attribute__((always_inline)) inline __m512i iq1_m_block_partials(const BlockIQ1_M& w, const BlockQ8_K& x) {
+  const __m512i scale_words = _mm512_permutexvar_epi16(
+      load512(kIq1HalfWords), _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales))));
+  const __m512i scales =
+      _mm512_and_si512(_mm512_srlv_epi16(scale_words, load512(kIq1HalfShifts)), _mm512_set1_epi16(7));
+  const __m512i multipliers = _mm512_or_si512(_mm512_slli_epi16(scales, 1), _mm512_set1_epi16(1));
+  const __m512i plus_one = _mm512_set1_epi8(1), minus_one = _mm512_set1_epi8(-1);
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    uint32_t qh;
+    std::memcpy(&qh, w.qh + 4 * c, sizeof(qh));
+    const __m512i nibbles = _mm512_srlv_epi64(_mm512_set1_epi64(qh), load512(kIq1NibbleShifts));
+    const __m512i idx =
+        _mm512_or_si512(_mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.qs + 8 * c))),
+                        _mm512_slli_epi64(_mm512_and_si512(nibbles, _mm512_set1_epi64(7)), 8));
+    const __m512i grid = _mm512_i64gather_epi64(idx, kIq1Grid.data(), 8);
+    const __m512i shift =
+        _mm512_mask_blend_epi64(_mm512_test_epi64_mask(nibbles, _mm512_set1_epi64(8)), plus_one, minus_one);
+    const __m512i weights =
+        _mm512_add_epi8(_mm512_and_si512(_mm512_slli_epi16(grid, 3), _mm512_set1_epi8(static_cast<char>(0xf8))), shift);
+    acc[c & 1] = signed_chunk<kVnni>(acc[c & 1], weights, 0, x.qs + 64 * c,
+                                     _mm512_permutexvar_epi16(load512(kQ6ScaleWords[c]), multipliers));
+  }
+  return _mm512_add_epi32(acc[0], acc[1]);
+}
+
+template <bool kVnni>
+void iq1_m_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  scaled_int_rows<BlockIQ1_M, IsumTerms{.block_scale = 0.125f}>(
+      n, w, row_bytes, n_rows, x, out, [](const BlockIQ1_M& wb, const BlockQ8_K& xb) __attribute__((always_inline)) {
+        return iq1_m_block_partials<kVnni>(wb, xb);
+      });
+}
+template void iq1_m_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+template void iq1_m_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 
 }  // namespace avx512_detail
 }  // namespace ds4::quant

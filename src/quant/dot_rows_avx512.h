@@ -43,5 +43,18 @@ void q5_K_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, 
 // level uses.
 template <bool kVnni>
 void iq4_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
+// The same for IQ3_XXS, bit-identical to the avx2 one-row kernel every avx512
+// level uses; kVbmi (the avx512vbmi level, with kVnni) decodes the grid from
+// registers, the others gather it.
+template <bool kVnni, bool kVbmi>
+void iq3_xxs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
+// The same for IQ2_XS and IQ2_S.
+template <bool kVnni, bool kVbmi>
+void iq2_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
+template <bool kVnni, bool kVbmi>
+void iq2_s_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
+// The same for IQ1_M (its grid gathered at every level).
+template <bool kVnni>
+void iq1_m_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out);
 
 }  // namespace ds4::quant::avx512_detail

@@ -85,11 +85,10 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::q5_K_q8_K<false>,
       tile_avx512::q3_K_q8_K<false>,
       tile_avx512::iq4_xs_q8_K_plain,
-      // The avx2 level's (its one-row kernels are every avx512 level's for these).
-      tile_avx2::iq3_xxs_q8_K,
-      tile_avx2::iq2_xs_q8_K,
-      tile_avx2::iq1_m_q8_K,
-      tile_avx2::iq2_s_q8_K,
+      tile_avx512::iq3_xxs_q8_K_plain,
+      tile_avx512::iq2_xs_q8_K_plain,
+      tile_avx512::iq1_m_q8_K<false>,
+      tile_avx512::iq2_s_q8_K<false, false>,
   };
   static const TileKernels avx512vnni = {
       "avx512vnni",
@@ -107,8 +106,8 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::iq4_xs_q8_K_vnni,
       tile_avx512::iq3_xxs_q8_K_vnni,
       tile_avx512::iq2_xs_q8_K_vnni,
-      tile_avx2::iq1_m_q8_K,
-      tile_avx2::iq2_s_q8_K,
+      tile_avx512::iq1_m_q8_K<true>,
+      tile_avx512::iq2_s_q8_K<true, false>,
   };
   static const TileKernels avx512vbmi = {
       "avx512vbmi",
@@ -124,10 +123,10 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::q5_K_q8_K<true>,
       tile_avx512::q3_K_q8_K<true>,
       tile_avx512::iq4_xs_q8_K_vnni,
-      tile_avx512::iq3_xxs_q8_K_vnni,
-      tile_avx512::iq2_xs_q8_K_vnni,
-      tile_avx2::iq1_m_q8_K,
-      tile_avx2::iq2_s_q8_K,
+      tile_avx512::iq3_xxs_q8_K_vbmi,
+      tile_avx512::iq2_xs_q8_K_vbmi,
+      tile_avx512::iq1_m_q8_K<true>,
+      tile_avx512::iq2_s_q8_K<true, true>,
   };
   if (std::strcmp(dots.isa, "avx512vbmi") == 0) return avx512vbmi;
   if (std::strcmp(dots.isa, "avx512vnni") == 0) return avx512vnni;

@@ -36,10 +36,10 @@ struct TileKernels {
   TileKernel q5_K_q8_K;
   TileKernel q3_K_q8_K;
   TileKernel iq4_xs_q8_K;   // AVX-512 VNNI tile; plain avx512 and avx2 take avx2's lanes tile from 5 / 3 tokens
-  TileKernel iq3_xxs_q8_K;  // a tile at the VNNI levels and avx2 (plain avx512 takes avx2's)
+  TileKernel iq3_xxs_q8_K;  // a tile at the VNNI levels and avx2 (plain avx512 takes avx2's for 2+ activations)
   TileKernel iq2_xs_q8_K;   // as iq3_xxs_q8_K
-  TileKernel iq1_m_q8_K;    // avx2's at every x86 level (its one-row kernel is theirs too)
-  TileKernel iq2_s_q8_K;    // as iq1_m_q8_K
+  TileKernel iq1_m_q8_K;    // avx2's tile; the avx512 levels decode few activations with 16-row kernels
+  TileKernel iq2_s_q8_K;    // as iq3_xxs_q8_K
 };
 
 // The tile kernels matching dot_kernels() (same level, DS4_ISA honoured).
@@ -89,10 +89,21 @@ void iq4_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n
 // Plain avx512: the 16-row decode kernel per activation, avx2's lanes tile from 5.
 void iq4_xs_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo);
-void iq3_xxs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                       int64_t n_acts, float* out, int64_t ldo);
-void iq2_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                      int64_t n_acts, float* out, int64_t ldo);
+// IQ3_XXS and IQ2_XS: the VNNI tile; a 16-row decode kernel for one
+// activation that gathers the grid (_vnni) or decodes it from registers (_vbmi).
+TileFunction iq3_xxs_q8_K_vnni, iq3_xxs_q8_K_vbmi, iq2_xs_q8_K_vnni, iq2_xs_q8_K_vbmi;
+// Plain avx512: the 16-row decode kernel for few activations, avx2's lanes tile for more.
+TileFunction iq3_xxs_q8_K_plain, iq2_xs_q8_K_plain;
+// IQ2_S at every avx512 level: its 16-row decode kernel (kVbmi: the grid from
+// registers), the VNNI tile (kVnni) or avx2's lanes tile for more activations.
+template <bool kVnni, bool kVbmi>
+void iq2_s_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo);
+// IQ1_M at every avx512 level: its 16-row decode kernel (the grid gathered),
+// avx2's lanes tile from 3 activations.
+template <bool kVnni>
+void iq1_m_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo);
 // The avx512vbmi level's IQ2_XXS: the grid decoded from registers.
 void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo);

@@ -42,6 +42,7 @@
 #include "quant/dot_tile_lanes_avx2.h"
 #include "quant/dot_x86_common.h"
 #include "quant/iq4_values.h"
+#include "quant/iq_grids_avx512.h"
 
 namespace ds4::quant {
 
@@ -727,15 +728,17 @@ struct IQ4XSRows : StoredBsums {
   }
 };
 
-// IQ3_XXS and IQ2_XS (VNNI levels only): each weight w (grid magnitude with
-// its sign, |w| <= 62 / 43) as w + 128 (u8) for vpdpbusd, as IQ4_XS; a
+// IQ3_XXS, IQ2_XS and IQ2_S (VNNI levels only): each weight w (grid magnitude
+// with its sign, |w| <= 62 / 43) as w + 128 (u8) for vpdpbusd, as IQ4_XS; a
 // 16-element group's sum meets its multiplier (IQ3_XXS: the sub-block's 2 *
-// (aux >> 28) + 1, IQ2_XS: 2 * scale + 1 of its half) by vpmulld, -128 *
-// multiplier is the min term, and the float term is the one-row kernel's
-// (dot_avx2.cpp): (d_w * d_x) * integer per block, the sum times the format's
-// final scale (0.25 / 0.125) at the end (finish). Plain avx512 has no tile for
-// them (vpmaddubsw would saturate). Source gives a row block's sub-block s:
-// its 32 weights and its halves' multipliers.
+// (aux >> 28) + 1, IQ2_XS / IQ2_S: 2 * scale + 1 of its half) by vpmulld,
+// -128 * multiplier is the min term, and the float term is the one-row
+// kernel's (dot_avx2.cpp): (d_w * d_x) * integer per block, the sum times the
+// format's final scale (0.25 / 0.125) at the end (finish). Plain avx512 has
+// no tile for them (vpmaddubsw would saturate). A row's block is decoded in
+// registers (iq_grids_avx512.h; kVbmi: the grid from compact codes, else
+// gathered); Source gives its sign masks and chunk magnitudes, and the 16
+// rows' multipliers and min pairs from their transposed headers.
 template <typename Source>
 struct SignedGridRows : StoredBsums {
   using Block = typename Source::Block;
@@ -748,19 +751,15 @@ struct SignedGridRows : StoredBsums {
     // Each row's 256 weights + 128 in element order, then 32-byte chunks
     // transposed as the code bytes of the other formats.
     alignas(64) uint8_t biased[kGroupRows][kQK_K];
-    alignas(64) int32_t multipliers[16][kGroupRows];
-    alignas(64) int32_t mins[8][kGroupRows];
-    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+    const typename Source::Tables tables = Source::tables();
     for (int r = 0; r < kGroupRows; ++r) {
-#pragma GCC unroll 8
-      for (int s = 0; s < 8; ++s) {
-        int32_t lo, hi;
-        const __m256i weights = Source::weights(rows[r][b], s, lo, hi);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(biased[r] + 32 * s), _mm256_xor_si256(weights, bias));
-        multipliers[2 * s][r] = lo;
-        multipliers[2 * s + 1][r] = hi;
-        mins[s][r] = static_cast<int32_t>((static_cast<uint32_t>(-128 * lo) & 0xffffu) |
-                                          (static_cast<uint32_t>(-128 * hi) << 16));
+      uint64_t signs[4];
+      __m512i magnitudes[4];
+      Source::decode(rows[r][b], tables, signs, magnitudes);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        _mm512_store_si512(biased[r] + 64 * c, _mm512_xor_si512(signed_magnitudes(magnitudes[c], signs[c]), bias));
       }
     }
 #pragma GCC unroll 8
@@ -776,33 +775,103 @@ struct SignedGridRows : StoredBsums {
     }
     __m512i* scale = out + kScaleReg;
     __m512i* min = scale + kScaleRegs;
-#pragma GCC unroll 16
-    for (int g = 0; g < 16; ++g) _mm512_store_si512(scale + g, _mm512_load_si512(multipliers[g]));
+    __m512i multipliers[16];
+    Source::multipliers(rows, b, multipliers);
 #pragma GCC unroll 8
-    for (int p = 0; p < 8; ++p) _mm512_store_si512(min + p, _mm512_load_si512(mins[p]));
+    for (int p = 0; p < 8; ++p) {
+      const __m512i lo = multipliers[2 * p], hi = multipliers[2 * p + 1];
+      _mm512_store_si512(scale + 2 * p, lo);
+      _mm512_store_si512(scale + 2 * p + 1, hi);
+      // (-128 * lo, -128 * hi) as an int16 pair.
+      const __m512i lo_word =
+          _mm512_and_si512(_mm512_mullo_epi32(lo, _mm512_set1_epi32(-128)), _mm512_set1_epi32(0xffff));
+      _mm512_store_si512(
+          min + p, _mm512_or_si512(lo_word, _mm512_slli_epi32(_mm512_mullo_epi32(hi, _mm512_set1_epi32(-128)), 16)));
+    }
     store_d(rows, b, min + kMinRegs);
   }
 
   static __m512 finish(__m512 v) { return _mm512_mul_ps(_mm512_set1_ps(Source::kFinalScale), v); }
 };
 
+struct NoTables {};
+
+template <bool kVbmi>
 struct Iq3XxsSource {
   using Block = BlockIQ3_XXS;
+  using Tables = Iq3CodeTables;
   static constexpr float kFinalScale = 0.25f;
-  static __m256i weights(const Block& w, int s, int32_t& lo, int32_t& hi) {
-    const __m256i v = iq3_xxs_weights(w, s, lo);
-    hi = lo;
-    return v;
+  static Tables tables() {
+    if constexpr (kVbmi) return load_iq3_code_tables();
+    return Tables{};
+  }
+  __attribute__((always_inline)) static void decode(const Block& w, const Tables& t, uint64_t signs[4],
+                                                    __m512i magnitudes[4]) {
+    iq3_xxs_signs(w, signs);
+    iq3_xxs_magnitudes<kVbmi>(w, &t, magnitudes);
+  }
+  // Sub-block s's multiplier 2 * (aux >> 28) + 1 serves both its halves.
+  static void multipliers(const Block* const* rows, int64_t b, __m512i m[16]) {
+    __m512i aux[8];
+    transpose_16_bytes(rows, b, offsetof(Block, qs) + kQK_K / 4, aux);
+    transpose_16_bytes(rows, b, offsetof(Block, qs) + kQK_K / 4 + 16, aux + 4);
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      m[2 * s] = m[2 * s + 1] = _mm512_or_si512(_mm512_srli_epi32(aux[s], 27), _mm512_set1_epi32(1));
+    }
   }
 };
-using IQ3XXSRows = SignedGridRows<Iq3XxsSource>;
+template <bool kVbmi>
+using IQ3XXSRows = SignedGridRows<Iq3XxsSource<kVbmi>>;
 
+// IQ2_XS and IQ2_S: 2 * scale + 1 of each half from the 8 scale bytes that
+// end the block (the low nibble for the first half of a sub-block).
+template <typename Block>
+void half_multipliers16(const Block* const* rows, int64_t b, __m512i m[16]) {
+  static_assert(offsetof(Block, scales) + 8 == sizeof(Block));
+  __m512i h[4];  // the block's last 16 bytes: scales 0..3 in h[2], 4..7 in h[3]
+  transpose_16_bytes(rows, b, sizeof(Block) - 16, h);
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; ++s) {
+    const __m512i scale = _mm512_srli_epi32(h[2 + s / 4], 8 * (s % 4));
+    const __m512i lo = _mm512_and_si512(scale, _mm512_set1_epi32(0xf));
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(scale, 4), _mm512_set1_epi32(0xf));
+    m[2 * s] = _mm512_or_si512(_mm512_slli_epi32(lo, 1), _mm512_set1_epi32(1));
+    m[2 * s + 1] = _mm512_or_si512(_mm512_slli_epi32(hi, 1), _mm512_set1_epi32(1));
+  }
+}
+
+template <bool kVbmi>
 struct Iq2XsSource {
   using Block = BlockIQ2_XS;
+  using Tables = NoTables;
   static constexpr float kFinalScale = 0.125f;
-  static __m256i weights(const Block& w, int s, int32_t& lo, int32_t& hi) { return iq2_xs_weights(w, s, lo, hi); }
+  static Tables tables() { return {}; }
+  __attribute__((always_inline)) static void decode(const Block& w, const Tables&, uint64_t signs[4],
+                                                    __m512i magnitudes[4]) {
+    iq2_xs_signs(w, signs);
+    iq2_xs_magnitudes<kVbmi>(w, magnitudes);
+  }
+  static void multipliers(const Block* const* rows, int64_t b, __m512i m[16]) { half_multipliers16(rows, b, m); }
 };
-using IQ2XSRows = SignedGridRows<Iq2XsSource>;
+template <bool kVbmi>
+using IQ2XSRows = SignedGridRows<Iq2XsSource<kVbmi>>;
+
+template <bool kVbmi>
+struct Iq2SSource {
+  using Block = BlockIQ2_S;
+  using Tables = NoTables;
+  static constexpr float kFinalScale = 0.125f;
+  static Tables tables() { return {}; }
+  __attribute__((always_inline)) static void decode(const Block& w, const Tables&, uint64_t signs[4],
+                                                    __m512i magnitudes[4]) {
+    iq2_s_signs(w, signs);
+    iq2_s_magnitudes<kVbmi>(w, magnitudes);
+  }
+  static void multipliers(const Block* const* rows, int64_t b, __m512i m[16]) { half_multipliers16(rows, b, m); }
+};
+template <bool kVbmi>
+using IQ2SRows = SignedGridRows<Iq2SSource<kVbmi>>;
 
 template <typename Rows>
 constexpr int kMinReg = kScaleReg + Rows::kScaleRegs;
@@ -988,10 +1057,10 @@ void tile(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const
 
 // Few activations: the one-row kernels' sums, 16 rows at a time with the rows
 // in lanes (dot_rows_avx512.h), one activation after another; else the tile.
-template <bool kVnni, typename Rows, typename RowsKernel>
+template <bool kVnni, typename Rows, int64_t kMin = kMinActs, typename RowsKernel>
 void tile_or_rows(RowsKernel rows_kernel, int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
                   const void* const* acts, int64_t n_acts, float* out, int64_t ldo) {
-  if (n_acts < kMinActs) {
+  if (n_acts < kMin) {
     for (int64_t t = 0; t < n_acts; ++t) {
       rows_kernel(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]), out + t * ldo);
     }
@@ -1053,33 +1122,107 @@ void iq4_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n
   tile_or_rows<true, IQ4XSRows>(avx512_detail::iq4_xs_rows<true>, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
 
-// IQ4_XS at plain avx512 (no vpdpbusd for IQ4XSRows): the 16-row decode
-// kernel per activation for a few of them, the avx2 lanes tile for more (both
-// match the one-row kernel, which is avx2's at every level).
-void iq4_xs_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                       int64_t n_acts, float* out, int64_t ldo) {
-  // Zen 5, 64x4096: the 16-row kernel ~6 us per activation, the tile ~14 + 3.
-  constexpr int64_t kMinLanes = 5;
-  if (n_acts >= kMinLanes) {
-    tile_avx2::iq4_xs_lanes(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+namespace {
+
+using RowsFunction = void(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x,
+                          float* out);
+
+// Below kMinTile activations a 16-row decode kernel per activation
+// (dot_rows_avx512.h), else `tile` (avx2's, for formats without an avx512
+// tile at the level); both match the one-row kernel.
+template <RowsFunction* kRows, TileFunction* kTile, int64_t kMinTile>
+void rows_or_tile(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                  int64_t n_acts, float* out, int64_t ldo) {
+  if (n_acts >= kMinTile) {
+    kTile(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
     return;
   }
-  for (int64_t t = 0; t < n_acts; ++t) {
-    avx512_detail::iq4_xs_rows<false>(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]), out + t * ldo);
-  }
+  for (int64_t t = 0; t < n_acts; ++t)
+    kRows(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]), out + t * ldo);
 }
 
-// IQ3_XXS at the VNNI levels (IQ3XXSRows).
+}  // namespace
+
+// IQ4_XS at plain avx512 (no vpdpbusd for IQ4XSRows): the avx2 lanes tile
+// from 5 activations (Zen 5, 64x4096: the 16-row kernel ~6 us per
+// activation, the tile ~14 + 3).
+void iq4_xs_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                       int64_t n_acts, float* out, int64_t ldo) {
+  rows_or_tile<avx512_detail::iq4_xs_rows<false>, tile_avx2::iq4_xs_lanes, 5>(n, w, row_bytes, n_rows, acts, n_acts,
+                                                                              out, ldo);
+}
+
+// IQ3_XXS and IQ2_XS at the VNNI levels (IQ3XXSRows, IQ2XSRows); their 16-row
+// decode kernels gather the grid (avx512vnni) or decode it from registers
+// (avx512vbmi).
 void iq3_xxs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo) {
-  tile_or_rows<true, IQ3XXSRows>(avx2_detail::iq3_xxs_rows, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  tile_or_rows<true, IQ3XXSRows<false>>(avx512_detail::iq3_xxs_rows<true, false>, n, w, row_bytes, n_rows, acts, n_acts,
+                                        out, ldo);
 }
-
-// IQ2_XS at the VNNI levels (IQ2XSRows).
+void iq3_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                       int64_t n_acts, float* out, int64_t ldo) {
+  tile_or_rows<true, IQ3XXSRows<true>>(avx512_detail::iq3_xxs_rows<true, true>, n, w, row_bytes, n_rows, acts, n_acts,
+                                       out, ldo);
+}
 void iq2_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                       int64_t n_acts, float* out, int64_t ldo) {
-  tile_or_rows<true, IQ2XSRows>(avx2_detail::iq2_xs_rows, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  tile_or_rows<true, IQ2XSRows<false>>(avx512_detail::iq2_xs_rows<true, false>, n, w, row_bytes, n_rows, acts, n_acts,
+                                       out, ldo);
 }
+void iq2_xs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                      int64_t n_acts, float* out, int64_t ldo) {
+  tile_or_rows<true, IQ2XSRows<true>>(avx512_detail::iq2_xs_rows<true, true>, n, w, row_bytes, n_rows, acts, n_acts,
+                                      out, ldo);
+}
+
+// Plain avx512 (no tile of its own for these): avx2's lanes tiles, IQ3_XXS's
+// from 2 activations, IQ2_XS's from 3 (Zen 5, 64x4096: the 16-row kernels
+// ~22 / 15 us per activation, the lanes tiles ~55 / 50 at 2).
+void iq3_xxs_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                        int64_t n_acts, float* out, int64_t ldo) {
+  rows_or_tile<avx512_detail::iq3_xxs_rows<false, false>, tile_avx2::iq3_xxs_lanes, 2>(n, w, row_bytes, n_rows, acts,
+                                                                                       n_acts, out, ldo);
+}
+void iq2_xs_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                       int64_t n_acts, float* out, int64_t ldo) {
+  rows_or_tile<avx512_detail::iq2_xs_rows<false, false>, tile_avx2::iq2_xs_lanes, 3>(n, w, row_bytes, n_rows, acts,
+                                                                                     n_acts, out, ldo);
+}
+
+// IQ2_S: the VNNI levels' tile (IQ2SRows) from 2 activations, plain avx512
+// avx2's lanes tile from 3; below them the 16-row decode kernel per activation.
+template <bool kVnni, bool kVbmi>
+void iq2_s_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo) {
+  if constexpr (kVnni) {
+    tile_or_rows<true, IQ2SRows<kVbmi>>(avx512_detail::iq2_s_rows<true, kVbmi>, n, w, row_bytes, n_rows, acts, n_acts,
+                                        out, ldo);
+  } else {
+    rows_or_tile<avx512_detail::iq2_s_rows<false, false>, tile_avx2::iq2_s_lanes, 3>(n, w, row_bytes, n_rows, acts,
+                                                                                     n_acts, out, ldo);
+  }
+}
+template void iq2_s_q8_K<false, false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                                       int64_t);
+template void iq2_s_q8_K<true, false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                                      int64_t);
+template void iq2_s_q8_K<true, true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                                     int64_t);
+
+// IQ1_M (no avx512 tile at any level): avx2's lanes tile from 3 activations
+// (Zen 5, 64x4096: the 16-row kernel ~20 us per activation, the lanes tile
+// ~60 at 2, ~70 at 4).
+template <bool kVnni>
+void iq1_m_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo) {
+  rows_or_tile<avx512_detail::iq1_m_rows<kVnni>, tile_avx2::iq1_m_lanes, 3>(n, w, row_bytes, n_rows, acts, n_acts, out,
+                                                                            ldo);
+}
+template void iq1_m_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                                int64_t);
+template void iq1_m_q8_K<true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
+                               int64_t);
 
 }  // namespace tile_avx512
 }  // namespace ds4::quant

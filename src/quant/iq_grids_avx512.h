@@ -1,0 +1,313 @@
+// Internal to the AVX-512 kernel files (dot_avx512.cpp's 16-row decode
+// kernels, dot_tile_kquant_avx512.cpp's tile re-layouts): IQ3_XXS, IQ2_XS and
+// IQ2_S blocks decoded in registers, 64 elements (a chunk) per register: the
+// grid magnitudes in element order and the weight signs as one 64-bit mask per
+// chunk. At the avx512vbmi level (kVbmi) the grids come from compact codes
+// held in or read from small tables with byte and word permutes (hardware
+// gathers are slow on AMD Zen cores); the other levels gather them. Include
+// after core/x86_kernel_prelude.h and dot_x86_common.h; everything is in an
+// anonymous namespace, so each file gets its own copy built with its flags.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+#include "core/x86_intrinsics.h"
+#include "quant/blocks.h"
+#include "quant/dot_words_avx512.h"
+#include "quant/iq2_s_tables.h"
+#include "quant/iq2_xs_tables.h"
+#include "quant/iq2_xxs_avx512.h"
+#include "quant/iq2_xxs_tables.h"
+#include "quant/iq3_tables.h"
+
+namespace ds4::quant {
+namespace {
+
+// Sign bits for each W1 (odd dwords; even dwords are don't-care): the four
+// 7-bit indices spread to one byte each, with bit 7 = parity of the byte
+// (ggml's ksigns_iq2xs), so bit 8g+j negates element j of group g.
+inline __m512i iq2_xxs_sign_bits(__m512i q) {
+  constexpr int kSelect = 0xca;  // ternary logic: a ? b : c
+  __m512i idx = _mm512_and_si512(q, _mm512_set1_epi32(0x7f));
+  idx = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7f00), _mm512_slli_epi32(q, 1), idx, kSelect);
+  idx = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7f0000), _mm512_slli_epi32(q, 2), idx, kSelect);
+  idx = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7f000000), _mm512_slli_epi32(q, 3), idx, kSelect);
+  __m512i p = _mm512_xor_si512(idx, _mm512_srli_epi32(idx, 4));
+  p = _mm512_xor_si512(p, _mm512_srli_epi32(p, 2));
+  p = _mm512_xor_si512(p, _mm512_srli_epi32(p, 1));  // bit 0 of each byte = its parity
+  return _mm512_ternarylogic_epi32(_mm512_set1_epi32(static_cast<int>(0x80808080u)), _mm512_slli_epi32(p, 7), idx,
+                                   kSelect);
+}
+
+// ---- Chunks ----
+
+// acc + chunk terms: `magnitudes` signed as the weights (bit e of `signs`:
+// element e negative) times x (64 codes at xq), each pair's word times the
+// word of `multipliers`.
+template <bool kVnni>
+__attribute__((always_inline)) inline __m512i signed_chunk(__m512i acc, __m512i magnitudes, uint64_t signs,
+                                                           const int8_t* xq, __m512i multipliers) {
+  const __m512i xv = _mm512_loadu_si512(xq);
+  const __mmask64 negate = _kxor_mask64(_cvtu64_mask64(signs), _mm512_movepi8_mask(xv));
+  const __m512i wv = _mm512_mask_sub_epi8(magnitudes, negate, _mm512_setzero_si512(), magnitudes);
+  return dot_words<kVnni>(acc, _mm512_maddubs_epi16(_mm512_abs_epi8(xv), wv), multipliers);
+}
+
+// Sign flags one byte per group of 8 (bit j: element j), 32 groups in
+// element order -> the 64-bit masks of the four chunks.
+inline void chunk_sign_masks(__m256i flags, uint64_t signs[4]) {
+  const __m128i lo = _mm256_castsi256_si128(flags), hi = _mm256_extracti128_si256(flags, 1);
+  signs[0] = static_cast<uint64_t>(_mm_cvtsi128_si64(lo));
+  signs[1] = static_cast<uint64_t>(_mm_extract_epi64(lo, 1));
+  signs[2] = static_cast<uint64_t>(_mm_cvtsi128_si64(hi));
+  signs[3] = static_cast<uint64_t>(_mm_extract_epi64(hi, 1));
+}
+
+// Magnitudes negated where `signs` is set: the weights themselves.
+inline __m512i signed_magnitudes(__m512i magnitudes, uint64_t signs) {
+  return _mm512_mask_sub_epi8(magnitudes, _cvtu64_mask64(signs), _mm512_setzero_si512(), magnitudes);
+}
+
+// ---- IQ3_XXS ----
+//
+// Chunk c holds sub-blocks 2c and 2c + 1 (grid points 16c..16c+15), each
+// weighted by its multiplier 2 * (aux >> 28) + 1. The aux words (bytes
+// 64..95 of qs) have IQ2_XXS's W1 layout, so its sign decoding serves.
+
+// Low bytes (entries 0..255) and bits 8..11 (256..511) of the compact grid's
+// 12-bit codes (3-bit level of element j at bit 3j).
+constexpr std::array<uint8_t, 512> make_iq3_code_bytes() {
+  std::array<uint8_t, 512> a{};
+  for (size_t k = 0; k < 256; ++k) {
+    a[k] = static_cast<uint8_t>(kIq3xxsCompactGrid[k] & 0xff);
+    a[256 + k] = static_cast<uint8_t>(kIq3xxsCompactGrid[k] >> 8);
+  }
+  return a;
+}
+alignas(64) constexpr std::array<uint8_t, 512> kIq3CodeBytes = make_iq3_code_bytes();
+
+// vpermi2b indices over (low bytes, high bytes) of a block's 64 codes: qword q
+// of chunk c = [low, high] of point 16c + 2q, then of point 16c + 2q + 1.
+constexpr std::array<std::array<uint8_t, 64>, 4> make_iq3_point_pairs() {
+  std::array<std::array<uint8_t, 64>, 4> a{};
+  for (size_t c = 0; c < 4; ++c) {
+    for (size_t q = 0; q < 8; ++q) {
+      const auto point = static_cast<uint8_t>(16 * c + 2 * q);
+      a[c][8 * q] = point;
+      a[c][8 * q + 1] = static_cast<uint8_t>(64 + point);
+      a[c][8 * q + 2] = static_cast<uint8_t>(point + 1);
+      a[c][8 * q + 3] = static_cast<uint8_t>(64 + point + 1);
+    }
+  }
+  return a;
+}
+alignas(64) constexpr std::array<std::array<uint8_t, 64>, 4> kIq3PointPairs = make_iq3_point_pairs();
+
+// vpmultishiftqb controls: byte j of each qword reads the level of element j
+// % 4 of the qword's first (j < 4) or second point, from bit 3j or 16 + 3j'.
+alignas(64) constexpr int8_t kIq3LevelShifts[64] = {
+#define DS4_IQ3_QWORD 0, 3, 6, 9, 16, 19, 22, 25
+    DS4_IQ3_QWORD, DS4_IQ3_QWORD, DS4_IQ3_QWORD, DS4_IQ3_QWORD,
+    DS4_IQ3_QWORD, DS4_IQ3_QWORD, DS4_IQ3_QWORD, DS4_IQ3_QWORD,
+#undef DS4_IQ3_QWORD
+};
+
+// vpermb table: the magnitude of the level in index bits 0..2.
+constexpr std::array<uint8_t, 64> make_iq3_level_magnitudes() {
+  std::array<uint8_t, 64> a{};
+  for (size_t b = 0; b < 64; ++b) a[b] = kIq3xxsLevelBytes[b % 8];
+  return a;
+}
+alignas(64) constexpr std::array<uint8_t, 64> kIq3LevelMagnitudes = make_iq3_level_magnitudes();
+
+// permutexvar_epi16 indices: sub-block b's multiplier sits in word 2b; chunk
+// c's words 0..15 take sub-block 2c's, 16..31 sub-block 2c + 1's.
+alignas(64) constexpr int16_t kIq3MultiplierWords[4][32] = {
+#define DS4_IQ3_HALF(s) s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s
+    {DS4_IQ3_HALF(0), DS4_IQ3_HALF(2)},
+    {DS4_IQ3_HALF(4), DS4_IQ3_HALF(6)},
+    {DS4_IQ3_HALF(8), DS4_IQ3_HALF(10)},
+    {DS4_IQ3_HALF(12), DS4_IQ3_HALF(14)},
+#undef DS4_IQ3_HALF
+};
+
+// The compact grid's code bytes in registers (the avx512vbmi level).
+struct Iq3CodeTables {
+  __m512i low[4];
+  __m512i high[4];
+};
+inline Iq3CodeTables load_iq3_code_tables() {
+  Iq3CodeTables t;
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    t.low[p] = _mm512_loadu_si512(kIq3CodeBytes.data() + 64 * p);
+    t.high[p] = _mm512_loadu_si512(kIq3CodeBytes.data() + 256 + 64 * p);
+  }
+  return t;
+}
+
+// One code byte per grid index byte of idx, from a 256-entry table in four
+// registers: vpermi2b reads index bits 0..6, bit 7 picks the half.
+inline __m512i iq3_code_lookup(__m512i idx, const __m512i table[4]) {
+  return _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), _mm512_permutex2var_epi8(table[0], idx, table[1]),
+                                _mm512_permutex2var_epi8(table[2], idx, table[3]));
+}
+
+// 2 * (aux >> 28) + 1 of sub-block b in word 2b (kIq3MultiplierWords spreads them).
+inline __m512i iq3_xxs_multipliers(const BlockIQ3_XXS& w) {
+  return _mm512_castsi256_si512(
+      _mm256_or_si256(_mm256_srli_epi32(load256(w.qs + kQK_K / 4), 27), _mm256_set1_epi32(1)));
+}
+
+// The block's sign masks, one per chunk.
+inline void iq3_xxs_signs(const BlockIQ3_XXS& w, uint64_t signs[4]) {
+  const __m256i aux = load256(w.qs + kQK_K / 4);
+  chunk_sign_masks(_mm512_castsi512_si256(iq2_xxs_sign_bits(_mm512_castsi256_si512(aux))), signs);
+}
+
+// The block's magnitudes, chunk by chunk (tables: kVbmi only).
+template <bool kVbmi>
+__attribute__((always_inline)) inline void iq3_xxs_magnitudes(const BlockIQ3_XXS& w, const Iq3CodeTables* tables,
+                                                              __m512i out[4]) {
+  if constexpr (kVbmi) {
+    const __m512i idx = _mm512_loadu_si512(w.qs);
+    const __m512i low = iq3_code_lookup(idx, tables->low);
+    const __m512i high = iq3_code_lookup(idx, tables->high);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i pairs =
+          _mm512_permutex2var_epi8(low, _mm512_loadu_si512(kIq3PointPairs[static_cast<size_t>(c)].data()), high);
+      out[c] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(_mm512_loadu_si512(kIq3LevelShifts), pairs),
+                                       _mm512_loadu_si512(kIq3LevelMagnitudes.data()));
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      out[c] = _mm512_i32gather_epi32(_mm512_cvtepu8_epi32(load128(w.qs + 16 * c)), kIq3xxsGrid.data(), 4);
+    }
+  }
+}
+
+// ---- IQ2_XS and IQ2_S ----
+//
+// Chunk c holds groups 8c..8c+7 (8 elements each; 2-bit levels 8 / 25 / 43,
+// as IQ2_XXS's), its four 16-element halves weighted by 2 * scale + 1. At
+// avx512vbmi the groups' indices are arranged as IQ2_XXS's codes (qword q:
+// groups q, q + 8, q + 16, q + 24) before the code lookup, so its chunk
+// decoding (iq2_xxs_chunk_magnitudes) serves.
+
+// permutexvar_epi16 indices: word 4q + k takes group 8k + q's word.
+constexpr std::array<int16_t, 32> make_iq2_group_arrangement() {
+  std::array<int16_t, 32> a{};
+  for (size_t q = 0; q < 8; ++q) {
+    for (size_t k = 0; k < 4; ++k) a[4 * q + k] = static_cast<int16_t>(8 * k + q);
+  }
+  return a;
+}
+alignas(64) constexpr std::array<int16_t, 32> kIq2GroupArrangement = make_iq2_group_arrangement();
+
+// The compact codes of the entries whose indices are the words of idx, from
+// a table of 64 * kPairs codes: vpermi2w reads index bits 0..5, the higher
+// bits pick the pair of registers by a tree of blends.
+template <int kPairs>
+__attribute__((always_inline)) inline __m512i compact_code_lookup(__m512i idx, const uint16_t* table) {
+  __m512i level[kPairs];
+#pragma GCC unroll 16
+  for (int p = 0; p < kPairs; ++p) {
+    level[p] =
+        _mm512_permutex2var_epi16(_mm512_loadu_si512(table + 64 * p), idx, _mm512_loadu_si512(table + 64 * p + 32));
+  }
+#pragma GCC unroll 4
+  for (int bit = 6, n = kPairs; n > 1; ++bit, n /= 2) {
+    const __mmask32 high = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(static_cast<int16_t>(1 << bit)));
+#pragma GCC unroll 8
+    for (int p = 0; p < n / 2; ++p) level[p] = _mm512_mask_blend_epi16(high, level[2 * p], level[2 * p + 1]);
+  }
+  return level[0];
+}
+
+// 2 * scale + 1 of the 16 halves as words 0..15 (half 2b: the low nibble of
+// scales[b], half 2b + 1: its high nibble); kQ6ScaleWords spreads them.
+inline __m512i half_multipliers(const uint8_t* scales) {
+  const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(s, low4), _mm_and_si128(_mm_srli_epi16(s, 4), low4));
+  const __m256i words = _mm256_cvtepu8_epi16(nibbles);
+  return _mm512_castsi256_si512(_mm256_or_si256(_mm256_slli_epi16(words, 1), _mm256_set1_epi16(1)));
+}
+
+// IQ2_XS's sign flags from its 32 group words (the 7-bit sign index in bits
+// 9..15; bit 7 of the flag byte = the index's parity), one byte per group.
+inline __m256i iq2_xs_sign_flags(__m512i q) {
+  const __m512i f = _mm512_srli_epi16(q, 9);
+  __m512i p = _mm512_xor_si512(f, _mm512_srli_epi16(f, 4));
+  p = _mm512_xor_si512(p, _mm512_srli_epi16(p, 2));
+  p = _mm512_xor_si512(p, _mm512_srli_epi16(p, 1));  // bit 0 = the parity of f
+  return _mm512_cvtepi16_epi8(_mm512_or_si512(f, _mm512_slli_epi16(_mm512_and_si512(p, _mm512_set1_epi16(1)), 7)));
+}
+
+inline void iq2_xs_signs(const BlockIQ2_XS& w, uint64_t signs[4]) {
+  chunk_sign_masks(iq2_xs_sign_flags(_mm512_loadu_si512(w.qs)), signs);
+}
+
+template <bool kVbmi>
+__attribute__((always_inline)) inline void iq2_xs_magnitudes(const BlockIQ2_XS& w, __m512i out[4]) {
+  if constexpr (kVbmi) {
+    const __m512i idx = _mm512_and_si512(_mm512_loadu_si512(w.qs), _mm512_set1_epi16(511));
+    const __m512i codes = compact_code_lookup<8>(
+        _mm512_permutexvar_epi16(_mm512_loadu_si512(kIq2GroupArrangement.data()), idx), kIq2xsCompactGrid.data());
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) out[c] = iq2_xxs_chunk_magnitudes(codes, c);
+  } else {
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i idx = _mm256_and_si256(_mm256_cvtepu16_epi32(load128(w.qs + 8 * c)), _mm256_set1_epi32(511));
+      out[c] = _mm512_i32gather_epi64(idx, kIq2xsGrid.data(), 8);
+    }
+  }
+}
+
+// IQ2_S: group g's 10-bit index is qs[g] with bits 2(g % 4)..+1 of qh[g / 4]
+// on top; its signs are explicit bytes.
+
+// permutexvar_epi16 indices (word g = qh byte g / 4) and srlv_epi16 counts
+// (2 (g % 4)) for the top index bits of the 32 groups.
+alignas(64) constexpr int16_t kIq2sHighWords[32] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
+                                                    4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7};
+alignas(64) constexpr int16_t kIq2sHighShifts[32] = {0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6,
+                                                     0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6};
+alignas(32) constexpr int32_t kIq2sChunkShifts[8] = {0, 2, 4, 6, 8, 10, 12, 14};
+
+inline void iq2_s_signs(const BlockIQ2_S& w, uint64_t signs[4]) { std::memcpy(signs, w.signs, 4 * sizeof(uint64_t)); }
+
+template <bool kVbmi>
+__attribute__((always_inline)) inline void iq2_s_magnitudes(const BlockIQ2_S& w, __m512i out[4]) {
+  if constexpr (kVbmi) {
+    const __m512i high = _mm512_permutexvar_epi16(_mm512_loadu_si512(kIq2sHighWords),
+                                                  _mm512_cvtepu8_epi16(_mm256_castsi128_si256(load128(w.qh))));
+    const __m512i top =
+        _mm512_and_si512(_mm512_srlv_epi16(high, _mm512_loadu_si512(kIq2sHighShifts)), _mm512_set1_epi16(3));
+    const __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi16(load256(w.qs)), _mm512_slli_epi16(top, 8));
+    const __m512i codes = compact_code_lookup<16>(
+        _mm512_permutexvar_epi16(_mm512_loadu_si512(kIq2GroupArrangement.data()), idx), kIq2sCompactGrid.data());
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) out[c] = iq2_xxs_chunk_magnitudes(codes, c);
+  } else {
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      uint16_t qh;
+      std::memcpy(&qh, w.qh + 2 * c, sizeof(qh));
+      const __m256i top =
+          _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(qh), load256(kIq2sChunkShifts)), _mm256_set1_epi32(3));
+      const __m256i idx =
+          _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.qs + 8 * c))),
+                          _mm256_slli_epi32(top, 8));
+      out[c] = _mm512_i32gather_epi64(idx, kIq2sGrid.data(), 8);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ds4::quant
