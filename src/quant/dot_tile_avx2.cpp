@@ -25,10 +25,11 @@ namespace {
 // level, AMD Zen 4): Q8_0 ~4-6, the others 3-4.
 constexpr int64_t kMinLanesQ8_0 = 6;
 constexpr int64_t kMinLanes = 4;
-// IQ3_XXS: its lanes tile beats the 8-row kernel from 2 activations (Zen 5:
-// 86 against 2 x 58 us at 64x4096). IQ2_XS's tile is nearly flat in the
+// IQ3_XXS: its lanes tile beats the 8-row kernel from 3 activations (Zen 5,
+// 64x4096: 43.5 us at 2 against 2 x 20.5, since the rows kernel forms its
+// signs in registers). IQ2_XS's tile is nearly flat in the
 // activations (84 us at 2, 120 at 12) where its rows take 36 us each: from 3.
-constexpr int64_t kMinLanesIq3Xxs = 2;
+constexpr int64_t kMinLanesIq3Xxs = 3;
 constexpr int64_t kMinLanesIq2Xs = 3;
 // IQ1_M / IQ2_S (Zen 5, 64x4096): at 2 activations the lanes tile and twice
 // the rows kernel are even (39 / 37 us, 34 / 36), from 3 the tile wins.
