@@ -775,34 +775,10 @@ constexpr std::array<std::array<int8_t, 64>, 4> make_iq2_sign_bit_select() {
 }
 alignas(64) constexpr std::array<std::array<int8_t, 64>, 4> kIq2SignBitSelect = make_iq2_sign_bit_select();
 
-// The compact grid split into its codes' low and high bytes (entry e at byte
-// e of lo / hi): two blocks' 64 grid indices are looked up at once with byte
-// permutes (vpermi2b reaches 128 entries, index bit 7 picks the half), about
-// half the work of the 16-bit lookup per block.
-struct Iq2GridBytes {
-  __m512i lo[4];
-  __m512i hi[4];
-};
-
-constexpr std::array<uint8_t, 512> make_iq2_grid_bytes() {
-  std::array<uint8_t, 512> a{};
-  for (size_t e = 0; e < 256; ++e) {
-    a[e] = static_cast<uint8_t>(kIq2xxsCompactGrid[e] & 0xff);
-    a[256 + e] = static_cast<uint8_t>(kIq2xxsCompactGrid[e] >> 8);
-  }
-  return a;
-}
-alignas(64) constexpr std::array<uint8_t, 512> kIq2GridBytes = make_iq2_grid_bytes();
-
-inline Iq2GridBytes load_iq2_grid_bytes() {
-  Iq2GridBytes g;
-#pragma GCC unroll 4
-  for (int p = 0; p < 4; ++p) {
-    g.lo[p] = load512(kIq2GridBytes.data() + 64 * p);
-    g.hi[p] = load512(kIq2GridBytes.data() + 256 + 64 * p);
-  }
-  return g;
-}
+// The compact grid as byte tables (CodeByteTables): two blocks' 64 grid
+// indices are looked up at once, about half the work of the 16-bit lookup
+// per block.
+alignas(64) constexpr std::array<uint8_t, 512> kIq2GridBytes = split_code_bytes(kIq2xxsCompactGrid);
 
 // vpermt2b indices over two blocks' codes (block 1 at +64): byte 16L + i of
 // 128-bit lane L = the grid index byte of group 8L + i of block 0 (i < 8) or
@@ -821,12 +797,6 @@ constexpr std::array<int8_t, 64> make_iq2_pair_index_bytes() {
   return a;
 }
 alignas(64) constexpr std::array<int8_t, 64> kIq2PairIndexBytes = make_iq2_pair_index_bytes();
-
-// Entry lookup of 64 byte indices in a 256-byte table held as four registers.
-inline __m512i iq2_table_bytes(__m512i idx, __mmask64 upper, const __m512i t[4]) {
-  return _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(t[0], idx, t[1]),
-                                _mm512_permutex2var_epi8(t[2], idx, t[3]));
-}
 
 // Integer partials of one block against its interleaved activation (their
 // total is the block's isum). Exact unless the activation holds -128
@@ -859,12 +829,12 @@ struct Iq2Partials2 {
   __m512i p0, p1;
 };
 inline Iq2Partials2 iq2_xxs_interleaved_pair(const BlockIQ2_XXS& w0, const BlockIQ2_XXS& w1, const BlockQ8_K& x0,
-                                             const BlockQ8_K& x1, const Iq2GridBytes& grid, __m512i signs_lo,
+                                             const BlockQ8_K& x1, const CodeByteTables& grid, __m512i signs_lo,
                                              __m512i signs_hi) {
   const __m512i q0 = load512(w0.qs), q1 = load512(w1.qs);
   const __m512i idx = _mm512_permutex2var_epi8(q0, load512(kIq2PairIndexBytes.data()), q1);
   const __mmask64 upper = _mm512_movepi8_mask(idx);
-  const __m512i lo = iq2_table_bytes(idx, upper, grid.lo), hi = iq2_table_bytes(idx, upper, grid.hi);
+  const __m512i lo = code_byte_lookup(idx, upper, grid.lo), hi = code_byte_lookup(idx, upper, grid.hi);
   return {iq2_xxs_interleaved_partials(q0, _mm512_unpacklo_epi8(lo, hi), x0, signs_lo, signs_hi),
           iq2_xxs_interleaved_partials(q1, _mm512_unpackhi_epi8(lo, hi), x1, signs_lo, signs_hi)};
 }
@@ -938,7 +908,7 @@ namespace {
 template <bool kAnyExact>
 __m512 iq2_xxs_rows16(int64_t nb, const BlockIQ2_XXS* const* rows, const BlockIQ2_XXS* const* next,
                       const BlockQ8_K* x, const BlockQ8_K* xi, const uint8_t* exact) {
-  const Iq2GridBytes grid = load_iq2_grid_bytes();
+  const CodeByteTables grid = load_code_byte_tables(kIq2GridBytes.data());
   const __m512i signs_lo = load512(kIq2xsSigns.data()), signs_hi = load512(kIq2xsSigns.data() + 64);
   const __m512 acc = rows16_blocks(nb, rows, next, [&](int64_t b, __m512 sum) {
     // Inlined by force: GCC sometimes leaves this lambda out of line, and a
@@ -1276,8 +1246,8 @@ __attribute__((always_inline)) inline __m512i grid_partials(const __m512i magnit
 
 template <bool kVnni, bool kVbmi>
 void iq3_xxs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  Iq3CodeTables tables{};
-  if constexpr (kVbmi) tables = load_iq3_code_tables();
+  CodeByteTables tables{};
+  if constexpr (kVbmi) tables = load_code_byte_tables(kIq3CodeBytes.data());
   scaled_int_rows<BlockIQ3_XXS, IsumTerms{.finish = 0.25f}>(
       n, w, row_bytes, n_rows, x,
       out, [&tables](const BlockIQ3_XXS& wb, const BlockQ8_K& xb) __attribute__((always_inline)) {

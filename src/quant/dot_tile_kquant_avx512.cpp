@@ -799,10 +799,10 @@ struct NoTables {};
 template <bool kVbmi>
 struct Iq3XxsSource {
   using Block = BlockIQ3_XXS;
-  using Tables = Iq3CodeTables;
+  using Tables = CodeByteTables;
   static constexpr float kFinalScale = 0.25f;
   static Tables tables() {
-    if constexpr (kVbmi) return load_iq3_code_tables();
+    if constexpr (kVbmi) return load_code_byte_tables(kIq3CodeBytes.data());
     return Tables{};
   }
   __attribute__((always_inline)) static void decode(const Block& w, const Tables& t, uint64_t signs[4],

@@ -70,23 +70,50 @@ inline __m512i signed_magnitudes(__m512i magnitudes, uint64_t signs) {
   return _mm512_mask_sub_epi8(magnitudes, _cvtu64_mask64(signs), _mm512_setzero_si512(), magnitudes);
 }
 
+// ---- Compact codes as byte tables ----
+
+// A 256-entry table of 16-bit compact codes split into two byte tables (entry
+// e at byte e of the low, then of the high table), each held in four
+// registers: 64 indices are looked up at once with byte permutes (vpermi2b
+// reaches 128 entries, index bit 7 picks the half). The avx512vbmi level.
+struct CodeByteTables {
+  __m512i lo[4];
+  __m512i hi[4];
+};
+
+constexpr std::array<uint8_t, 512> split_code_bytes(const std::array<uint16_t, 256>& codes) {
+  std::array<uint8_t, 512> a{};
+  for (size_t e = 0; e < 256; ++e) {
+    a[e] = static_cast<uint8_t>(codes[e] & 0xff);
+    a[256 + e] = static_cast<uint8_t>(codes[e] >> 8);
+  }
+  return a;
+}
+
+inline CodeByteTables load_code_byte_tables(const uint8_t* bytes) {
+  CodeByteTables t;
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    t.lo[p] = _mm512_loadu_si512(bytes + 64 * p);
+    t.hi[p] = _mm512_loadu_si512(bytes + 256 + 64 * p);
+  }
+  return t;
+}
+
+// The table bytes of 64 byte indices; upper = the indices' bit 7.
+inline __m512i code_byte_lookup(__m512i idx, __mmask64 upper, const __m512i table[4]) {
+  return _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(table[0], idx, table[1]),
+                                _mm512_permutex2var_epi8(table[2], idx, table[3]));
+}
+
 // ---- IQ3_XXS ----
 //
 // Chunk c holds sub-blocks 2c and 2c + 1 (grid points 16c..16c+15), each
 // weighted by its multiplier 2 * (aux >> 28) + 1. The aux words (bytes
 // 64..95 of qs) have IQ2_XXS's W1 layout, so its sign decoding serves.
 
-// Low bytes (entries 0..255) and bits 8..11 (256..511) of the compact grid's
-// 12-bit codes (3-bit level of element j at bit 3j).
-constexpr std::array<uint8_t, 512> make_iq3_code_bytes() {
-  std::array<uint8_t, 512> a{};
-  for (size_t k = 0; k < 256; ++k) {
-    a[k] = static_cast<uint8_t>(kIq3xxsCompactGrid[k] & 0xff);
-    a[256 + k] = static_cast<uint8_t>(kIq3xxsCompactGrid[k] >> 8);
-  }
-  return a;
-}
-alignas(64) constexpr std::array<uint8_t, 512> kIq3CodeBytes = make_iq3_code_bytes();
+// IQ3_XXS's 12-bit codes (3-bit level of element j at bit 3j) as byte tables.
+alignas(64) constexpr std::array<uint8_t, 512> kIq3CodeBytes = split_code_bytes(kIq3xxsCompactGrid);
 
 // vpermi2b indices over (low bytes, high bytes) of a block's 64 codes: qword q
 // of chunk c = [low, high] of point 16c + 2q, then of point 16c + 2q + 1.
@@ -133,28 +160,6 @@ alignas(64) constexpr int16_t kIq3MultiplierWords[4][32] = {
 #undef DS4_IQ3_HALF
 };
 
-// The compact grid's code bytes in registers (the avx512vbmi level).
-struct Iq3CodeTables {
-  __m512i low[4];
-  __m512i high[4];
-};
-inline Iq3CodeTables load_iq3_code_tables() {
-  Iq3CodeTables t;
-#pragma GCC unroll 4
-  for (int p = 0; p < 4; ++p) {
-    t.low[p] = _mm512_loadu_si512(kIq3CodeBytes.data() + 64 * p);
-    t.high[p] = _mm512_loadu_si512(kIq3CodeBytes.data() + 256 + 64 * p);
-  }
-  return t;
-}
-
-// One code byte per grid index byte of idx, from a 256-entry table in four
-// registers: vpermi2b reads index bits 0..6, bit 7 picks the half.
-inline __m512i iq3_code_lookup(__m512i idx, const __m512i table[4]) {
-  return _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), _mm512_permutex2var_epi8(table[0], idx, table[1]),
-                                _mm512_permutex2var_epi8(table[2], idx, table[3]));
-}
-
 // 2 * (aux >> 28) + 1 of sub-block b in word 2b (kIq3MultiplierWords spreads them).
 inline __m512i iq3_xxs_multipliers(const BlockIQ3_XXS& w) {
   return _mm512_castsi256_si512(
@@ -169,12 +174,13 @@ inline void iq3_xxs_signs(const BlockIQ3_XXS& w, uint64_t signs[4]) {
 
 // The block's magnitudes, chunk by chunk (tables: kVbmi only).
 template <bool kVbmi>
-__attribute__((always_inline)) inline void iq3_xxs_magnitudes(const BlockIQ3_XXS& w, const Iq3CodeTables* tables,
+__attribute__((always_inline)) inline void iq3_xxs_magnitudes(const BlockIQ3_XXS& w, const CodeByteTables* tables,
                                                               __m512i out[4]) {
   if constexpr (kVbmi) {
     const __m512i idx = _mm512_loadu_si512(w.qs);
-    const __m512i low = iq3_code_lookup(idx, tables->low);
-    const __m512i high = iq3_code_lookup(idx, tables->high);
+    const __mmask64 upper = _mm512_movepi8_mask(idx);
+    const __m512i low = code_byte_lookup(idx, upper, tables->lo);
+    const __m512i high = code_byte_lookup(idx, upper, tables->hi);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       const __m512i pairs =
