@@ -374,14 +374,7 @@ float dot_q2_K_q8_K(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
 // block order.
 
 // permutexvar_epi16 indices: scale word 2c in words 0..15, 2c+1 in 16..31.
-alignas(64) constexpr int16_t kQ4ScaleWords[4][32] = {
-#define DS4_Q4_HALF(s) s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s
-    {DS4_Q4_HALF(0), DS4_Q4_HALF(1)},
-    {DS4_Q4_HALF(2), DS4_Q4_HALF(3)},
-    {DS4_Q4_HALF(4), DS4_Q4_HALF(5)},
-    {DS4_Q4_HALF(6), DS4_Q4_HALF(7)},
-#undef DS4_Q4_HALF
-};
+alignas(64) constexpr WordSpread kQ4ScaleWords = word_spread(16, 1, 0);
 
 // Eight int32 lanes whose total is the block's min sum: bsum[j] * min[j/2].
 inline __m256i q4_K_min_products(const Q4KScales& s, const BlockQ8_K& x) {
@@ -407,7 +400,7 @@ inline __m512i q4_K_code_partials(const BlockQ4_K& wb, const BlockQ8_K& xb, cons
     const __m512i q4 = _mm512_broadcast_i64x4(load256(wb.qs + 32 * c));
     const __m512i codes = _mm512_and_si512(_mm512_srlv_epi64(q4, plane_shift), low4);
     acc[c & 1] = dot_words<kVnni>(acc[c & 1], _mm512_maddubs_epi16(codes, load512(xb.qs + 64 * c)),
-                                  _mm512_permutexvar_epi16(load512(kQ4ScaleWords[c]), scale_words));
+                                  _mm512_permutexvar_epi16(load512(kQ4ScaleWords[c].data()), scale_words));
   }
   return _mm512_add_epi32(acc[0], acc[1]);
 }
@@ -525,14 +518,7 @@ alignas(64) constexpr int8_t kGridIndexBytes[64] = {
     0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1};
 // permutexvar_epi16 indices: the scale of sub-block b sits in word 4b+2;
 // register k covers sub-blocks 2k (words 0..15) and 2k+1 (words 16..31).
-alignas(64) constexpr int16_t kIq2ScaleWords[4][32] = {
-#define DS4_IQ2_HALF(s) s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s
-    {DS4_IQ2_HALF(2), DS4_IQ2_HALF(6)},
-    {DS4_IQ2_HALF(10), DS4_IQ2_HALF(14)},
-    {DS4_IQ2_HALF(18), DS4_IQ2_HALF(22)},
-    {DS4_IQ2_HALF(26), DS4_IQ2_HALF(30)},
-#undef DS4_IQ2_HALF
-};
+alignas(64) constexpr WordSpread kIq2ScaleWords = word_spread(16, 4, 2);
 
 alignas(64) constexpr int64_t kLowQwords[8] = {0, 2, 4, 6, 0, 2, 4, 6};
 
@@ -595,16 +581,16 @@ __m512i iq2_xxs_exact_partials(const BlockIQ2_XXS& w, const BlockQ8_K& x) {
   const int8_t* xq = x.qs;
   __m512i acc = _mm512_setzero_si512();
   acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<0>(codes), xq, static_cast<uint64_t>(_mm_cvtsi128_si64(signs_lo)),
-                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[0]), ls));
+                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[0].data()), ls));
   acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<1>(codes), xq + 64,
                             static_cast<uint64_t>(_mm_extract_epi64(signs_lo, 1)),
-                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[1]), ls));
+                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[1].data()), ls));
   acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<2>(codes), xq + 128,
                             static_cast<uint64_t>(_mm_cvtsi128_si64(signs_hi)),
-                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[2]), ls));
+                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[2].data()), ls));
   acc = iq2_xxs_pair<kVnni>(acc, iq2_xxs_grid_bytes<3>(codes), xq + 192,
                             static_cast<uint64_t>(_mm_extract_epi64(signs_hi, 1)),
-                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[3]), ls));
+                            _mm512_permutexvar_epi16(load512(kIq2ScaleWords[3].data()), ls));
   return acc;
 }
 
@@ -636,7 +622,8 @@ inline __m512i iq2_xxs_block_partials(const BlockIQ2_XXS& w, const BlockQ8_K& x)
     const __m512i xv = load512(x.qs + 64 * c);
     x_min = _mm512_min_epi8(x_min, xv);
     const __m512i xs = _mm512_mask_sub_epi8(xv, negate, _mm512_setzero_si512(), xv);
-    acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(g, xs), _mm512_permutexvar_epi16(load512(kIq2ScaleWords[c]), ls));
+    acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(g, xs),
+                           _mm512_permutexvar_epi16(load512(kIq2ScaleWords[c].data()), ls));
   }
   if (_mm512_cmpeq_epi8_mask(x_min, _mm512_set1_epi8(-128)) != 0) return iq2_xxs_exact_partials<kVnni>(w, x);
   return acc;
@@ -668,7 +655,8 @@ inline __m512i iq2_xxs_block_partials_vbmi(const BlockIQ2_XXS& w, const BlockQ8_
     x_min = _mm512_min_epi8(x_min, xv);
     const __m512i xs =
         _mm512_mask_sub_epi8(xv, _cvtu64_mask64(chunk_signs[c]), _mm512_setzero_si512(), xv);
-    acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(g, xs), _mm512_permutexvar_epi16(load512(kIq2ScaleWords[c]), ls));
+    acc = dot_words<kVnni>(acc, _mm512_maddubs_epi16(g, xs),
+                           _mm512_permutexvar_epi16(load512(kIq2ScaleWords[c].data()), ls));
   }
   if (_mm512_cmpeq_epi8_mask(x_min, _mm512_set1_epi8(-128)) != 0) return iq2_xxs_exact_partials<kVnni>(w, x);
   return acc;
@@ -980,14 +968,7 @@ void iq2_xxs_rows_interleaved(int64_t n, const uint8_t* w, uint64_t row_bytes, i
 
 // permutexvar_epi16 indices: register r covers sub-blocks 4r..4r+3, eight
 // words (16 elements' pairs) each.
-alignas(64) constexpr int16_t kQ6ScaleWords[4][32] = {
-#define DS4_Q6_QUARTER(s) s, s, s, s, s, s, s, s
-    {DS4_Q6_QUARTER(0), DS4_Q6_QUARTER(1), DS4_Q6_QUARTER(2), DS4_Q6_QUARTER(3)},
-    {DS4_Q6_QUARTER(4), DS4_Q6_QUARTER(5), DS4_Q6_QUARTER(6), DS4_Q6_QUARTER(7)},
-    {DS4_Q6_QUARTER(8), DS4_Q6_QUARTER(9), DS4_Q6_QUARTER(10), DS4_Q6_QUARTER(11)},
-    {DS4_Q6_QUARTER(12), DS4_Q6_QUARTER(13), DS4_Q6_QUARTER(14), DS4_Q6_QUARTER(15)},
-#undef DS4_Q6_QUARTER
-};
+alignas(64) constexpr WordSpread kQ6ScaleWords = word_spread(8, 1, 0);
 
 // 16 int32 lanes whose total is the block's isum, the -32 offset included.
 template <bool kVnni>
@@ -1013,9 +994,9 @@ inline __m512i q6_K_block_partials(const BlockQ6_K& w, const BlockQ8_K& x) {
                         _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_high), low2), 4));
     // q <= 63 and |x| <= 128: each pair's sum fits int16 (no saturation).
     acc[0] = dot_words<kVnni>(acc[0], _mm512_maddubs_epi16(q_low, load512(x.qs + 128 * h)),
-                              _mm512_permutexvar_epi16(load512(kQ6ScaleWords[2 * h]), scale_words));
+                              _mm512_permutexvar_epi16(load512(kQ6ScaleWords[2 * h].data()), scale_words));
     acc[1] = dot_words<kVnni>(acc[1], _mm512_maddubs_epi16(q_high, load512(x.qs + 128 * h + 64)),
-                              _mm512_permutexvar_epi16(load512(kQ6ScaleWords[2 * h + 1]), scale_words));
+                              _mm512_permutexvar_epi16(load512(kQ6ScaleWords[2 * h + 1].data()), scale_words));
   }
   const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, load256(x.bsums)), 5);  // 32 * sc * bsum
   return _mm512_sub_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_zextsi256_si512(offset));
@@ -1121,7 +1102,7 @@ inline __m512i q3_K_block_partials(const BlockQ3_K& w, const BlockQ8_K& x) {
                                         _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hmask, bit), one), 2));
       // u <= 7 and |x| <= 128: each pair's sum fits int16.
       acc[p] = dot_words<kVnni>(acc[p], _mm512_maddubs_epi16(u, load512(x.qs + 128 * h + 64 * p)),
-                                _mm512_permutexvar_epi16(load512(kQ6ScaleWords[2 * h + p]), scale_words));
+                                _mm512_permutexvar_epi16(load512(kQ6ScaleWords[2 * h + p].data()), scale_words));
     }
   }
   const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, load256(x.bsums)), 2);  // 4 * sc * bsum
@@ -1158,7 +1139,7 @@ inline __m512i q5_K_code_partials(const BlockQ5_K& wb, const BlockQ8_K& xb, cons
     const __m512i fifth = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, bit), one), 4);
     const __m512i codes = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi64(q4, plane_shift), low4), fifth);
     acc[c & 1] = dot_words<kVnni>(acc[c & 1], _mm512_maddubs_epi16(codes, load512(xb.qs + 64 * c)),
-                                  _mm512_permutexvar_epi16(load512(kQ4ScaleWords[c]), scale_words));
+                                  _mm512_permutexvar_epi16(load512(kQ4ScaleWords[c].data()), scale_words));
   }
   return _mm512_add_epi32(acc[0], acc[1]);
 }
@@ -1204,7 +1185,7 @@ inline __m512i iq4_xs_block_partials(const BlockIQ4_XS& w, const BlockQ8_K& x) {
     const __m512i xv = load512(x.qs + 64 * r);
     const __m512i signed_v = _mm512_mask_sub_epi8(v, _mm512_movepi8_mask(xv), _mm512_setzero_si512(), v);
     acc[r & 1] = dot_words<kVnni>(acc[r & 1], _mm512_maddubs_epi16(_mm512_abs_epi8(xv), signed_v),
-                                  _mm512_permutexvar_epi16(load512(kQ4ScaleWords[r]), scale_words));
+                                  _mm512_permutexvar_epi16(load512(kQ4ScaleWords[r].data()), scale_words));
   }
   return _mm512_add_epi32(acc[0], acc[1]);
 }
@@ -1233,64 +1214,44 @@ template void iq4_xs_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, cons
 // words of `multipliers` that multiplier_index[c] picks.
 template <bool kVnni>
 __attribute__((always_inline)) inline __m512i grid_partials(const __m512i magnitudes[4], const uint64_t signs[4],
-                                                            const BlockQ8_K& x, const int16_t (*multiplier_index)[32],
+                                                            const BlockQ8_K& x, const WordSpread& multiplier_index,
                                                             __m512i multipliers) {
   __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
     acc[c & 1] = signed_chunk<kVnni>(acc[c & 1], magnitudes[c], signs[c], x.qs + 64 * c,
-                                     _mm512_permutexvar_epi16(load512(multiplier_index[c]), multipliers));
+                                     _mm512_permutexvar_epi16(load512(multiplier_index[c].data()), multipliers));
   }
   return _mm512_add_epi32(acc[0], acc[1]);
 }
 
-template <bool kVnni, bool kVbmi>
-void iq3_xxs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  CodeByteTables tables{};
-  if constexpr (kVbmi) tables = load_code_byte_tables(kIq3CodeBytes.data());
-  scaled_int_rows<BlockIQ3_XXS, IsumTerms{.finish = 0.25f}>(
-      n, w, row_bytes, n_rows, x,
-      out, [&tables](const BlockIQ3_XXS& wb, const BlockQ8_K& xb) __attribute__((always_inline)) {
+// A grid format's rows (Grid: iq_grids_avx512.h's interface).
+template <bool kVnni, typename Grid>
+void grid_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
+  using Block = typename Grid::Block;
+  const typename Grid::Tables tables = Grid::tables();
+  scaled_int_rows<Block, IsumTerms{.finish = Grid::kFinalScale}>(
+      n, w, row_bytes, n_rows, x, out, [&tables](const Block& wb, const BlockQ8_K& xb) __attribute__((always_inline)) {
         uint64_t signs[4];
-        iq3_xxs_signs(wb, signs);
         __m512i magnitudes[4];
-        iq3_xxs_magnitudes<kVbmi>(wb, &tables, magnitudes);
-        return grid_partials<kVnni>(magnitudes, signs, xb, kIq3MultiplierWords, iq3_xxs_multipliers(wb));
+        Grid::decode(wb, tables, signs, magnitudes);
+        return grid_partials<kVnni>(magnitudes, signs, xb, Grid::kMultiplierSpread, Grid::multiplier_words(wb));
       });
 }
-template void iq3_xxs_rows<false, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
-template void iq3_xxs_rows<true, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
-template void iq3_xxs_rows<true, true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 
-template <bool kVnni, bool kVbmi>
-void iq2_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  scaled_int_rows<BlockIQ2_XS, IsumTerms{.finish = 0.125f}>(
-      n, w, row_bytes, n_rows, x, out, [](const BlockIQ2_XS& wb, const BlockQ8_K& xb) __attribute__((always_inline)) {
-        uint64_t signs[4];
-        iq2_xs_signs(wb, signs);
-        __m512i magnitudes[4];
-        iq2_xs_magnitudes<kVbmi>(wb, magnitudes);
-        return grid_partials<kVnni>(magnitudes, signs, xb, kQ6ScaleWords, half_multipliers(wb.scales));
-      });
-}
-template void iq2_xs_rows<false, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
-template void iq2_xs_rows<true, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
-template void iq2_xs_rows<true, true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
-
-template <bool kVnni, bool kVbmi>
-void iq2_s_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  scaled_int_rows<BlockIQ2_S, IsumTerms{.finish = 0.125f}>(
-      n, w, row_bytes, n_rows, x, out, [](const BlockIQ2_S& wb, const BlockQ8_K& xb) __attribute__((always_inline)) {
-        uint64_t signs[4];
-        iq2_s_signs(wb, signs);
-        __m512i magnitudes[4];
-        iq2_s_magnitudes<kVbmi>(wb, magnitudes);
-        return grid_partials<kVnni>(magnitudes, signs, xb, kQ6ScaleWords, half_multipliers(wb.scales));
-      });
-}
-template void iq2_s_rows<false, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
-template void iq2_s_rows<true, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
-template void iq2_s_rows<true, true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+// The entry points of dot_rows_avx512.h, at the three avx512 levels.
+#define DS4_GRID_ROWS(name, Grid)                                                                              \
+  template <bool kVnni, bool kVbmi>                                                                            \
+  void name(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) { \
+    grid_rows<kVnni, Grid<kVbmi>>(n, w, row_bytes, n_rows, x, out);                                            \
+  }                                                                                                            \
+  template void name<false, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);      \
+  template void name<true, false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);       \
+  template void name<true, true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
+DS4_GRID_ROWS(iq3_xxs_rows, Iq3XxsGrid)
+DS4_GRID_ROWS(iq2_xs_rows, Iq2XsGrid)
+DS4_GRID_ROWS(iq2_s_rows, Iq2SGrid)
+#undef DS4_GRID_ROWS
 
 // IQ1_M: chunk c holds groups 8c..8c+7, group g's 11-bit grid index being
 // qs[g] with bits 0..2 of its qh nibble (nibble g % 2 of qh byte g / 2) on
@@ -1331,7 +1292,7 @@ __attribute__((always_inline)) inline __m512i iq1_m_block_partials(const BlockIQ
     const __m512i weights =
         _mm512_add_epi8(_mm512_and_si512(_mm512_slli_epi16(grid, 3), _mm512_set1_epi8(static_cast<char>(0xf8))), shift);
     acc[c & 1] = signed_chunk<kVnni>(acc[c & 1], weights, 0, x.qs + 64 * c,
-                                     _mm512_permutexvar_epi16(load512(kQ6ScaleWords[c]), multipliers));
+                                     _mm512_permutexvar_epi16(load512(kQ6ScaleWords[c].data()), multipliers));
   }
   return _mm512_add_epi32(acc[0], acc[1]);
 }

@@ -85,8 +85,8 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::q5_K_q8_K<false>,
       tile_avx512::q3_K_q8_K<false>,
       tile_avx512::iq4_xs_q8_K_plain,
-      tile_avx512::iq3_xxs_q8_K_plain,
-      tile_avx512::iq2_xs_q8_K_plain,
+      tile_avx512::iq3_xxs_q8_K<false, false>,
+      tile_avx512::iq2_xs_q8_K<false, false>,
       tile_avx512::iq1_m_q8_K<false>,
       tile_avx512::iq2_s_q8_K<false, false>,
   };
@@ -104,8 +104,8 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::q5_K_q8_K<true>,
       tile_avx512::q3_K_q8_K<true>,
       tile_avx512::iq4_xs_q8_K_vnni,
-      tile_avx512::iq3_xxs_q8_K_vnni,
-      tile_avx512::iq2_xs_q8_K_vnni,
+      tile_avx512::iq3_xxs_q8_K<true, false>,
+      tile_avx512::iq2_xs_q8_K<true, false>,
       tile_avx512::iq1_m_q8_K<true>,
       tile_avx512::iq2_s_q8_K<true, false>,
   };
@@ -123,8 +123,8 @@ const TileKernels& tiles_for_level(const DotKernels& dots) {
       tile_avx512::q5_K_q8_K<true>,
       tile_avx512::q3_K_q8_K<true>,
       tile_avx512::iq4_xs_q8_K_vnni,
-      tile_avx512::iq3_xxs_q8_K_vbmi,
-      tile_avx512::iq2_xs_q8_K_vbmi,
+      tile_avx512::iq3_xxs_q8_K<true, true>,
+      tile_avx512::iq2_xs_q8_K<true, true>,
       tile_avx512::iq1_m_q8_K<true>,
       tile_avx512::iq2_s_q8_K<true, true>,
   };

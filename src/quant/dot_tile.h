@@ -89,13 +89,15 @@ void iq4_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n
 // Plain avx512: the 16-row decode kernel per activation, avx2's lanes tile from 5.
 void iq4_xs_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                        int64_t n_acts, float* out, int64_t ldo);
-// IQ3_XXS and IQ2_XS: the VNNI tile; a 16-row decode kernel for one
-// activation that gathers the grid (_vnni) or decodes it from registers (_vbmi).
-TileFunction iq3_xxs_q8_K_vnni, iq3_xxs_q8_K_vbmi, iq2_xs_q8_K_vnni, iq2_xs_q8_K_vbmi;
-// Plain avx512: the 16-row decode kernel for few activations, avx2's lanes tile for more.
-TileFunction iq3_xxs_q8_K_plain, iq2_xs_q8_K_plain;
-// IQ2_S at every avx512 level: its 16-row decode kernel (kVbmi: the grid from
-// registers), the VNNI tile (kVnni) or avx2's lanes tile for more activations.
+// IQ3_XXS, IQ2_XS and IQ2_S at every avx512 level: the 16-row decode kernel
+// for few activations (kVbmi: the grid from registers, else gathered), the
+// VNNI tile (kVnni) or avx2's lanes tile for more.
+template <bool kVnni, bool kVbmi>
+void iq3_xxs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                  int64_t n_acts, float* out, int64_t ldo);
+template <bool kVnni, bool kVbmi>
+void iq2_xs_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                 int64_t n_acts, float* out, int64_t ldo);
 template <bool kVnni, bool kVbmi>
 void iq2_s_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                 int64_t n_acts, float* out, int64_t ldo);

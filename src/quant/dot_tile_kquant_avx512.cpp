@@ -794,23 +794,10 @@ struct SignedGridRows : StoredBsums {
   static __m512 finish(__m512 v) { return _mm512_mul_ps(_mm512_set1_ps(Source::kFinalScale), v); }
 };
 
-struct NoTables {};
-
+// IQ3_XXS: sub-block s's multiplier 2 * (aux >> 28) + 1 serves both its halves.
 template <bool kVbmi>
-struct Iq3XxsSource {
+struct Iq3XxsSource : Iq3XxsGrid<kVbmi> {
   using Block = BlockIQ3_XXS;
-  using Tables = CodeByteTables;
-  static constexpr float kFinalScale = 0.25f;
-  static Tables tables() {
-    if constexpr (kVbmi) return load_code_byte_tables(kIq3CodeBytes.data());
-    return Tables{};
-  }
-  __attribute__((always_inline)) static void decode(const Block& w, const Tables& t, uint64_t signs[4],
-                                                    __m512i magnitudes[4]) {
-    iq3_xxs_signs(w, signs);
-    iq3_xxs_magnitudes<kVbmi>(w, &t, magnitudes);
-  }
-  // Sub-block s's multiplier 2 * (aux >> 28) + 1 serves both its halves.
   static void multipliers(const Block* const* rows, int64_t b, __m512i m[16]) {
     __m512i aux[8];
     transpose_16_bytes(rows, b, offsetof(Block, qs) + kQK_K / 4, aux);
@@ -826,52 +813,27 @@ using IQ3XXSRows = SignedGridRows<Iq3XxsSource<kVbmi>>;
 
 // IQ2_XS and IQ2_S: 2 * scale + 1 of each half from the 8 scale bytes that
 // end the block (the low nibble for the first half of a sub-block).
-template <typename Block>
-void half_multipliers16(const Block* const* rows, int64_t b, __m512i m[16]) {
-  static_assert(offsetof(Block, scales) + 8 == sizeof(Block));
-  __m512i h[4];  // the block's last 16 bytes: scales 0..3 in h[2], 4..7 in h[3]
-  transpose_16_bytes(rows, b, sizeof(Block) - 16, h);
+template <typename Grid>
+struct HalvesSource : Grid {
+  using Block = typename Grid::Block;
+  static void multipliers(const Block* const* rows, int64_t b, __m512i m[16]) {
+    static_assert(offsetof(Block, scales) + 8 == sizeof(Block));
+    __m512i h[4];  // the block's last 16 bytes: scales 0..3 in h[2], 4..7 in h[3]
+    transpose_16_bytes(rows, b, sizeof(Block) - 16, h);
 #pragma GCC unroll 8
-  for (int s = 0; s < 8; ++s) {
-    const __m512i scale = _mm512_srli_epi32(h[2 + s / 4], 8 * (s % 4));
-    const __m512i lo = _mm512_and_si512(scale, _mm512_set1_epi32(0xf));
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(scale, 4), _mm512_set1_epi32(0xf));
-    m[2 * s] = _mm512_or_si512(_mm512_slli_epi32(lo, 1), _mm512_set1_epi32(1));
-    m[2 * s + 1] = _mm512_or_si512(_mm512_slli_epi32(hi, 1), _mm512_set1_epi32(1));
+    for (int s = 0; s < 8; ++s) {
+      const __m512i scale = _mm512_srli_epi32(h[2 + s / 4], 8 * (s % 4));
+      const __m512i lo = _mm512_and_si512(scale, _mm512_set1_epi32(0xf));
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(scale, 4), _mm512_set1_epi32(0xf));
+      m[2 * s] = _mm512_or_si512(_mm512_slli_epi32(lo, 1), _mm512_set1_epi32(1));
+      m[2 * s + 1] = _mm512_or_si512(_mm512_slli_epi32(hi, 1), _mm512_set1_epi32(1));
+    }
   }
-}
-
-template <bool kVbmi>
-struct Iq2XsSource {
-  using Block = BlockIQ2_XS;
-  using Tables = NoTables;
-  static constexpr float kFinalScale = 0.125f;
-  static Tables tables() { return {}; }
-  __attribute__((always_inline)) static void decode(const Block& w, const Tables&, uint64_t signs[4],
-                                                    __m512i magnitudes[4]) {
-    iq2_xs_signs(w, signs);
-    iq2_xs_magnitudes<kVbmi>(w, magnitudes);
-  }
-  static void multipliers(const Block* const* rows, int64_t b, __m512i m[16]) { half_multipliers16(rows, b, m); }
 };
 template <bool kVbmi>
-using IQ2XSRows = SignedGridRows<Iq2XsSource<kVbmi>>;
-
+using IQ2XSRows = SignedGridRows<HalvesSource<Iq2XsGrid<kVbmi>>>;
 template <bool kVbmi>
-struct Iq2SSource {
-  using Block = BlockIQ2_S;
-  using Tables = NoTables;
-  static constexpr float kFinalScale = 0.125f;
-  static Tables tables() { return {}; }
-  __attribute__((always_inline)) static void decode(const Block& w, const Tables&, uint64_t signs[4],
-                                                    __m512i magnitudes[4]) {
-    iq2_s_signs(w, signs);
-    iq2_s_magnitudes<kVbmi>(w, magnitudes);
-  }
-  static void multipliers(const Block* const* rows, int64_t b, __m512i m[16]) { half_multipliers16(rows, b, m); }
-};
-template <bool kVbmi>
-using IQ2SRows = SignedGridRows<Iq2SSource<kVbmi>>;
+using IQ2SRows = SignedGridRows<HalvesSource<Iq2SGrid<kVbmi>>>;
 
 template <typename Rows>
 constexpr int kMinReg = kScaleReg + Rows::kScaleRegs;
@@ -1152,63 +1114,39 @@ void iq4_xs_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t 
                                                                               out, ldo);
 }
 
-// IQ3_XXS and IQ2_XS at the VNNI levels (IQ3XXSRows, IQ2XSRows); their 16-row
-// decode kernels gather the grid (avx512vnni) or decode it from registers
-// (avx512vbmi).
-void iq3_xxs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                       int64_t n_acts, float* out, int64_t ldo) {
-  tile_or_rows<true, IQ3XXSRows<false>>(avx512_detail::iq3_xxs_rows<true, false>, n, w, row_bytes, n_rows, acts, n_acts,
-                                        out, ldo);
-}
-void iq3_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                       int64_t n_acts, float* out, int64_t ldo) {
-  tile_or_rows<true, IQ3XXSRows<true>>(avx512_detail::iq3_xxs_rows<true, true>, n, w, row_bytes, n_rows, acts, n_acts,
-                                       out, ldo);
-}
-void iq2_xs_q8_K_vnni(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                      int64_t n_acts, float* out, int64_t ldo) {
-  tile_or_rows<true, IQ2XSRows<false>>(avx512_detail::iq2_xs_rows<true, false>, n, w, row_bytes, n_rows, acts, n_acts,
-                                       out, ldo);
-}
-void iq2_xs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                      int64_t n_acts, float* out, int64_t ldo) {
-  tile_or_rows<true, IQ2XSRows<true>>(avx512_detail::iq2_xs_rows<true, true>, n, w, row_bytes, n_rows, acts, n_acts,
-                                      out, ldo);
-}
-
-// Plain avx512 (no tile of its own for these): avx2's lanes tiles, IQ3_XXS's
-// from 2 activations, IQ2_XS's from 3 (Zen 5, 64x4096: the 16-row kernels
-// ~22 / 15 us per activation, the lanes tiles ~55 / 50 at 2).
-void iq3_xxs_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                        int64_t n_acts, float* out, int64_t ldo) {
-  rows_or_tile<avx512_detail::iq3_xxs_rows<false, false>, tile_avx2::iq3_xxs_lanes, 2>(n, w, row_bytes, n_rows, acts,
-                                                                                       n_acts, out, ldo);
-}
-void iq2_xs_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                       int64_t n_acts, float* out, int64_t ldo) {
-  rows_or_tile<avx512_detail::iq2_xs_rows<false, false>, tile_avx2::iq2_xs_lanes, 3>(n, w, row_bytes, n_rows, acts,
-                                                                                     n_acts, out, ldo);
-}
-
-// IQ2_S: the VNNI levels' tile (IQ2SRows) from 2 activations, plain avx512
-// avx2's lanes tile from 3; below them the 16-row decode kernel per activation.
-template <bool kVnni, bool kVbmi>
-void iq2_s_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
-                int64_t n_acts, float* out, int64_t ldo) {
+// IQ3_XXS, IQ2_XS and IQ2_S: the VNNI levels' tile (Rows) from 2 activations,
+// plain avx512 avx2's lanes tile from kMinLanes; below them the 16-row decode
+// kernel per activation, which gathers the grid (avx512, avx512vnni) or
+// decodes it from registers (avx512vbmi). Plain avx512's thresholds (Zen 5,
+// 64x4096): the 16-row kernels ~22 / 15 / 15 us per activation, the lanes
+// tiles ~55 / 50 / 50 at 2.
+template <bool kVnni, typename Rows, RowsFunction* kRows, TileFunction* kLanes, int64_t kMinLanes>
+void grid_tile(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts,
+               float* out, int64_t ldo) {
   if constexpr (kVnni) {
-    tile_or_rows<true, IQ2SRows<kVbmi>>(avx512_detail::iq2_s_rows<true, kVbmi>, n, w, row_bytes, n_rows, acts, n_acts,
-                                        out, ldo);
+    tile_or_rows<true, Rows>(kRows, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
   } else {
-    rows_or_tile<avx512_detail::iq2_s_rows<false, false>, tile_avx2::iq2_s_lanes, 3>(n, w, row_bytes, n_rows, acts,
-                                                                                     n_acts, out, ldo);
+    rows_or_tile<kRows, kLanes, kMinLanes>(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
   }
 }
-template void iq2_s_q8_K<false, false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
-                                       int64_t);
-template void iq2_s_q8_K<true, false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
-                                      int64_t);
-template void iq2_s_q8_K<true, true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
-                                     int64_t);
+
+#define DS4_GRID_TILE(name, Rows, rows, lanes, min_lanes)                                                             \
+  template <bool kVnni, bool kVbmi>                                                                                   \
+  void name(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts, int64_t n_acts, \
+            float* out, int64_t ldo) {                                                                                \
+    grid_tile<kVnni, Rows<kVbmi>, avx512_detail::rows<kVnni, kVbmi>, tile_avx2::lanes, min_lanes>(                    \
+        n, w, row_bytes, n_rows, acts, n_acts, out, ldo);                                                             \
+  }                                                                                                                   \
+  template void name<false, false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,   \
+                                   int64_t);                                                                          \
+  template void name<true, false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,    \
+                                  int64_t);                                                                           \
+  template void name<true, true>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,     \
+                                 int64_t);
+DS4_GRID_TILE(iq3_xxs_q8_K, IQ3XXSRows, iq3_xxs_rows, iq3_xxs_lanes, 2)
+DS4_GRID_TILE(iq2_xs_q8_K, IQ2XSRows, iq2_xs_rows, iq2_xs_lanes, 3)
+DS4_GRID_TILE(iq2_s_q8_K, IQ2SRows, iq2_s_rows, iq2_s_lanes, 3)
+#undef DS4_GRID_TILE
 
 // IQ1_M (no avx512 tile at any level): avx2's lanes tile from 3 activations
 // (Zen 5, 64x4096: the 16-row kernel ~20 us per activation, the lanes tile

@@ -151,14 +151,7 @@ alignas(64) constexpr std::array<uint8_t, 64> kIq3LevelMagnitudes = make_iq3_lev
 
 // permutexvar_epi16 indices: sub-block b's multiplier sits in word 2b; chunk
 // c's words 0..15 take sub-block 2c's, 16..31 sub-block 2c + 1's.
-alignas(64) constexpr int16_t kIq3MultiplierWords[4][32] = {
-#define DS4_IQ3_HALF(s) s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s
-    {DS4_IQ3_HALF(0), DS4_IQ3_HALF(2)},
-    {DS4_IQ3_HALF(4), DS4_IQ3_HALF(6)},
-    {DS4_IQ3_HALF(8), DS4_IQ3_HALF(10)},
-    {DS4_IQ3_HALF(12), DS4_IQ3_HALF(14)},
-#undef DS4_IQ3_HALF
-};
+alignas(64) constexpr WordSpread kIq3MultiplierWords = word_spread(16, 2, 0);
 
 // 2 * (aux >> 28) + 1 of sub-block b in word 2b (kIq3MultiplierWords spreads them).
 inline __m512i iq3_xxs_multipliers(const BlockIQ3_XXS& w) {
@@ -235,7 +228,7 @@ __attribute__((always_inline)) inline __m512i compact_code_lookup(__m512i idx, c
 }
 
 // 2 * scale + 1 of the 16 halves as words 0..15 (half 2b: the low nibble of
-// scales[b], half 2b + 1: its high nibble); kQ6ScaleWords spreads them.
+// scales[b], half 2b + 1: its high nibble); kHalfMultiplierWords spreads them.
 inline __m512i half_multipliers(const uint8_t* scales) {
   const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
   const __m128i low4 = _mm_set1_epi8(0x0f);
@@ -254,23 +247,30 @@ inline __m256i iq2_xs_sign_flags(__m512i q) {
   return _mm512_cvtepi16_epi8(_mm512_or_si512(f, _mm512_slli_epi16(_mm512_and_si512(p, _mm512_set1_epi16(1)), 7)));
 }
 
-inline void iq2_xs_signs(const BlockIQ2_XS& w, uint64_t signs[4]) {
+// The chunk magnitudes from the 32 groups' grid indices (words, group order)
+// through a compact table of 64 * kPairs codes (the avx512vbmi level).
+template <int kPairs>
+__attribute__((always_inline)) inline void iq2_compact_magnitudes(__m512i idx, const uint16_t* table, __m512i out[4]) {
+  const __m512i codes = compact_code_lookup<kPairs>(
+      _mm512_permutexvar_epi16(_mm512_loadu_si512(kIq2GroupArrangement.data()), idx), table);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) out[c] = iq2_xxs_chunk_magnitudes(codes, c);
+}
+
+inline void block_signs(const BlockIQ2_XS& w, uint64_t signs[4]) {
   chunk_sign_masks(iq2_xs_sign_flags(_mm512_loadu_si512(w.qs)), signs);
 }
 
 template <bool kVbmi>
-__attribute__((always_inline)) inline void iq2_xs_magnitudes(const BlockIQ2_XS& w, __m512i out[4]) {
+__attribute__((always_inline)) inline void block_magnitudes(const BlockIQ2_XS& w, __m512i out[4]) {
   if constexpr (kVbmi) {
-    const __m512i idx = _mm512_and_si512(_mm512_loadu_si512(w.qs), _mm512_set1_epi16(511));
-    const __m512i codes = compact_code_lookup<8>(
-        _mm512_permutexvar_epi16(_mm512_loadu_si512(kIq2GroupArrangement.data()), idx), kIq2xsCompactGrid.data());
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) out[c] = iq2_xxs_chunk_magnitudes(codes, c);
+    iq2_compact_magnitudes<8>(_mm512_and_si512(_mm512_loadu_si512(w.qs), _mm512_set1_epi16(511)),
+                              kIq2xsCompactGrid.data(), out);
   } else {
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      const __m256i idx = _mm256_and_si256(_mm256_cvtepu16_epi32(load128(w.qs + 8 * c)), _mm256_set1_epi32(511));
-      out[c] = _mm512_i32gather_epi64(idx, kIq2xsGrid.data(), 8);
+      out[c] = _mm512_i32gather_epi64(
+          _mm256_and_si256(_mm256_cvtepu16_epi32(load128(w.qs + 8 * c)), _mm256_set1_epi32(511)), kIq2xsGrid.data(), 8);
     }
   }
 }
@@ -286,20 +286,17 @@ alignas(64) constexpr int16_t kIq2sHighShifts[32] = {0, 2, 4, 6, 0, 2, 4, 6, 0, 
                                                      0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6};
 alignas(32) constexpr int32_t kIq2sChunkShifts[8] = {0, 2, 4, 6, 8, 10, 12, 14};
 
-inline void iq2_s_signs(const BlockIQ2_S& w, uint64_t signs[4]) { std::memcpy(signs, w.signs, 4 * sizeof(uint64_t)); }
+inline void block_signs(const BlockIQ2_S& w, uint64_t signs[4]) { std::memcpy(signs, w.signs, 4 * sizeof(uint64_t)); }
 
 template <bool kVbmi>
-__attribute__((always_inline)) inline void iq2_s_magnitudes(const BlockIQ2_S& w, __m512i out[4]) {
+__attribute__((always_inline)) inline void block_magnitudes(const BlockIQ2_S& w, __m512i out[4]) {
   if constexpr (kVbmi) {
     const __m512i high = _mm512_permutexvar_epi16(_mm512_loadu_si512(kIq2sHighWords),
                                                   _mm512_cvtepu8_epi16(_mm256_castsi128_si256(load128(w.qh))));
     const __m512i top =
         _mm512_and_si512(_mm512_srlv_epi16(high, _mm512_loadu_si512(kIq2sHighShifts)), _mm512_set1_epi16(3));
-    const __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi16(load256(w.qs)), _mm512_slli_epi16(top, 8));
-    const __m512i codes = compact_code_lookup<16>(
-        _mm512_permutexvar_epi16(_mm512_loadu_si512(kIq2GroupArrangement.data()), idx), kIq2sCompactGrid.data());
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) out[c] = iq2_xxs_chunk_magnitudes(codes, c);
+    iq2_compact_magnitudes<16>(_mm512_or_si512(_mm512_cvtepu8_epi16(load256(w.qs)), _mm512_slli_epi16(top, 8)),
+                               kIq2sCompactGrid.data(), out);
   } else {
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -314,6 +311,57 @@ __attribute__((always_inline)) inline void iq2_s_magnitudes(const BlockIQ2_S& w,
     }
   }
 }
+
+// ---- The formats behind one interface ----
+//
+// For the 16-row decode kernels (dot_avx512.cpp) and the VNNI tiles
+// (dot_tile_kquant_avx512.cpp): the block type, the tables the avx512vbmi
+// level decodes from (tables()), a block's sign masks and chunk magnitudes
+// (decode), its multiplier words and how they spread over the chunks' pair
+// words, and the scale the one-row kernel applies to its sum at the end.
+
+struct NoTables {};
+
+// 16-element halves' words (half_multipliers) over the chunks.
+alignas(64) constexpr WordSpread kHalfMultiplierWords = word_spread(8, 1, 0);
+
+template <bool kVbmi>
+struct Iq3XxsGrid {
+  using Block = BlockIQ3_XXS;
+  using Tables = CodeByteTables;
+  static constexpr float kFinalScale = 0.25f;
+  static constexpr const WordSpread& kMultiplierSpread = kIq3MultiplierWords;
+  static Tables tables() {
+    if constexpr (kVbmi) return load_code_byte_tables(kIq3CodeBytes.data());
+    return Tables{};
+  }
+  __attribute__((always_inline)) static void decode(const Block& w, const Tables& t, uint64_t signs[4],
+                                                    __m512i magnitudes[4]) {
+    iq3_xxs_signs(w, signs);
+    iq3_xxs_magnitudes<kVbmi>(w, &t, magnitudes);
+  }
+  static __m512i multiplier_words(const Block& w) { return iq3_xxs_multipliers(w); }
+};
+
+// IQ2_XS and IQ2_S: no tables, a multiplier per 16-element half.
+template <typename B, bool kVbmi>
+struct HalvesGrid {
+  using Block = B;
+  using Tables = NoTables;
+  static constexpr float kFinalScale = 0.125f;
+  static constexpr const WordSpread& kMultiplierSpread = kHalfMultiplierWords;
+  static Tables tables() { return {}; }
+  __attribute__((always_inline)) static void decode(const Block& w, const Tables&, uint64_t signs[4],
+                                                    __m512i magnitudes[4]) {
+    block_signs(w, signs);
+    block_magnitudes<kVbmi>(w, magnitudes);
+  }
+  static __m512i multiplier_words(const Block& w) { return half_multipliers(w.scales); }
+};
+template <bool kVbmi>
+using Iq2XsGrid = HalvesGrid<BlockIQ2_XS, kVbmi>;
+template <bool kVbmi>
+using Iq2SGrid = HalvesGrid<BlockIQ2_S, kVbmi>;
 
 }  // namespace
 }  // namespace ds4::quant
