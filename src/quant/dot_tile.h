@@ -111,8 +111,8 @@ void iq2_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t 
                        int64_t n_acts, float* out, int64_t ldo);
 }  // namespace tile_avx512
 
-// Tile kernels for the avx2 level: the integer formats in dot_tile_avx2.cpp
-// (Q6_K in dot_tile_q6_avx2.cpp), the float formats in dot_tile_float_avx2.cpp.
+// Tile kernels for the avx2 level: the integer formats in dot_tile_avx2.cpp,
+// the float formats in dot_tile_float_avx2.cpp.
 namespace tile_avx2 {
 TileFunction q8_0_q8_0, iq2_xxs_q8_K, q2_K_q8_K, q4_K_q8_K, mxfp4_q8_0, q6_K_q8_K, q5_K_q8_K, q3_K_q8_K, iq3_xxs_q8_K,
     iq2_xs_q8_K, iq4_xs_q8_K, iq1_m_q8_K, iq2_s_q8_K;

@@ -1,5 +1,5 @@
 // Prefill tile kernels (dot_tile.h) at the avx2 level for the integer formats
-// (Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_M, IQ4_XS), 2 activations or
+// (Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_M, IQ4_XS), 2 activations or
 // more: one int32 lane per weight row.
 //
 // Per 8-row group and block, the rows' codes are re-laid out once (an 8 x 8
@@ -15,7 +15,7 @@
 // bit-identical to the scalar reference).
 //
 // vpmaddubsw multiplies unsigned by signed bytes:
-//   K-quants: codes (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31) x
+//   K-quants: codes (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) x
 //     activation codes; a sub-block's pair sums add in int16 first, then one
 //     vpmaddwd by the sub-block's scale (KQuantLanes).
 //   IQ2_XXS / IQ2_XS / IQ2_S / IQ3_XXS / IQ1_M / MXFP4: (x + 128) x signed weights (|w| <= 43 / 43 / 43 / 62 / 9 /
@@ -152,13 +152,14 @@ struct ActRows {
   const uint8_t* const* xu;  // x + 128 copies (formats that want them), kBlockElems bytes per block
 };
 
-// Q4_K, Q2_K, Q5_K and Q3_K: 64 code registers (codes 0..15 / 0..3 / 0..31 /
-// 0..7), then kSubBlocks scale pairs, 8 min pairs (each against two of the
-// activation's 16-sums), d and dmin. A sub-block's pair sums add in int16
-// first (Q4_K 8 x 3840, Q2_K 4 x 768, Q5_K 4 x 7936 (its 32-element
-// sub-blocks counted as two with one scale), Q3_K 4 x 1792 < 32768), then one
-// vpmaddwd by its scale. kOneTerm: the float term is (d_w d_x) * (isum +
-// msum) (Q3_K: the mins are the offset's -4 * scale) instead of k_block_value.
+// Q4_K, Q2_K, Q5_K, Q3_K and Q6_K: 64 code registers (codes 0..15 / 0..3 /
+// 0..31 / 0..7 / 0..63), then kSubBlocks scale pairs, 8 min pairs (each
+// against two of the activation's 16-sums), d and dmin. A sub-block's pair
+// sums add in int16 first (Q4_K 8 x 3840, Q2_K 4 x 768, Q5_K 4 x 7936 (its
+// 32-element sub-blocks counted as two with one scale), Q3_K 4 x 1792, Q6_K
+// 2 x 16128 (its 16-element sub-blocks as two) < 32768), then one vpmaddwd by
+// its scale. kOneTerm: the float term is (d_w d_x) * (isum + msum) (Q3_K /
+// Q6_K: the mins are the offset's -4 / -32 * scale) instead of k_block_value.
 template <int kSubBlocks, bool kOneTerm = false>
 struct KQuantLanes {
   using Act = BlockQ8_K;
@@ -339,6 +340,43 @@ struct Q3KFormat : KQuantLanes<16, true> {
       sc[2 * j] = low_word_pairs(t[j]);
       sc[2 * j + 1] = high_word_pairs(t[j]);
       mn[j] = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(t[j], 2));
+    }
+    store_factors(rows, i, sc, mn, dst);
+  }
+};
+
+// Q6_K: codes u = q + 32 (0..63; element 128h + 32k + l: the low or, for
+// k >= 2, high nibble of ql byte 64h + 32(k & 1) + l, bits 2k of qh byte
+// 32h + l), 16 signed scales, the offset's -32 * s as the mins (pairs against
+// bsums 2j, 2j + 1), one float term. Codes reach 63, so a 16-element
+// sub-block goes as two 8-element halves with one scale (two pair sums in
+// int16: 2 x 2 x 63 x 128 < 32768).
+struct Q6KFormat : KQuantLanes<32, true> {
+  using Block = BlockQ6_K;
+
+  static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
+    auto* out = reinterpret_cast<__m256i*>(dst);
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < 4; ++k) {
+        __m256i plane[kRows];
+        for (int r = 0; r < kRows; ++r) {
+          const __m256i ql = load256(rows[r][i].ql + 64 * h + 32 * (k & 1));
+          const __m256i qh = load256(rows[r][i].qh + 32 * h);
+          const __m256i low = _mm256_and_si256(k >= 2 ? _mm256_srli_epi16(ql, 4) : ql, low4);
+          plane[r] = _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4));
+        }
+        transpose8(plane, out + 32 * h + 8 * k);  // elements 128h + 32k .. + 31
+      }
+    }
+    // t[j] holds the signed scales 2j, 2j + 1 as words: each scale for both
+    // halves of its sub-block; the min pair j is (-32 s_2j, -32 s_2j+1).
+    __m256i t[8], sc[32], mn[8];
+    transpose_row_words([&](int r) { return _mm256_cvtepi8_epi16(load128(rows[r][i].scales)); }, t);
+    for (int j = 0; j < 8; ++j) {
+      sc[4 * j] = sc[4 * j + 1] = low_word_pairs(t[j]);
+      sc[4 * j + 2] = sc[4 * j + 3] = high_word_pairs(t[j]);
+      mn[j] = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(t[j], 5));
     }
     store_factors(rows, i, sc, mn, dst);
   }
@@ -765,6 +803,11 @@ void q5_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows,
                 int64_t n_acts, float* out, int64_t ldo) {
   lanes_tile<Q5KFormat>(kDotAvx2.q5_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
 }
+void q6_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
+                int64_t n_acts, float* out, int64_t ldo) {
+  lanes_tile<Q6KFormat>(kDotAvx2.q6_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+}
+
 void q3_K_lanes(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                 int64_t n_acts, float* out, int64_t ldo) {
   lanes_tile<Q3KFormat>(kDotAvx2.q3_K_q8_K, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);

@@ -8,7 +8,7 @@
 
 namespace ds4::quant::tile_avx2 {
 
-TileFunction q8_0_lanes, mxfp4_lanes, q2_K_lanes, q3_K_lanes, q4_K_lanes, q5_K_lanes, iq2_xxs_lanes, iq2_xs_lanes,
-    iq2_s_lanes, iq3_xxs_lanes, iq1_m_lanes, iq4_xs_lanes;
+TileFunction q8_0_lanes, mxfp4_lanes, q2_K_lanes, q3_K_lanes, q4_K_lanes, q5_K_lanes, q6_K_lanes, iq2_xxs_lanes,
+    iq2_xs_lanes, iq2_s_lanes, iq3_xxs_lanes, iq1_m_lanes, iq4_xs_lanes;
 
 }  // namespace ds4::quant::tile_avx2

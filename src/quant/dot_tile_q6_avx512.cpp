@@ -1,9 +1,10 @@
 // Tile kernel (dot_tile.h) for Q6_K x Q8_K at the plain avx512 level (no
 // VNNI), for prefill of Q6_K matrices (llama-quantize's K presets put Q6_K on
-// some routed down experts and the output head). The VNNI levels use the
-// lane-per-row tile of dot_tile_kquant_avx512.cpp instead: without vpdpbusd
-// its multiply-adds cost three instructions each and this one is faster
-// (ds4-bench-kernels tile/q6_K/64x4096x12, Zen 4: 61 against 98 us).
+// some routed down experts and the output head), 2 to 11 activations; more
+// go to avx2's lanes tile. The VNNI levels use the lane-per-row tile of
+// dot_tile_kquant_avx512.cpp instead: without vpdpbusd its multiply-adds
+// cost three instructions each and this one is faster (ds4-bench-kernels
+// tile/q6_K/64x4096x12, Zen 4: 61 against 98 us).
 //
 // Each weight block is decoded once per call and activation chunk: its 256
 // unsigned 6-bit codes in element order (four registers of 64) and, per
@@ -24,6 +25,7 @@
 #include "quant/dot.h"
 #include "quant/dot_rows_avx512.h"
 #include "quant/dot_tile.h"
+#include "quant/dot_tile_lanes_avx2.h"
 #include "quant/dot_words_avx512.h"
 #include "quant/dot_x86_common.h"
 
@@ -34,6 +36,11 @@ constexpr int64_t kActChunk = 64;  // activations whose sums one pass keeps
 // Fewest activations for which decoding a block once pays (below: the
 // one-row kernel per activation).
 constexpr int64_t kMinTile = 2;
+// From here avx2's lanes tile (8 rows, int16 pair sums, one vpmaddwd per
+// half sub-block) is faster than decoding once with three-instruction
+// multiply-adds (Zen 5, 64x4096: 12 activations ~45 us each, 64: 163
+// against 230).
+constexpr int64_t kMinLanes = 12;
 
 // One weight block, ready for any number of activations.
 struct Q6Decoded {
@@ -106,6 +113,10 @@ void q6_K_q8_K_plain(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_
     // one-row kernel.
     for (int64_t t = 0; t < n_acts; ++t)
       avx512_detail::q6_K_rows<false>(n, w, row_bytes, n_rows, static_cast<const BlockQ8_K*>(acts[t]), out + t * ldo);
+    return;
+  }
+  if (n_acts >= kMinLanes) {
+    tile_avx2::q6_K_lanes(n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
     return;
   }
   const int64_t nb = n / kQK_K;
