@@ -423,15 +423,34 @@ struct SignedWeightLanes {
     __m256i isum[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-    for (int b = 0; b < 8; ++b) {
+    if constexpr (requires { Source::kHalfInInt16; }) {
+      // A half sub-block's four groups add in int16 before its multiplier.
+      for (int h = 0; h < 16; ++h) {
+        const __m256i mul = load(laid + 32 * (kMuls + h));
+        __m256i p[T];
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+          const __m256i wk = load(laid + 32 * (4 * h + g));
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        const __m256i mul = load(laid + 32 * (kMuls + 2 * b + g / 4));
-        const __m256i wk = load(laid + 32 * (8 * b + g));
+          for (int t = 0; t < T; ++t) {
+            const __m256i prod = _mm256_maddubs_epi16(bcast4(a.xu[t] + kQK_K * i + 16 * h + 4 * g), wk);
+            p[t] = g == 0 ? prod : in_register(_mm256_add_epi16(p[t], prod));
+          }
+        }
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          const __m256i prod = _mm256_maddubs_epi16(bcast4(a.xu[t] + kQK_K * i + 32 * b + 4 * g), wk);
-          isum[t] = in_register(_mm256_add_epi32(isum[t], _mm256_madd_epi16(prod, mul)));
+        for (int t = 0; t < T; ++t) isum[t] = in_register(_mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], mul)));
+      }
+    } else {
+      for (int b = 0; b < 8; ++b) {
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+          const __m256i mul = load(laid + 32 * (kMuls + 2 * b + g / 4));
+          const __m256i wk = load(laid + 32 * (8 * b + g));
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const __m256i prod = _mm256_maddubs_epi16(bcast4(a.xu[t] + kQK_K * i + 32 * b + 4 * g), wk);
+            isum[t] = in_register(_mm256_add_epi32(isum[t], _mm256_madd_epi16(prod, mul)));
+          }
         }
       }
     }
@@ -485,6 +504,9 @@ using Iq2SFormat = SignedWeightLanes<HalvesSource<BlockIQ2_S>>;
 struct Iq1MSource : HalvesSource<BlockIQ1_M> {
   static constexpr float kFinalScale = 1.0f;
   static constexpr float kBlockScale = 0.125f;
+  // |w| <= 9: a half sub-block's four pair sums fit int16 (4 x 2 x 255 x 9
+  // < 32768), so they add before one vpmaddwd by its multiplier.
+  static constexpr bool kHalfInInt16 = true;
 };
 using Iq1MFormat = SignedWeightLanes<Iq1MSource>;
 
