@@ -1208,7 +1208,8 @@ template void iq4_xs_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, cons
 // are then weighted by their sub-block's or half's multiplier. The total is
 // the one-row kernel's exact integer (dot_avx2.cpp, which every avx512 level
 // uses for these formats); the float terms are (d_w * d_x) * isum per block
-// and the sum times 0.25 (IQ3_XXS) or 0.125 (IQ2_XS, IQ2_S) at the end.
+// (IQ1_M: its isum times 0.125 first) and the sum times 0.25 (IQ3_XXS) or
+// 0.125 (IQ2_XS, IQ2_S) at the end.
 
 // 16 int32 lanes totalling a block's isum: chunk c's pairs weighted by the
 // words of `multipliers` that multiplier_index[c] picks.
@@ -1230,7 +1231,7 @@ template <bool kVnni, typename Grid>
 void grid_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
   using Block = typename Grid::Block;
   const typename Grid::Tables tables = Grid::tables();
-  scaled_int_rows<Block, IsumTerms{.finish = Grid::kFinalScale}>(
+  scaled_int_rows<Block, IsumTerms{.block_scale = Grid::kBlockScale, .finish = Grid::kFinalScale}>(
       n, w, row_bytes, n_rows, x, out, [&tables](const Block& wb, const BlockQ8_K& xb) __attribute__((always_inline)) {
         uint64_t signs[4];
         __m512i magnitudes[4];
@@ -1253,56 +1254,11 @@ DS4_GRID_ROWS(iq2_xs_rows, Iq2XsGrid)
 DS4_GRID_ROWS(iq2_s_rows, Iq2SGrid)
 #undef DS4_GRID_ROWS
 
-// IQ1_M: chunk c holds groups 8c..8c+7, group g's 11-bit grid index being
-// qs[g] with bits 0..2 of its qh nibble (nibble g % 2 of qh byte g / 2) on
-// top, and bit 3 of that nibble its shift sign. The weight bytes are 8 * g +
-// s (grid values g in {-1, 0, 1}, s = -1 or +1: |w| <= 9, signed, so no sign
-// mask), each 16-element half times 2 * scale + 1 (3-bit scales, four to a
-// little-endian word). The grid (2048 points) is gathered at every level.
-// The float terms are (d_w * d_x) * (0.125 * isum) per block.
-
-// permutexvar_epi16 indices (word h = scale word h / 4) and srlv_epi16 counts
-// (3 (h % 4)) for the 16 halves' scales.
-alignas(64) constexpr int16_t kIq1HalfWords[32] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
-                                                   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-alignas(64) constexpr int16_t kIq1HalfShifts[32] = {0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9,
-                                                    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-alignas(64) constexpr int64_t kIq1NibbleShifts[8] = {0, 4, 8, 12, 16, 20, 24, 28};
-
-template <bool kVnni>
-__attribute__((always_inline)) inline __m512i iq1_m_block_partials(const BlockIQ1_M& w, const BlockQ8_K& x) {
-  const __m512i scale_words = _mm512_permutexvar_epi16(
-      load512(kIq1HalfWords), _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales))));
-  const __m512i scales =
-      _mm512_and_si512(_mm512_srlv_epi16(scale_words, load512(kIq1HalfShifts)), _mm512_set1_epi16(7));
-  const __m512i multipliers = _mm512_or_si512(_mm512_slli_epi16(scales, 1), _mm512_set1_epi16(1));
-  const __m512i plus_one = _mm512_set1_epi8(1), minus_one = _mm512_set1_epi8(-1);
-  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    uint32_t qh;
-    std::memcpy(&qh, w.qh + 4 * c, sizeof(qh));
-    const __m512i nibbles = _mm512_srlv_epi64(_mm512_set1_epi64(qh), load512(kIq1NibbleShifts));
-    const __m512i idx =
-        _mm512_or_si512(_mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.qs + 8 * c))),
-                        _mm512_slli_epi64(_mm512_and_si512(nibbles, _mm512_set1_epi64(7)), 8));
-    const __m512i grid = _mm512_i64gather_epi64(idx, kIq1Grid.data(), 8);
-    const __m512i shift =
-        _mm512_mask_blend_epi64(_mm512_test_epi64_mask(nibbles, _mm512_set1_epi64(8)), plus_one, minus_one);
-    const __m512i weights =
-        _mm512_add_epi8(_mm512_and_si512(_mm512_slli_epi16(grid, 3), _mm512_set1_epi8(static_cast<char>(0xf8))), shift);
-    acc[c & 1] = signed_chunk<kVnni>(acc[c & 1], weights, 0, x.qs + 64 * c,
-                                     _mm512_permutexvar_epi16(load512(kQ6ScaleWords[c].data()), multipliers));
-  }
-  return _mm512_add_epi32(acc[0], acc[1]);
-}
-
+// IQ1_M (Iq1MGrid): its weights signed in place of magnitudes, the float
+// terms (d_w * d_x) * (0.125 * isum) per block.
 template <bool kVnni>
 void iq1_m_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  scaled_int_rows<BlockIQ1_M, IsumTerms{.block_scale = 0.125f}>(
-      n, w, row_bytes, n_rows, x, out, [](const BlockIQ1_M& wb, const BlockQ8_K& xb) __attribute__((always_inline)) {
-        return iq1_m_block_partials<kVnni>(wb, xb);
-      });
+  grid_rows<kVnni, Iq1MGrid<false>>(n, w, row_bytes, n_rows, x, out);
 }
 template void iq1_m_rows<false>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);
 template void iq1_m_rows<true>(int64_t, const uint8_t*, uint64_t, int64_t, const BlockQ8_K*, float*);

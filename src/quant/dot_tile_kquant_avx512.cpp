@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/kernel_scratch.h"
 #include "quant/dot_rows_avx2.h"
@@ -530,12 +531,19 @@ inline void store_signed_scales(const __m512i sc[4], int32_t offset, __m512i* sc
   }
 }
 
-// The rows' f16 d of block b as f32 lanes.
+// The rows' f16 d of block b as f32 lanes (IQ1_M's assembled from its scale
+// words).
 template <typename Block>
 inline void store_d(const Block* const* rows, int64_t b, __m512i* dst) {
   alignas(32) uint16_t d[kGroupRows];
 #pragma GCC unroll 16
-  for (int r = 0; r < kGroupRows; ++r) d[r] = rows[r][b].d;
+  for (int r = 0; r < kGroupRows; ++r) {
+    if constexpr (std::is_same_v<Block, BlockIQ1_M>) {
+      d[r] = iq1_m_d_bits(rows[r][b]);
+    } else {
+      d[r] = rows[r][b].d;
+    }
+  }
   _mm512_store_ps(reinterpret_cast<float*>(dst), _mm512_cvtph_ps(load256(d)));
 }
 
@@ -791,7 +799,12 @@ struct SignedGridRows : StoredBsums {
     store_d(rows, b, min + kMinRegs);
   }
 
-  static __m512 finish(__m512 v) { return _mm512_mul_ps(_mm512_set1_ps(Source::kFinalScale), v); }
+  static constexpr float kBlockScale = Source::kBlockScale;
+
+  static __m512 finish(__m512 v) {
+    if constexpr (Source::kFinalScale == 1.0f) return v;
+    return _mm512_mul_ps(_mm512_set1_ps(Source::kFinalScale), v);
+  }
 };
 
 // IQ3_XXS: sub-block s's multiplier 2 * (aux >> 28) + 1 serves both its halves.
@@ -834,6 +847,23 @@ template <bool kVbmi>
 using IQ2XSRows = SignedGridRows<HalvesSource<Iq2XsGrid<kVbmi>>>;
 template <bool kVbmi>
 using IQ2SRows = SignedGridRows<HalvesSource<Iq2SGrid<kVbmi>>>;
+
+// IQ1_M: 2 * scale + 1 of each half from the 3-bit fields of the 8 scale
+// bytes that end the block (half h: little-endian word h / 4, bits 3 (h % 4)).
+struct Iq1MSource : Iq1MGrid<false> {
+  static void multipliers(const Block* const* rows, int64_t b, __m512i m[16]) {
+    static_assert(offsetof(Block, scales) + 8 == sizeof(Block));
+    __m512i h[4];  // the block's last 16 bytes: scale words 0, 1 in h[2], 2, 3 in h[3]
+    transpose_16_bytes(rows, b, sizeof(Block) - 16, h);
+#pragma GCC unroll 16
+    for (int half = 0; half < 16; ++half) {
+      const __m512i field = _mm512_srli_epi32(h[2 + half / 8], 16 * (half / 4 % 2) + 3 * (half % 4));
+      m[half] =
+          _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(field, _mm512_set1_epi32(7)), 1), _mm512_set1_epi32(1));
+    }
+  }
+};
+using IQ1MRows = SignedGridRows<Iq1MSource>;
 
 template <typename Rows>
 constexpr int kMinReg = kScaleReg + Rows::kScaleRegs;
@@ -949,8 +979,13 @@ void group_pass(int64_t nb, const __m512i* wg, const uint8_t* xs, float* out, in
       std::memcpy(&xd, side + kActScale, 4);
       const __m512 dall = _mm512_mul_ps(_mm512_set1_ps(xd), dw);
       if constexpr (Rows::kOneTerm) {
-        // Q6_K's and Q3_K's one-row term: (d * x.d) * (isum + offset sum).
-        sum[t] = _mm512_add_ps(sum[t], _mm512_mul_ps(dall, _mm512_cvtepi32_ps(_mm512_add_epi32(isum[t], msum))));
+        // Q6_K's and Q3_K's one-row term: (d * x.d) * (isum + offset sum);
+        // IQ1_M's integer times its block scale first.
+        __m512 value = _mm512_cvtepi32_ps(_mm512_add_epi32(isum[t], msum));
+        if constexpr (requires { Rows::kBlockScale; }) {
+          if constexpr (Rows::kBlockScale != 1.0f) value = _mm512_mul_ps(_mm512_set1_ps(Rows::kBlockScale), value);
+        }
+        sum[t] = _mm512_add_ps(sum[t], _mm512_mul_ps(dall, value));
       } else {
         // k_block_value lane by lane: (x.d * d) * isum - (x.d * dmin) * msum.
         const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(xd), dminw);
@@ -1148,14 +1183,19 @@ DS4_GRID_TILE(iq2_xs_q8_K, IQ2XSRows, iq2_xs_rows, iq2_xs_lanes, 3)
 DS4_GRID_TILE(iq2_s_q8_K, IQ2SRows, iq2_s_rows, iq2_s_lanes, 3)
 #undef DS4_GRID_TILE
 
-// IQ1_M (no avx512 tile at any level): avx2's lanes tile from 3 activations
-// (Zen 5, 64x4096: the 16-row kernel ~20 us per activation, the lanes tile
-// ~60 at 2, ~70 at 4).
+// IQ1_M: the VNNI levels' tile (IQ1MRows) from 2 activations; plain avx512
+// avx2's lanes tile from 3 (Zen 5, 64x4096: the 16-row kernel ~20 us per
+// activation, the lanes tile ~60 at 2, ~70 at 4); below them the 16-row
+// decode kernel per activation.
 template <bool kVnni>
 void iq1_m_q8_K(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const void* const* acts,
                 int64_t n_acts, float* out, int64_t ldo) {
-  rows_or_tile<avx512_detail::iq1_m_rows<kVnni>, tile_avx2::iq1_m_lanes, 3>(n, w, row_bytes, n_rows, acts, n_acts, out,
-                                                                            ldo);
+  if constexpr (kVnni) {
+    tile_or_rows<true, IQ1MRows>(avx512_detail::iq1_m_rows<true>, n, w, row_bytes, n_rows, acts, n_acts, out, ldo);
+  } else {
+    rows_or_tile<avx512_detail::iq1_m_rows<false>, tile_avx2::iq1_m_lanes, 3>(n, w, row_bytes, n_rows, acts, n_acts,
+                                                                              out, ldo);
+  }
 }
 template void iq1_m_q8_K<false>(int64_t, const uint8_t*, uint64_t, int64_t, const void* const*, int64_t, float*,
                                 int64_t);

@@ -1,6 +1,6 @@
 // Internal to the AVX-512 kernel files (dot_avx512.cpp's 16-row decode
-// kernels, dot_tile_kquant_avx512.cpp's tile re-layouts): IQ3_XXS, IQ2_XS and
-// IQ2_S blocks decoded in registers, 64 elements (a chunk) per register: the
+// kernels, dot_tile_kquant_avx512.cpp's tile re-layouts): IQ3_XXS, IQ2_XS,
+// IQ2_S and IQ1_M blocks decoded in registers, 64 elements (a chunk) per register: the
 // grid magnitudes in element order and the weight signs as one 64-bit mask per
 // chunk. At the avx512vbmi level (kVbmi) the grids come from compact codes
 // held in or read from small tables with byte and word permutes (hardware
@@ -16,6 +16,7 @@
 #include "core/x86_intrinsics.h"
 #include "quant/blocks.h"
 #include "quant/dot_words_avx512.h"
+#include "quant/iq1_tables.h"
 #include "quant/iq2_s_tables.h"
 #include "quant/iq2_xs_tables.h"
 #include "quant/iq2_xxs_avx512.h"
@@ -312,13 +313,56 @@ __attribute__((always_inline)) inline void block_magnitudes(const BlockIQ2_S& w,
   }
 }
 
+// IQ1_M: chunk c holds groups 8c..8c+7, group g's 11-bit grid index being
+// qs[g] with bits 0..2 of its qh nibble (nibble g % 2 of qh byte g / 2) on
+// top, and bit 3 of that nibble its shift sign. The weight bytes are 8 * g +
+// s (grid values g in {-1, 0, 1}, s = -1 or +1: |w| <= 9, signed, so no sign
+// mask), each 16-element half times 2 * scale + 1 (3-bit scales, four to a
+// little-endian word). The grid (2048 points) is gathered at every level.
+
+// permutexvar_epi16 indices (word h = scale word h / 4) and srlv_epi16 counts
+// (3 (h % 4)) for the 16 halves' scales.
+alignas(64) constexpr int16_t kIq1HalfWords[32] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
+                                                   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+alignas(64) constexpr int16_t kIq1HalfShifts[32] = {0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9,
+                                                    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+alignas(64) constexpr int64_t kIq1NibbleShifts[8] = {0, 4, 8, 12, 16, 20, 24, 28};
+
+// 2 * scale + 1 of the 16 halves as words 0..15.
+inline __m512i iq1_m_multipliers(const BlockIQ1_M& w) {
+  const __m512i scale_words =
+      _mm512_permutexvar_epi16(_mm512_loadu_si512(kIq1HalfWords),
+                               _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales))));
+  const __m512i scales =
+      _mm512_and_si512(_mm512_srlv_epi16(scale_words, _mm512_loadu_si512(kIq1HalfShifts)), _mm512_set1_epi16(7));
+  return _mm512_or_si512(_mm512_slli_epi16(scales, 1), _mm512_set1_epi16(1));
+}
+
+// Chunk c's 64 weight bytes 8 * g + s.
+__attribute__((always_inline)) inline __m512i iq1_m_chunk_weights(const BlockIQ1_M& w, int c) {
+  uint32_t qh;
+  std::memcpy(&qh, w.qh + 4 * c, sizeof(qh));
+  const __m512i nibbles = _mm512_srlv_epi64(_mm512_set1_epi64(qh), _mm512_loadu_si512(kIq1NibbleShifts));
+  const __m512i idx =
+      _mm512_or_si512(_mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.qs + 8 * c))),
+                      _mm512_slli_epi64(_mm512_and_si512(nibbles, _mm512_set1_epi64(7)), 8));
+  const __m512i grid = _mm512_i64gather_epi64(idx, kIq1Grid.data(), 8);
+  const __m512i shift = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(nibbles, _mm512_set1_epi64(8)),
+                                                _mm512_set1_epi8(1), _mm512_set1_epi8(-1));
+  // grid bytes are -1, 0, 1: shifted by 3 in words, the bits that cross into
+  // the next byte are the ones the 0xf8 mask clears.
+  return _mm512_add_epi8(_mm512_and_si512(_mm512_slli_epi16(grid, 3), _mm512_set1_epi8(static_cast<char>(0xf8))),
+                         shift);
+}
+
 // ---- The formats behind one interface ----
 //
 // For the 16-row decode kernels (dot_avx512.cpp) and the VNNI tiles
 // (dot_tile_kquant_avx512.cpp): the block type, the tables the avx512vbmi
 // level decodes from (tables()), a block's sign masks and chunk magnitudes
 // (decode), its multiplier words and how they spread over the chunks' pair
-// words, and the scale the one-row kernel applies to its sum at the end.
+// words, and the scales the one-row kernel applies to each block's integer
+// (kBlockScale) and to its sum at the end (kFinalScale).
 
 struct NoTables {};
 
@@ -329,6 +373,7 @@ template <bool kVbmi>
 struct Iq3XxsGrid {
   using Block = BlockIQ3_XXS;
   using Tables = CodeByteTables;
+  static constexpr float kBlockScale = 1.0f;
   static constexpr float kFinalScale = 0.25f;
   static constexpr const WordSpread& kMultiplierSpread = kIq3MultiplierWords;
   static Tables tables() {
@@ -348,6 +393,7 @@ template <typename B, bool kVbmi>
 struct HalvesGrid {
   using Block = B;
   using Tables = NoTables;
+  static constexpr float kBlockScale = 1.0f;
   static constexpr float kFinalScale = 0.125f;
   static constexpr const WordSpread& kMultiplierSpread = kHalfMultiplierWords;
   static Tables tables() { return {}; }
@@ -362,6 +408,29 @@ template <bool kVbmi>
 using Iq2XsGrid = HalvesGrid<BlockIQ2_XS, kVbmi>;
 template <bool kVbmi>
 using Iq2SGrid = HalvesGrid<BlockIQ2_S, kVbmi>;
+
+// IQ1_M: the weights themselves in place of magnitudes (no signs), a
+// multiplier per half, 0.125 * integer per block (its one-row kernel's
+// float(sumi1) + 0.125 float(sumi2)). Gathered at every level (kVbmi is
+// ignored: 2048 grid points do not fit registers).
+template <bool kVbmi>
+struct Iq1MGrid {
+  using Block = BlockIQ1_M;
+  using Tables = NoTables;
+  static constexpr float kBlockScale = 0.125f;
+  static constexpr float kFinalScale = 1.0f;
+  static constexpr const WordSpread& kMultiplierSpread = kHalfMultiplierWords;
+  static Tables tables() { return {}; }
+  __attribute__((always_inline)) static void decode(const Block& w, const Tables&, uint64_t signs[4],
+                                                    __m512i weights[4]) {
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      signs[c] = 0;
+      weights[c] = iq1_m_chunk_weights(w, c);
+    }
+  }
+  static __m512i multiplier_words(const Block& w) { return iq1_m_multipliers(w); }
+};
 
 }  // namespace
 }  // namespace ds4::quant
