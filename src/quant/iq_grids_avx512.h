@@ -388,15 +388,19 @@ struct Iq3XxsGrid {
   static __m512i multiplier_words(const Block& w) { return iq3_xxs_multipliers(w); }
 };
 
-// IQ2_XS and IQ2_S: no tables, a multiplier per 16-element half.
-template <typename B, bool kVbmi>
-struct HalvesGrid {
-  using Block = B;
+// Formats without tables, with a multiplier per 16-element half.
+struct NoTablesHalves {
   using Tables = NoTables;
-  static constexpr float kBlockScale = 1.0f;
-  static constexpr float kFinalScale = 0.125f;
   static constexpr const WordSpread& kMultiplierSpread = kHalfMultiplierWords;
   static Tables tables() { return {}; }
+};
+
+// IQ2_XS and IQ2_S.
+template <typename B, bool kVbmi>
+struct HalvesGrid : NoTablesHalves {
+  using Block = B;
+  static constexpr float kBlockScale = 1.0f;
+  static constexpr float kFinalScale = 0.125f;
   __attribute__((always_inline)) static void decode(const Block& w, const Tables&, uint64_t signs[4],
                                                     __m512i magnitudes[4]) {
     block_signs(w, signs);
@@ -414,13 +418,10 @@ using Iq2SGrid = HalvesGrid<BlockIQ2_S, kVbmi>;
 // float(sumi1) + 0.125 float(sumi2)). Gathered at every level (kVbmi is
 // ignored: 2048 grid points do not fit registers).
 template <bool kVbmi>
-struct Iq1MGrid {
+struct Iq1MGrid : NoTablesHalves {
   using Block = BlockIQ1_M;
-  using Tables = NoTables;
   static constexpr float kBlockScale = 0.125f;
   static constexpr float kFinalScale = 1.0f;
-  static constexpr const WordSpread& kMultiplierSpread = kHalfMultiplierWords;
-  static Tables tables() { return {}; }
   __attribute__((always_inline)) static void decode(const Block& w, const Tables&, uint64_t signs[4],
                                                     __m512i weights[4]) {
 #pragma GCC unroll 4
