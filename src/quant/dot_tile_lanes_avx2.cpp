@@ -231,6 +231,38 @@ struct KQuantLanes {
   static __m256 finish(__m256 v) { return v; }
 };
 
+// The code registers of the K-quants stored as eight 32-element planes per
+// 128-element half: code(r, h, p) is row r's plane p of half h (elements
+// 128h + 32p .. + 31), transposed into registers 32h + 8p .. + 7.
+template <typename Code>
+inline void relayout_planes(uint8_t* dst, Code code) {
+  auto* out = reinterpret_cast<__m256i*>(dst);
+  for (int h = 0; h < 2; ++h) {
+    for (int p = 0; p < 4; ++p) {
+      __m256i plane[kRows];
+      for (int r = 0; r < kRows; ++r) plane[r] = code(r, h, p);
+      transpose8(plane, out + 32 * h + 8 * p);
+    }
+  }
+}
+
+// Formats whose 16 signed scales s meet an offset (Q3_K 4, Q6_K 32 = 1 <<
+// kOffsetShift): t[j] holds scales 2j, 2j + 1 as words; each scale goes to
+// kHalves consecutive scale registers, the min pair j is (-offset s_2j,
+// -offset s_2j+1).
+template <typename Lanes, int kHalves, int kOffsetShift, typename Block>
+inline void store_offset_scales(const Block* const* rows, int64_t i, const __m256i t[8], uint8_t* dst) {
+  __m256i sc[16 * kHalves], mn[8];
+  for (int j = 0; j < 8; ++j) {
+    for (int h = 0; h < kHalves; ++h) {
+      sc[kHalves * 2 * j + h] = low_word_pairs(t[j]);
+      sc[kHalves * (2 * j + 1) + h] = high_word_pairs(t[j]);
+    }
+    mn[j] = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(t[j], kOffsetShift));
+  }
+  Lanes::store_factors(rows, i, sc, mn, dst);
+}
+
 // Q4_K and Q5_K: nibble codes (Q5_K's with the fifth bit: element 32s + l
 // has bit s of qh byte l), the packed 6-bit scales and mins. Q5_K's codes
 // reach 31, so its 32-element sub-blocks go as two 16-element halves with
@@ -283,16 +315,9 @@ struct Q2KFormat : KQuantLanes<16> {
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
     const __m256i three = _mm256_set1_epi8(3);
-    auto* out = reinterpret_cast<__m256i*>(dst);
-    for (int h = 0; h < 2; ++h) {
-      __m256i q[kRows];
-      for (int r = 0; r < kRows; ++r) q[r] = load256(rows[r][i].qs + 32 * h);
-      for (int p = 0; p < 4; ++p) {
-        __m256i plane[kRows];
-        for (int r = 0; r < kRows; ++r) plane[r] = _mm256_and_si256(_mm256_srli_epi16(q[r], 2 * p), three);
-        transpose8(plane, out + 32 * h + 8 * p);  // elements 128h + 32p .. + 31
-      }
-    }
+    relayout_planes(dst, [&](int r, int h, int p) {
+      return _mm256_and_si256(_mm256_srli_epi16(load256(rows[r][i].qs + 32 * h), 2 * p), three);
+    });
     // 16-groups 2j and 2j+1 have their own mins: the pair (m_2j, m_2j+1);
     // t[j] holds the scale bytes 2j, 2j + 1 as words.
     __m256i t[8], sc[16], mn[8];
@@ -316,32 +341,14 @@ struct Q3KFormat : KQuantLanes<16, true> {
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
     const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    auto* out = reinterpret_cast<__m256i*>(dst);
-    for (int h = 0; h < 2; ++h) {
-      __m256i q[kRows], hm[kRows];
-      for (int r = 0; r < kRows; ++r) {
-        q[r] = load256(rows[r][i].qs + 32 * h);
-        hm[r] = load256(rows[r][i].hmask);
-      }
-      for (int p = 0; p < 4; ++p) {
-        __m256i plane[kRows];
-        for (int r = 0; r < kRows; ++r) {
-          const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm[r], 4 * h + p), one), 2);
-          plane[r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q[r], 2 * p), three), top);
-        }
-        transpose8(plane, out + 32 * h + 8 * p);  // elements 128h + 32p .. + 31
-      }
-    }
-    // t[j] holds the signed scales 2j, 2j + 1 as words; the min pair j is
-    // (-4 s_2j, -4 s_2j+1).
-    __m256i t[8], sc[16], mn[8];
+    relayout_planes(dst, [&](int r, int h, int p) {
+      const __m256i hm = load256(rows[r][i].hmask), q = load256(rows[r][i].qs + 32 * h);
+      const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + p), one), 2);
+      return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * p), three), top);
+    });
+    __m256i t[8];
     transpose_row_words([&](int r) { return _mm256_cvtepi8_epi16(q3_K_signed_scales(rows[r][i].scales)); }, t);
-    for (int j = 0; j < 8; ++j) {
-      sc[2 * j] = low_word_pairs(t[j]);
-      sc[2 * j + 1] = high_word_pairs(t[j]);
-      mn[j] = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(t[j], 2));
-    }
-    store_factors(rows, i, sc, mn, dst);
+    store_offset_scales<KQuantLanes<16, true>, 1, 2>(rows, i, t, dst);
   }
 };
 
@@ -356,29 +363,16 @@ struct Q6KFormat : KQuantLanes<32, true> {
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
-    auto* out = reinterpret_cast<__m256i*>(dst);
-    for (int h = 0; h < 2; ++h) {
-      for (int k = 0; k < 4; ++k) {
-        __m256i plane[kRows];
-        for (int r = 0; r < kRows; ++r) {
-          const __m256i ql = load256(rows[r][i].ql + 64 * h + 32 * (k & 1));
-          const __m256i qh = load256(rows[r][i].qh + 32 * h);
-          const __m256i low = _mm256_and_si256(k >= 2 ? _mm256_srli_epi16(ql, 4) : ql, low4);
-          plane[r] = _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4));
-        }
-        transpose8(plane, out + 32 * h + 8 * k);  // elements 128h + 32k .. + 31
-      }
-    }
-    // t[j] holds the signed scales 2j, 2j + 1 as words: each scale for both
-    // halves of its sub-block; the min pair j is (-32 s_2j, -32 s_2j+1).
-    __m256i t[8], sc[32], mn[8];
+    relayout_planes(dst, [&](int r, int h, int k) {
+      const __m256i ql = load256(rows[r][i].ql + 64 * h + 32 * (k & 1));
+      const __m256i qh = load256(rows[r][i].qh + 32 * h);
+      const __m256i low = _mm256_and_si256(k >= 2 ? _mm256_srli_epi16(ql, 4) : ql, low4);
+      return _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4));
+    });
+    // Each scale serves both halves of its sub-block.
+    __m256i t[8];
     transpose_row_words([&](int r) { return _mm256_cvtepi8_epi16(load128(rows[r][i].scales)); }, t);
-    for (int j = 0; j < 8; ++j) {
-      sc[4 * j] = sc[4 * j + 1] = low_word_pairs(t[j]);
-      sc[4 * j + 2] = sc[4 * j + 3] = high_word_pairs(t[j]);
-      mn[j] = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(t[j], 5));
-    }
-    store_factors(rows, i, sc, mn, dst);
+    store_offset_scales<KQuantLanes<32, true>, 2, 5>(rows, i, t, dst);
   }
 };
 

@@ -355,6 +355,22 @@ __attribute__((always_inline)) inline __m512i iq1_m_chunk_weights(const BlockIQ1
                          shift);
 }
 
+// IQ1_M's weights stand in for magnitudes: no sign masks.
+inline void block_signs(const BlockIQ1_M&, uint64_t signs[4]) { signs[0] = signs[1] = signs[2] = signs[3] = 0; }
+
+template <bool kVbmi>
+__attribute__((always_inline)) inline void block_magnitudes(const BlockIQ1_M& w, __m512i out[4]) {
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) out[c] = iq1_m_chunk_weights(w, c);
+}
+
+// The 16 halves' multipliers as words 0..15.
+template <typename Block>
+inline __m512i half_multiplier_words(const Block& w) {
+  return half_multipliers(w.scales);
+}
+inline __m512i half_multiplier_words(const BlockIQ1_M& w) { return iq1_m_multipliers(w); }
+
 // ---- The formats behind one interface ----
 //
 // For the 16-row decode kernels (dot_avx512.cpp) and the VNNI tiles
@@ -388,50 +404,40 @@ struct Iq3XxsGrid {
   static __m512i multiplier_words(const Block& w) { return iq3_xxs_multipliers(w); }
 };
 
-// Formats without tables, with a multiplier per 16-element half.
-struct NoTablesHalves {
-  using Tables = NoTables;
-  static constexpr const WordSpread& kMultiplierSpread = kHalfMultiplierWords;
-  static Tables tables() { return {}; }
+// The one-row kernels' scales per block and at the end (a type, not float
+// template arguments: clang 14 has none).
+struct EighthAtEnd {  // IQ2_XS, IQ2_S
+  static constexpr float kBlock = 1.0f, kFinal = 0.125f;
+};
+struct EighthPerBlock {  // IQ1_M: its one-row kernel's float(sumi1) + 0.125 float(sumi2)
+  static constexpr float kBlock = 0.125f, kFinal = 1.0f;
 };
 
-// IQ2_XS and IQ2_S.
-template <typename B, bool kVbmi>
-struct HalvesGrid : NoTablesHalves {
+// IQ2_XS, IQ2_S and IQ1_M: no tables, a multiplier per 16-element half
+// (half_multiplier_words), block_signs / block_magnitudes per block type.
+template <typename B, bool kVbmi, typename Scales>
+struct HalvesGrid {
   using Block = B;
-  static constexpr float kBlockScale = 1.0f;
-  static constexpr float kFinalScale = 0.125f;
+  using Tables = NoTables;
+  static constexpr float kBlockScale = Scales::kBlock;
+  static constexpr float kFinalScale = Scales::kFinal;
+  static constexpr const WordSpread& kMultiplierSpread = kHalfMultiplierWords;
+  static Tables tables() { return {}; }
   __attribute__((always_inline)) static void decode(const Block& w, const Tables&, uint64_t signs[4],
                                                     __m512i magnitudes[4]) {
     block_signs(w, signs);
     block_magnitudes<kVbmi>(w, magnitudes);
   }
-  static __m512i multiplier_words(const Block& w) { return half_multipliers(w.scales); }
+  static __m512i multiplier_words(const Block& w) { return half_multiplier_words(w); }
 };
 template <bool kVbmi>
-using Iq2XsGrid = HalvesGrid<BlockIQ2_XS, kVbmi>;
+using Iq2XsGrid = HalvesGrid<BlockIQ2_XS, kVbmi, EighthAtEnd>;
 template <bool kVbmi>
-using Iq2SGrid = HalvesGrid<BlockIQ2_S, kVbmi>;
-
-// IQ1_M: the weights themselves in place of magnitudes (no signs), a
-// multiplier per half, 0.125 * integer per block (its one-row kernel's
-// float(sumi1) + 0.125 float(sumi2)). Gathered at every level (kVbmi is
-// ignored: 2048 grid points do not fit registers).
+using Iq2SGrid = HalvesGrid<BlockIQ2_S, kVbmi, EighthAtEnd>;
+// IQ1_M: kVbmi is ignored: its 2048 grid points do not fit registers, every
+// level gathers.
 template <bool kVbmi>
-struct Iq1MGrid : NoTablesHalves {
-  using Block = BlockIQ1_M;
-  static constexpr float kBlockScale = 0.125f;
-  static constexpr float kFinalScale = 1.0f;
-  __attribute__((always_inline)) static void decode(const Block& w, const Tables&, uint64_t signs[4],
-                                                    __m512i weights[4]) {
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      signs[c] = 0;
-      weights[c] = iq1_m_chunk_weights(w, c);
-    }
-  }
-  static __m512i multiplier_words(const Block& w) { return iq1_m_multipliers(w); }
-};
+using Iq1MGrid = HalvesGrid<BlockIQ1_M, kVbmi, EighthPerBlock>;
 
 }  // namespace
 }  // namespace ds4::quant
