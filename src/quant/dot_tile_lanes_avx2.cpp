@@ -63,7 +63,7 @@ inline __m256i bcast4(const void* p) {
 }
 
 // in[r] = 8 dwords of row r -> out[k] lane r = dword k of row r.
-inline void transpose8(const __m256i in[8], __m256i* out) {
+__attribute__((always_inline)) inline void transpose8(const __m256i in[8], __m256i* out) {
   __m256i t[8], u[8];
 #pragma GCC unroll 4
   for (int j = 0; j < 8; j += 2) {
@@ -231,17 +231,53 @@ struct KQuantLanes {
   static __m256 finish(__m256 v) { return v; }
 };
 
-// The code registers of the K-quants stored as eight 32-element planes per
-// 128-element half: code(r, h, p) is row r's plane p of half h (elements
-// 128h + 32p .. + 31), transposed into registers 32h + 8p .. + 7.
+// Lane r of out[k] = bytes 4k .. 4k + 3 of the 32 at `offset` in row r's
+// block i. The K-quants transpose their packed bytes this way and take the
+// codes out afterwards: shifts and masks act within a byte or a word and the
+// transpose moves whole dwords, so the registers are those of transposing
+// the codes, for one transpose per 32 packed bytes instead of one per 32
+// codes (Q4_K: 4 instead of 8 per block).
+template <typename Block>
+__attribute__((always_inline)) inline void transpose_rows(const Block* const* rows, int64_t i, size_t offset,
+                                                          __m256i out[8]) {
+  __m256i in[kRows];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) in[r] = load256(reinterpret_cast<const unsigned char*>(&rows[r][i]) + offset);
+  transpose8(in, out);
+}
+
+// Lane r of out[k] = bytes 4k .. 4k + 3 of the 16 at `offset` in row r's
+// block i (k < 4); rows r and r + 4 share an input register, a 128-bit half
+// each, so two rounds of unpacks do it.
+template <typename Block>
+__attribute__((always_inline)) inline void transpose_rows16(const Block* const* rows, int64_t i, size_t offset,
+                                                            __m256i out[4]) {
+  __m256i in[4];
+  const auto bytes = [&](int r) { return reinterpret_cast<const unsigned char*>(&rows[r][i]) + offset; };
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) in[r] = _mm256_set_m128i(load128(bytes(r + 4)), load128(bytes(r)));
+  const __m256i d01 = _mm256_unpacklo_epi32(in[0], in[1]), d23 = _mm256_unpackhi_epi32(in[0], in[1]);
+  const __m256i e01 = _mm256_unpacklo_epi32(in[2], in[3]), e23 = _mm256_unpackhi_epi32(in[2], in[3]);
+  out[0] = _mm256_unpacklo_epi64(d01, e01);
+  out[1] = _mm256_unpackhi_epi64(d01, e01);
+  out[2] = _mm256_unpacklo_epi64(d23, e23);
+  out[3] = _mm256_unpackhi_epi64(d23, e23);
+}
+
+// The code registers of the K-quants as eight 32-element planes per
+// 128-element half: code(h, p, k) is register k of plane p of half h (lane r:
+// row r's elements 128h + 32p + 4k .. + 3), stored as register 32h + 8p + k.
+// Unrolled whole, so h, p and k are constants in code (shift counts, which
+// chunk).
 template <typename Code>
-inline void relayout_planes(uint8_t* dst, Code code) {
+__attribute__((always_inline)) inline void store_planes(uint8_t* dst, Code code) {
   auto* out = reinterpret_cast<__m256i*>(dst);
+#pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      __m256i plane[kRows];
-      for (int r = 0; r < kRows; ++r) plane[r] = code(r, h, p);
-      transpose8(plane, out + 32 * h + 8 * p);
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) out[32 * h + 8 * p + k] = code(h, p, k);
     }
   }
 }
@@ -274,23 +310,24 @@ struct NibbleKFormat : KQuantLanes<kFifthBit ? 16 : 8> {
   static constexpr int kHalves = kFifthBit ? 2 : 1;
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    // Element 64c + 32n + l: nibble n of qs byte 32c + l (Q5_K: bit 2c + n
+    // of qh byte l above it), so plane p of half h is nibble p & 1 of chunk
+    // 2h + (p >> 1), its fifth bit bit 4h + p of qh.
     const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-    auto* out = reinterpret_cast<__m256i*>(dst);
-    for (int c = 0; c < 4; ++c) {
-      __m256i lo[kRows], hi[kRows];
-      for (int r = 0; r < kRows; ++r) {
-        const __m256i q = load256(rows[r][i].qs + 32 * c);
-        lo[r] = _mm256_and_si256(q, low4);
-        hi[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-        if constexpr (kFifthBit) {
-          const __m256i qh = load256(rows[r][i].qh);
-          lo[r] = _mm256_or_si256(lo[r], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-          hi[r] = _mm256_or_si256(hi[r], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
-        }
-      }
-      transpose8(lo, out + 16 * c);      // elements 64c .. 64c + 31
-      transpose8(hi, out + 16 * c + 8);  // 64c + 32 .. 64c + 63
-    }
+    __m256i q[4][8], qh[8];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) transpose_rows(rows, i, offsetof(Block, qs) + 32 * c, q[c]);
+    if constexpr (kFifthBit) transpose_rows(rows, i, offsetof(Block, qh), qh);
+    store_planes(
+        dst, [&](int h, int p, int k) __attribute__((always_inline)) {
+          const __m256i packed = q[2 * h + (p >> 1)][k];
+          __m256i code = _mm256_and_si256((p & 1) ? _mm256_srli_epi16(packed, 4) : packed, low4);
+          if constexpr (kFifthBit) {
+            code =
+                _mm256_or_si256(code, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh[k], 4 * h + p), one), 4));
+          }
+          return code;
+        });
     // Sub-block j's scale for each of its halves; its min meets both of its
     // 16-sums: the pair (m_j, m_j). t[k] holds scales 2k, 2k + 1 (k < 4) and
     // mins 2k - 8, 2k - 7.
@@ -315,9 +352,12 @@ struct Q2KFormat : KQuantLanes<16> {
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
     const __m256i three = _mm256_set1_epi8(3);
-    relayout_planes(dst, [&](int r, int h, int p) {
-      return _mm256_and_si256(_mm256_srli_epi16(load256(rows[r][i].qs + 32 * h), 2 * p), three);
-    });
+    __m256i q[2][8];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) transpose_rows(rows, i, offsetof(Block, qs) + 32 * h, q[h]);
+    store_planes(
+        dst, [&](int h, int p, int k)
+                 __attribute__((always_inline)) { return _mm256_and_si256(_mm256_srli_epi16(q[h][k], 2 * p), three); });
     // 16-groups 2j and 2j+1 have their own mins: the pair (m_2j, m_2j+1);
     // t[j] holds the scale bytes 2j, 2j + 1 as words.
     __m256i t[8], sc[16], mn[8];
@@ -341,11 +381,15 @@ struct Q3KFormat : KQuantLanes<16, true> {
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
     const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    relayout_planes(dst, [&](int r, int h, int p) {
-      const __m256i hm = load256(rows[r][i].hmask), q = load256(rows[r][i].qs + 32 * h);
-      const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + p), one), 2);
-      return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * p), three), top);
-    });
+    __m256i q[2][8], hm[8];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) transpose_rows(rows, i, offsetof(Block, qs) + 32 * h, q[h]);
+    transpose_rows(rows, i, offsetof(Block, hmask), hm);
+    store_planes(
+        dst, [&](int h, int p, int k) __attribute__((always_inline)) {
+          const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm[k], 4 * h + p), one), 2);
+          return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q[h][k], 2 * p), three), top);
+        });
     __m256i t[8];
     transpose_row_words([&](int r) { return _mm256_cvtepi8_epi16(q3_K_signed_scales(rows[r][i].scales)); }, t);
     store_offset_scales<KQuantLanes<16, true>, 1, 2>(rows, i, t, dst);
@@ -363,12 +407,18 @@ struct Q6KFormat : KQuantLanes<32, true> {
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
-    relayout_planes(dst, [&](int r, int h, int k) {
-      const __m256i ql = load256(rows[r][i].ql + 64 * h + 32 * (k & 1));
-      const __m256i qh = load256(rows[r][i].qh + 32 * h);
-      const __m256i low = _mm256_and_si256(k >= 2 ? _mm256_srli_epi16(ql, 4) : ql, low4);
-      return _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4));
-    });
+    __m256i ql[4][8], qh[2][8];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) transpose_rows(rows, i, offsetof(Block, ql) + 32 * c, ql[c]);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) transpose_rows(rows, i, offsetof(Block, qh) + 32 * h, qh[h]);
+    store_planes(
+        dst, [&](int h, int p, int k) __attribute__((always_inline)) {
+          const __m256i packed = ql[2 * h + (p & 1)][k];
+          const __m256i low = _mm256_and_si256(p >= 2 ? _mm256_srli_epi16(packed, 4) : packed, low4);
+          return _mm256_or_si256(low,
+                                 _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh[h][k], 2 * p), three), 4));
+        });
     // Each scale serves both halves of its sub-block.
     __m256i t[8];
     transpose_row_words([&](int r) { return _mm256_cvtepi8_epi16(load128(rows[r][i].scales)); }, t);
@@ -525,18 +575,24 @@ struct Mxfp4Format {
   static constexpr size_t kLaidBytes = 32 * (8 + 2);
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    // Elements 4k .. 4k + 3 (k < 4) are the low nibbles of qs bytes 4k ..,
+    // elements 16 + 4k .. their high nibbles: transposed packed, then looked
+    // up (per byte, so the order does not matter).
     const __m256i table = _mm256_broadcastsi128_si256(load128(kMxfp4DoubledValues.data()));
-    __m256i v[kRows], wsum[kRows];
-    alignas(32) float e[kRows];
-    for (int r = 0; r < kRows; ++r) {
-      const __m128i q = load128(rows[r][i].qs);
-      const __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
-      v[r] = _mm256_shuffle_epi8(table, codes);
-      wsum[r] = weighted_byte_sum(v[r], _mm256_set1_epi16(1));
-      e[r] = e8m0_half_value(rows[r][i].e);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256i q[4];
+    transpose_rows16(rows, i, offsetof(Block, qs), q);
+    auto* out = reinterpret_cast<__m256i*>(dst);
+    __m256i wsum = _mm256_setzero_si256();  // int8: 32 values of |w| <= 12 in 4 lanes, 8 per byte
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      out[k] = _mm256_shuffle_epi8(table, _mm256_and_si256(q[k], low4));
+      out[4 + k] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q[k], 4), low4));
+      wsum = _mm256_add_epi8(wsum, _mm256_add_epi8(out[k], out[4 + k]));
     }
-    transpose8(v, reinterpret_cast<__m256i*>(dst));
-    store(dst + 32 * 8, _mm256_slli_epi32(hsum8_i32(wsum), 7));
+    alignas(32) float e[kRows];
+    for (int r = 0; r < kRows; ++r) e[r] = e8m0_half_value(rows[r][i].e);
+    store(dst + 32 * 8, _mm256_slli_epi32(weighted_byte_sum(wsum, _mm256_set1_epi16(1)), 7));
     _mm256_store_ps(reinterpret_cast<float*>(dst + 32 * 9), _mm256_load_ps(e));
   }
 
@@ -636,18 +692,24 @@ struct Iq4XsFormat {
   static constexpr size_t kLaidBytes = 32 * (kD + 1);
 
   static void relayout(const Block* const* rows, int64_t i, uint8_t* dst) {
+    // Sub-block sb's elements 4g .. 4g + 3 (register 8 sb + g): the low
+    // nibbles (g < 4) or the high (g >= 4) of qs bytes 16 sb + 4 (g & 3) ..;
+    // the table lookup is per byte, so it too comes after the transpose.
     const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues.data()));
-    const __m128i low4 = _mm_set1_epi8(0x0f);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
     auto* out = reinterpret_cast<__m256i*>(dst);
-    for (int sb = 0; sb < 8; ++sb) {
-      __m256i v[kRows];
-      for (int r = 0; r < kRows; ++r) {
-        const __m128i q = load128(rows[r][i].qs + 16 * sb);
-        v[r] = _mm256_shuffle_epi8(table,
-                                   _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4)));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m256i q[8];
+      transpose_rows(rows, i, offsetof(Block, qs) + 32 * c, q);
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const int reg = 8 * (2 * c + k / 4) + k % 4;
+        out[reg] = _mm256_shuffle_epi8(table, _mm256_and_si256(q[k], low4));
+        out[reg + 4] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q[k], 4), low4));
+        out[kAbs + reg] = _mm256_abs_epi8(out[reg]);
+        out[kAbs + reg + 4] = _mm256_abs_epi8(out[reg + 4]);
       }
-      transpose8(v, out + 8 * sb);
-      for (int g = 0; g < 8; ++g) out[kAbs + 8 * sb + g] = _mm256_abs_epi8(out[8 * sb + g]);
     }
     // Sub-block sb's 6-bit scale: its low nibble at bits 4 sb of scales_l (as
     // a dword), its top pair at bits 2 sb of scales_h; all rows at once.
