@@ -304,7 +304,11 @@ inline __m256i iq3_xxs_magnitudes(const BlockIQ3_XXS& w, int b) {
 
 // The signs and multipliers (2 * (aux >> 28) + 1, in both words of dword b)
 // of all eight sub-blocks are formed in registers, then broadcast per
-// sub-block: fewer uops than reading the sign table per group.
+// sub-block: fewer uops than reading the sign table per group. kSignedX (for
+// activations without a -128 code): the magnitudes (u8) against x carrying
+// the weight signs, one vpsignb instead of negating the magnitudes, a vpabsb
+// and a vpsignb.
+template <bool kSignedX = false>
 inline __m256i iq3_xxs_block_parts(const BlockIQ3_XXS& w, const BlockQ8_K& x) {
   const __m256i aux = load256(w.qs + kQK_K / 4);
   const __m256i flags = iq3_xxs_sign_flags(aux);
@@ -318,9 +322,14 @@ inline __m256i iq3_xxs_block_parts(const BlockIQ3_XXS& w, const BlockQ8_K& x) {
     const __m256i spread = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(flags, lane), load256(kIq3SignByte));
     const __m256i negate = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
     const __m256i magnitudes = iq3_xxs_magnitudes(w, b);
-    const __m256i weights = _mm256_sub_epi8(_mm256_xor_si256(magnitudes, negate), negate);
     const __m256i xv = load256(x.qs + 32 * b);
-    const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
+    __m256i prod;
+    if constexpr (kSignedX) {
+      prod = _mm256_maddubs_epi16(magnitudes, _mm256_sign_epi8(xv, _mm256_or_si256(negate, _mm256_set1_epi8(1))));
+    } else {
+      const __m256i weights = _mm256_sub_epi8(_mm256_xor_si256(magnitudes, negate), negate);
+      prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
+    }
     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_permutevar8x32_epi32(multiplier_words, lane)));
   }
   return acc;
@@ -331,16 +340,44 @@ inline __m256i iq3_xxs_block_parts(const BlockIQ3_XXS& w, const BlockQ8_K& x) {
 // multiplier per 16-value half.
 template <typename Block>
 inline __m256i halves_block_parts(const Block& w, const BlockQ8_K& x) {
+  const __m256i halves = half_multipliers(w);
   __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int b = 0; b < 8; ++b) {
     const __m256i xv = load256(x.qs + 32 * b);
-    int32_t lo, hi;
+    int32_t lo, hi;  // (the scalar multipliers the tiles take; unused here)
     const __m256i weights = halves_weights(w, b, lo, hi);
     const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
-    const __m256i mult =
-        _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, mult));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, sub_block_multipliers(halves, b)));
+  }
+  return acc;
+}
+
+// IQ2_XS and IQ2_S for activations without a -128 code (quantize_row_q8_K
+// never writes one): the grid magnitudes (u8, <= 43) against x carrying the
+// weight signs (x = -128 would overflow there), one vpsignb instead of two
+// and a vpabsb; the signs made in registers (IQ2_XS: parity_sign_controls
+// from the index words' top 7 bits; IQ2_S: its explicit sign bits).
+inline __m256i grid_sign_controls(const BlockIQ2_XS& w, int b) {
+  int64_t q;
+  std::memcpy(&q, w.qs + 4 * b, sizeof(q));
+  return parity_sign_controls(_mm256_set1_epi64x(q), Iq2XsSignConstants{});
+}
+inline __m256i grid_sign_controls(const BlockIQ2_S& w, int b) {
+  return _mm256_or_si256(explicit_sign_mask(iq2_s_sign_bits(w, b)), _mm256_set1_epi8(1));
+}
+inline __m256i grid_magnitudes(const BlockIQ2_XS& w, int b) { return iq2_xs_magnitudes(w, b); }
+inline __m256i grid_magnitudes(const BlockIQ2_S& w, int b) { return iq2_s_magnitudes(w, b); }
+
+template <typename Block>
+inline __m256i halves_signed_x_block_parts(const Block& w, const BlockQ8_K& x) {
+  const __m256i halves = half_multipliers(w);
+  __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int b = 0; b < 8; ++b) {
+    const __m256i xs = _mm256_sign_epi8(load256(x.qs + 32 * b), grid_sign_controls(w, b));
+    const __m256i prod = _mm256_maddubs_epi16(grid_magnitudes(w, b), xs);
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, sub_block_multipliers(halves, b)));
   }
   return acc;
 }

@@ -254,11 +254,19 @@ struct Iq4XsParts : NoFinish {
 struct Iq3XxsParts : ScaledBy<1, 4> {
   static __m256i of(const BlockIQ3_XXS& w, const BlockQ8_K& x) { return iq3_xxs_block_parts(w, x); }
 };
+struct Iq3XxsSignedXParts : ScaledBy<1, 4> {
+  static __m256i of(const BlockIQ3_XXS& w, const BlockQ8_K& x) { return iq3_xxs_block_parts<true>(w, x); }
+};
 struct Iq2XsParts : ScaledBy<1, 8> {
   static __m256i of(const BlockIQ2_XS& w, const BlockQ8_K& x) { return iq2_xs_block_parts(w, x); }
 };
 struct Iq2SParts : ScaledBy<1, 8> {
   static __m256i of(const BlockIQ2_S& w, const BlockQ8_K& x) { return iq2_s_block_parts(w, x); }
+};
+// The same integers for activations without a -128 code, in fewer uops.
+template <typename Block>
+struct SignedXParts : ScaledBy<1, 8> {
+  static __m256i of(const Block& w, const BlockQ8_K& x) { return halves_signed_x_block_parts(w, x); }
 };
 // IQ1_M's one-row kernel scales each block's integer by 0.125 (kBlockScale)
 // before the d factor, as the scalar reference.
@@ -301,7 +309,7 @@ struct Iq2XxsKernel {
 // The same sums for activations without a -128 code (quantize_row_q8_K never
 // writes one), in fewer uops: the grid magnitudes (u8) against x carrying the
 // weight signs (x = -128 would overflow there), the signs made in registers
-// (iq2_xxs_sign_controls) instead of from four table loads. Rows outer: one
+// (parity_sign_controls) instead of from four table loads. Rows outer: one
 // accumulator live, x re-read from L1.
 struct Iq2XxsSignedKernel {
   static constexpr int kBlockElems = kQK_K;
@@ -323,7 +331,7 @@ struct Iq2XxsSignedKernel {
         std::memcpy(&aux, sub, 8);
         aux = in_register(aux);
         const __m256i sign_word = _mm256_broadcastd_epi32(_mm_loadu_si32(sub + 4));
-        const __m256i xs = _mm256_sign_epi8(load256(xq + 32 * b), iq2_xxs_sign_controls(sign_word, signs));
+        const __m256i xs = _mm256_sign_epi8(load256(xq + 32 * b), parity_sign_controls(sign_word, signs));
         const uint64_t* grid = kIq2xxsGrid.data();
         const __m256i g = _mm256_set_epi64x(
             static_cast<int64_t>(grid[(aux >> 24) & 255]), static_cast<int64_t>(grid[(aux >> 16) & 255]),
@@ -381,15 +389,27 @@ void iq4_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows
 }
 
 void iq3_xxs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  rows8<BlockIQ3_XXS>(Iq3XxsKernel{x}, n, w, row_bytes, n_rows, out);
+  if (q8_K_no_min_code(x, n / kQK_K)) {
+    rows8<BlockIQ3_XXS>(ScaledIntKernel<BlockIQ3_XXS, Iq3XxsSignedXParts>{x}, n, w, row_bytes, n_rows, out);
+  } else {
+    rows8<BlockIQ3_XXS>(Iq3XxsKernel{x}, n, w, row_bytes, n_rows, out);
+  }
 }
 
 void iq2_xs_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  rows8<BlockIQ2_XS>(Iq2XsKernel{x}, n, w, row_bytes, n_rows, out);
+  if (q8_K_no_min_code(x, n / kQK_K)) {
+    rows8<BlockIQ2_XS>(ScaledIntKernel<BlockIQ2_XS, SignedXParts<BlockIQ2_XS>>{x}, n, w, row_bytes, n_rows, out);
+  } else {
+    rows8<BlockIQ2_XS>(Iq2XsKernel{x}, n, w, row_bytes, n_rows, out);
+  }
 }
 
 void iq2_s_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {
-  rows8<BlockIQ2_S>(Iq2SKernel{x}, n, w, row_bytes, n_rows, out);
+  if (q8_K_no_min_code(x, n / kQK_K)) {
+    rows8<BlockIQ2_S>(ScaledIntKernel<BlockIQ2_S, SignedXParts<BlockIQ2_S>>{x}, n, w, row_bytes, n_rows, out);
+  } else {
+    rows8<BlockIQ2_S>(Iq2SKernel{x}, n, w, row_bytes, n_rows, out);
+  }
 }
 
 void iq1_m_rows(int64_t n, const uint8_t* w, uint64_t row_bytes, int64_t n_rows, const BlockQ8_K* x, float* out) {

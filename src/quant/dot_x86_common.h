@@ -279,40 +279,52 @@ inline int16_t iq2_xxs_multiplier(const uint8_t* q) {
   return static_cast<int16_t>(2 * (w1 >> 28) + 1);
 }
 
-// vpsignb controls of one sub-block computed in registers from its sign
-// dword (bits 0-27: group j's first 7 signs at bits 7j..7j+6) instead of four
-// table loads: byte 8j+k (k < 7) picks the byte holding bit 7j+k (pshufb),
-// isolates it and widens it to 0x00/0xff (cmpeq); the 8th sign of a group is
-// the parity of its first 7 (ggml's kIq2xsSigns), from vpsadbw's count (times
-// 255, odd iff the count is) shifted to the group's top bit; | 1 turns the
-// unset bytes into +1 (vpsignb zeroes where its control is 0).
-constexpr std::array<int8_t, 32> make_iq2_sign_source() {
+// vpsignb controls of one sub-block computed in registers from the bits
+// holding its signs instead of four table loads: byte 8j+k (k < 7) picks the
+// byte holding group j's sign k (pshufb), isolates the bit and widens it to
+// 0x00/0xff (cmpeq); the 8th sign of a group is the parity of its first 7
+// (ggml's kIq2xsSigns), from vpsadbw's count (times 255, odd iff the count
+// is) shifted to the group's top bit; | 1 turns the unset bytes into +1
+// (vpsignb zeroes where its control is 0). Group j's sign k (k < 7) sits at
+// bit `first(j) + k` of the sign bits: IQ2_XXS and IQ3_XXS 7j (a dword of 4 x
+// 7 signs and the scale), IQ2_XS 16j + 9 (the top 7 bits of each 16-bit
+// index word of the sub-block's qword).
+template <int kGroupStride, int kFirst>
+constexpr std::array<int8_t, 32> make_sign_source() {
   std::array<int8_t, 32> t{};
   for (int p = 0; p < 32; ++p) {
     const int j = (p % 16) / 8 + 2 * (p / 16), k = p % 8;
-    t[static_cast<size_t>(p)] = k == 7 ? int8_t{-128} : static_cast<int8_t>((7 * j + k) / 8);
+    t[static_cast<size_t>(p)] = k == 7 ? int8_t{-128} : static_cast<int8_t>((kGroupStride * j + kFirst + k) / 8);
   }
   return t;
 }
-constexpr std::array<int8_t, 32> make_iq2_sign_bit() {
+template <int kGroupStride, int kFirst>
+constexpr std::array<int8_t, 32> make_sign_bit() {
   std::array<int8_t, 32> t{};
   for (int p = 0; p < 32; ++p) {
     const int j = (p % 16) / 8 + 2 * (p / 16), k = p % 8;
-    t[static_cast<size_t>(p)] = k == 7 ? int8_t{1} : static_cast<int8_t>(static_cast<uint8_t>(1u << ((7 * j + k) % 8)));
+    t[static_cast<size_t>(p)] =
+        k == 7 ? int8_t{1} : static_cast<int8_t>(static_cast<uint8_t>(1u << ((kGroupStride * j + kFirst + k) % 8)));
   }
   return t;
 }
-alignas(32) constexpr std::array<int8_t, 32> kIq2SignSource = make_iq2_sign_source();
-alignas(32) constexpr std::array<int8_t, 32> kIq2SignBit = make_iq2_sign_bit();
+alignas(32) constexpr std::array<int8_t, 32> kIq2SignSource = make_sign_source<7, 0>();
+alignas(32) constexpr std::array<int8_t, 32> kIq2SignBit = make_sign_bit<7, 0>();
+alignas(32) constexpr std::array<int8_t, 32> kIq2XsSignSource = make_sign_source<16, 9>();
+alignas(32) constexpr std::array<int8_t, 32> kIq2XsSignBit = make_sign_bit<16, 9>();
 
-struct Iq2SignConstants {
-  __m256i source = load256(kIq2SignSource.data());
-  __m256i bit = load256(kIq2SignBit.data());
+template <const std::array<int8_t, 32>& kSource, const std::array<int8_t, 32>& kBit>
+struct ParitySignConstants {
+  __m256i source = load256(kSource.data());
+  __m256i bit = load256(kBit.data());
 };
+using Iq2SignConstants = ParitySignConstants<kIq2SignSource, kIq2SignBit>;
+using Iq2XsSignConstants = ParitySignConstants<kIq2XsSignSource, kIq2XsSignBit>;
 
-// The controls from the sub-block's sign dword `signs` (broadcast or not: only
-// bytes 0-3 of each 128-bit lane are read).
-inline __m256i iq2_xxs_sign_controls(__m256i signs, const Iq2SignConstants& c) {
+// The controls from the sub-block's sign bits `signs` (broadcast or not: only
+// bytes 0-7 of each 128-bit lane are read).
+template <typename Constants>
+inline __m256i parity_sign_controls(__m256i signs, const Constants& c) {
   const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(signs, c.source), c.bit), c.bit);
   const __m256i odd = _mm256_slli_epi64(_mm256_sad_epu8(set, _mm256_setzero_si256()), 63);
   return _mm256_or_si256(_mm256_or_si256(set, odd), _mm256_set1_epi8(1));
@@ -329,12 +341,17 @@ inline __m256i iq2_xxs_signed_products(__m256i ws, __m256i x) {
 // Sub-block b (0..7) of an IQ2_XS block: its 32 weights (grid bytes with the
 // sign factors applied, |w| <= 43) and the multipliers 2 * scale + 1 of its
 // two 16-element halves.
-inline __m256i iq2_xs_weights(const BlockIQ2_XS& w, int b, int32_t& multiplier_lo, int32_t& multiplier_hi) {
+inline __m256i iq2_xs_magnitudes(const BlockIQ2_XS& w, int b) {
   const uint64_t* grid = kIq2xsGrid.data();
+  const uint16_t* q = w.qs + 4 * b;
+  return _mm256_set_epi64x(static_cast<int64_t>(grid[q[3] & 511]), static_cast<int64_t>(grid[q[2] & 511]),
+                           static_cast<int64_t>(grid[q[1] & 511]), static_cast<int64_t>(grid[q[0] & 511]));
+}
+
+inline __m256i iq2_xs_weights(const BlockIQ2_XS& w, int b, int32_t& multiplier_lo, int32_t& multiplier_hi) {
   const uint64_t* sign = kIq2SignFactors.data();
   const uint16_t* q = w.qs + 4 * b;
-  const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(grid[q[3] & 511]), static_cast<int64_t>(grid[q[2] & 511]),
-                                      static_cast<int64_t>(grid[q[1] & 511]), static_cast<int64_t>(grid[q[0] & 511]));
+  const __m256i g = iq2_xs_magnitudes(w, b);
   const __m256i s = _mm256_set_epi64x(static_cast<int64_t>(sign[q[3] >> 9]), static_cast<int64_t>(sign[q[2] >> 9]),
                                       static_cast<int64_t>(sign[q[1] >> 9]), static_cast<int64_t>(sign[q[0] >> 9]));
   multiplier_lo = 2 * (w.scales[b] & 0xf) + 1;
@@ -349,11 +366,16 @@ inline __m256i iq2_xs_weights(const BlockIQ2_XS& w, int b, int32_t& multiplier_l
 alignas(32) constexpr int8_t kIq3SignByte[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                                  2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
 
-// Grid bytes negated where bit e % 8 of sign byte e / 8 of `signs` is set.
-inline __m256i iq3_signed_grid(__m256i grid, uint32_t signs) {
+// 0xff in byte e where bit e % 8 of sign byte e / 8 of `signs` is set, else 0.
+inline __m256i explicit_sign_mask(uint32_t signs) {
   const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(signs)), load256(kIq3SignByte));
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i negate = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+// Grid bytes negated where bit e % 8 of sign byte e / 8 of `signs` is set.
+inline __m256i iq3_signed_grid(__m256i grid, uint32_t signs) {
+  const __m256i negate = explicit_sign_mask(signs);
   return _mm256_sub_epi8(_mm256_xor_si256(grid, negate), negate);
 }
 
@@ -381,16 +403,25 @@ inline __m256i iq3_xxs_weights(const BlockIQ3_XXS& w, int b, int32_t& multiplier
 // Sub-block b's 32 signed grid values (|w| <= 43: index low 8 bits in qs,
 // high 2 bits in qh[b], explicit sign bytes as IQ3_S's) and its halves'
 // multipliers 2 * scale + 1.
-inline __m256i iq2_s_weights(const BlockIQ2_S& w, int b, int32_t& multiplier_lo, int32_t& multiplier_hi) {
+inline __m256i iq2_s_magnitudes(const BlockIQ2_S& w, int b) {
   const uint64_t* grid = kIq2sGrid.data();
   const uint8_t* q = w.qs + 4 * b;
   const uint32_t high = w.qh[b];
-  const __m256i magnitudes = _mm256_set_epi64x(static_cast<int64_t>(grid[q[3] | (((high >> 6) & 3) << 8)]),
-                                               static_cast<int64_t>(grid[q[2] | (((high >> 4) & 3) << 8)]),
-                                               static_cast<int64_t>(grid[q[1] | (((high >> 2) & 3) << 8)]),
-                                               static_cast<int64_t>(grid[q[0] | ((high & 3) << 8)]));
+  return _mm256_set_epi64x(static_cast<int64_t>(grid[q[3] | (((high >> 6) & 3) << 8)]),
+                           static_cast<int64_t>(grid[q[2] | (((high >> 4) & 3) << 8)]),
+                           static_cast<int64_t>(grid[q[1] | (((high >> 2) & 3) << 8)]),
+                           static_cast<int64_t>(grid[q[0] | ((high & 3) << 8)]));
+}
+
+inline uint32_t iq2_s_sign_bits(const BlockIQ2_S& w, int b) {
   uint32_t signs;
   std::memcpy(&signs, w.signs + 4 * b, sizeof(signs));
+  return signs;
+}
+
+inline __m256i iq2_s_weights(const BlockIQ2_S& w, int b, int32_t& multiplier_lo, int32_t& multiplier_hi) {
+  const __m256i magnitudes = iq2_s_magnitudes(w, b);
+  const uint32_t signs = iq2_s_sign_bits(w, b);
   multiplier_lo = 2 * (w.scales[b] & 0xf) + 1;
   multiplier_hi = 2 * (w.scales[b] >> 4) + 1;
   return iq3_signed_grid(magnitudes, signs);
@@ -435,6 +466,40 @@ inline __m256i iq1_m_weights(const BlockIQ1_M& w, int b, int32_t& multiplier_lo,
   multiplier_lo = 2 * ((sc >> at) & 7) + 1;
   multiplier_hi = 2 * ((sc >> (at + 3)) & 7) + 1;
   return _mm256_add_epi8(eight_g, shift);
+}
+
+// A block's 16 half sub-block multipliers 2 * scale + 1 as int16 words, the
+// first halves' (sub-blocks 0..7) in lane 0, the second halves' in lane 1:
+// IQ2_XS and IQ2_S from 4-bit scales (sub-block b's the low and the high
+// nibble of scale byte b), IQ1_M from 3-bit ones (sub-block b's at bits 6 (b
+// % 2) and 6 (b % 2) + 3 of scale word b / 2).
+inline __m256i odd_multiplier_words(__m256i scales) {
+  return _mm256_or_si256(_mm256_slli_epi16(scales, 1), _mm256_set1_epi16(1));
+}
+inline __m256i nibble_half_multipliers(const uint8_t* scales) {
+  const __m128i bytes = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales)));
+  return odd_multiplier_words(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), _mm_and_si128(bytes, _mm_set1_epi16(0xf))));
+}
+inline __m256i half_multipliers(const BlockIQ2_XS& w) { return nibble_half_multipliers(w.scales); }
+inline __m256i half_multipliers(const BlockIQ2_S& w) { return nibble_half_multipliers(w.scales); }
+inline __m256i half_multipliers(const BlockIQ1_M& w) {
+  // Dword b = scale word b / 2; its two 3-bit fields shifted down per lane.
+  const __m128i words = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales)));
+  const __m256i v =
+      _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(words), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+  const __m256i seven = _mm256_set1_epi32(7);
+  const __m256i first = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 6, 0, 6, 0, 6, 0, 6)), seven);
+  const __m256i second = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(3, 9, 3, 9, 3, 9, 3, 9)), seven);
+  // packus interleaves per lane (first 0-3, second 0-3 | first 4-7, second
+  // 4-7); the qword permute puts the firsts in lane 0.
+  return odd_multiplier_words(_mm256_permute4x64_epi64(_mm256_packus_epi32(first, second), 0xd8));
+}
+
+// Sub-block b's multiplier words from half_multipliers: its first half's in
+// lane 0, its second half's in lane 1, where vpmaddubsw leaves the halves'
+// pair sums.
+inline __m256i sub_block_multipliers(__m256i halves, int b) {
+  return _mm256_shuffle_epi8(halves, _mm256_set1_epi16(static_cast<int16_t>(((2 * b + 1) << 8) | (2 * b))));
 }
 
 // The formats with a multiplier per 16-value half (IQ2_XS, IQ2_S, IQ1_M) by
