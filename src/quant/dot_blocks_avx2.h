@@ -49,7 +49,7 @@ template <int kPlane>
 inline __m256i q2_K_plane(__m256i acc, __m256i q2, const int8_t* xq, __m256i scale_words) {
   const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * kPlane), _mm256_set1_epi8(3));
   const __m256i prod = _mm256_maddubs_epi16(codes, load256(xq + 32 * kPlane));
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale_words));
+  return in_register(_mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale_words)));
 }
 
 // pshufb patterns that spread scale bytes 2k (lane 0) and 2k+1 (lane 1) into
@@ -104,10 +104,14 @@ inline void q4_K_block_parts(const BlockQ4_K& wb, const BlockQ8_K& xb, __m256i& 
     const __m256i q4 = load256(wb.qs + 32 * c);
     const __m256i lo = _mm256_and_si256(q4, low4);
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(xb.qs + 64 * c)),
-                                                        _mm256_set1_epi16(s.scale[2 * c])));
-    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(xb.qs + 64 * c + 32)),
-                                                        _mm256_set1_epi16(s.scale[2 * c + 1])));
+    // In order, in a register: left alone, the compiler holds every row's
+    // products for a later tree of adds and spills them (rows8 unrolls 8
+    // rows).
+    acc[0] = in_register(_mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(xb.qs + 64 * c)),
+                                                                    _mm256_set1_epi16(s.scale[2 * c]))));
+    acc[1] =
+        in_register(_mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(xb.qs + 64 * c + 32)),
+                                                               _mm256_set1_epi16(s.scale[2 * c + 1]))));
   }
   isum = _mm256_add_epi32(acc[0], acc[1]);
 }
@@ -131,10 +135,14 @@ inline void q5_K_block_parts(const BlockQ5_K& wb, const BlockQ8_K& xb, __m256i& 
     const __m256i hi_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4);
     const __m256i lo = _mm256_or_si256(_mm256_and_si256(q4, low4), hi_lo);
     const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4), hi_hi);
-    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(xb.qs + 64 * c)),
-                                                        _mm256_set1_epi16(s.scale[2 * c])));
-    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(xb.qs + 64 * c + 32)),
-                                                        _mm256_set1_epi16(s.scale[2 * c + 1])));
+    // In order, in a register: left alone, the compiler holds every row's
+    // products for a later tree of adds and spills them (rows8 unrolls 8
+    // rows).
+    acc[0] = in_register(_mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(xb.qs + 64 * c)),
+                                                                    _mm256_set1_epi16(s.scale[2 * c]))));
+    acc[1] =
+        in_register(_mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(xb.qs + 64 * c + 32)),
+                                                               _mm256_set1_epi16(s.scale[2 * c + 1]))));
   }
   isum = _mm256_add_epi32(acc[0], acc[1]);
 }
@@ -181,7 +189,7 @@ inline __m256i q6_K_block_parts(const BlockQ6_K& w, const BlockQ8_K& x) {
     for (int k = 0; k < 4; ++k) {
       const __m256i prod = _mm256_maddubs_epi16(q[k], load256(x.qs + 128 * h + 32 * k));
       const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(scales, load256(kQ6ScaleHigh[4 * h + k])), 8);
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, sc));
+      acc = in_register(_mm256_add_epi32(acc, _mm256_madd_epi16(prod, sc)));
     }
   }
   // sum sc * 16-sums, times 32
@@ -214,7 +222,7 @@ inline __m256i q3_K_block_parts(const BlockQ3_K& w, const BlockQ8_K& x) {
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), low2), _mm256_slli_epi16(high, 2));
       const __m256i prod = _mm256_maddubs_epi16(u, load256(x.qs + 128 * h + 32 * k));
       const __m256i scale = _mm256_srai_epi16(_mm256_shuffle_epi8(scales, load256(kQ6ScaleHigh[4 * h + k])), 8);
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale));
+      acc = in_register(_mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale)));
     }
   }
   const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), load256(x.bsums));  // sum sc * 16-sums
@@ -257,7 +265,7 @@ inline __m256i iq4_xs_block_parts(const BlockIQ4_XS& w, const BlockQ8_K& x) {
         _mm256_shuffle_epi8(table, _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4)));
     const __m256i xv = load256(x.qs + 32 * ib);
     const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(v, xv));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_set1_epi16(static_cast<int16_t>(ls - 32))));
+    acc = in_register(_mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_set1_epi16(static_cast<int16_t>(ls - 32)))));
   }
   return acc;
 }
@@ -330,7 +338,8 @@ inline __m256i iq3_xxs_block_parts(const BlockIQ3_XXS& w, const BlockQ8_K& x) {
       const __m256i weights = _mm256_sub_epi8(_mm256_xor_si256(magnitudes, negate), negate);
       prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
     }
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_permutevar8x32_epi32(multiplier_words, lane)));
+    acc = in_register(
+        _mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_permutevar8x32_epi32(multiplier_words, lane))));
   }
   return acc;
 }
@@ -348,7 +357,7 @@ inline __m256i halves_block_parts(const Block& w, const BlockQ8_K& x) {
     int32_t lo, hi;  // (the scalar multipliers the tiles take; unused here)
     const __m256i weights = halves_weights(w, b, lo, hi);
     const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, sub_block_multipliers(halves, b)));
+    acc = in_register(_mm256_add_epi32(acc, _mm256_madd_epi16(prod, sub_block_multipliers(halves, b))));
   }
   return acc;
 }
@@ -377,7 +386,7 @@ inline __m256i halves_signed_x_block_parts(const Block& w, const BlockQ8_K& x) {
   for (int b = 0; b < 8; ++b) {
     const __m256i xs = _mm256_sign_epi8(load256(x.qs + 32 * b), grid_sign_controls(w, b));
     const __m256i prod = _mm256_maddubs_epi16(grid_magnitudes(w, b), xs);
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, sub_block_multipliers(halves, b)));
+    acc = in_register(_mm256_add_epi32(acc, _mm256_madd_epi16(prod, sub_block_multipliers(halves, b))));
   }
   return acc;
 }
