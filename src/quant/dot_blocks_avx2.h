@@ -344,27 +344,9 @@ inline __m256i iq3_xxs_block_parts(const BlockIQ3_XXS& w, const BlockQ8_K& x) {
   return acc;
 }
 
-// IQ2_XS, IQ2_S and IQ1_M: signed weight bytes (IQ1_M's 8 g + s, |w| <= 9:
-// its 8 int32 lanes total S = 8 * sumi1 + sumi2, dot_x86_common.h) and a
-// multiplier per 16-value half.
-template <typename Block>
-inline __m256i halves_block_parts(const Block& w, const BlockQ8_K& x) {
-  const __m256i halves = half_multipliers(w);
-  __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 8
-  for (int b = 0; b < 8; ++b) {
-    const __m256i xv = load256(x.qs + 32 * b);
-    int32_t lo, hi;  // (the scalar multipliers the tiles take; unused here)
-    const __m256i weights = halves_weights(w, b, lo, hi);
-    const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
-    acc = in_register(_mm256_add_epi32(acc, _mm256_madd_epi16(prod, sub_block_multipliers(halves, b))));
-  }
-  return acc;
-}
-
 // IQ2_XS and IQ2_S for activations without a -128 code (quantize_row_q8_K
-// never writes one): the grid magnitudes (u8, <= 43) against x carrying the
-// weight signs (x = -128 would overflow there), one vpsignb instead of two
+// never writes one) take the grid magnitudes (u8, <= 43) against x carrying
+// the weight signs (x = -128 would overflow there), one vpsignb instead of two
 // and a vpabsb; the signs made in registers (IQ2_XS: parity_sign_controls
 // from the index words' top 7 bits; IQ2_S: its explicit sign bits).
 inline __m256i grid_sign_controls(const BlockIQ2_XS& w, int b) {
@@ -378,14 +360,24 @@ inline __m256i grid_sign_controls(const BlockIQ2_S& w, int b) {
 inline __m256i grid_magnitudes(const BlockIQ2_XS& w, int b) { return iq2_xs_magnitudes(w, b); }
 inline __m256i grid_magnitudes(const BlockIQ2_S& w, int b) { return iq2_s_magnitudes(w, b); }
 
-template <typename Block>
-inline __m256i halves_signed_x_block_parts(const Block& w, const BlockQ8_K& x) {
+// IQ2_XS, IQ2_S and IQ1_M: signed weight bytes (IQ1_M's 8 g + s, |w| <= 9:
+// its 8 int32 lanes total S = 8 * sumi1 + sumi2, dot_x86_common.h) and a
+// multiplier per 16-value half; kSignedX as above (IQ2_XS, IQ2_S).
+template <bool kSignedX = false, typename Block>
+inline __m256i halves_block_parts(const Block& w, const BlockQ8_K& x) {
   const __m256i halves = half_multipliers(w);
   __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int b = 0; b < 8; ++b) {
-    const __m256i xs = _mm256_sign_epi8(load256(x.qs + 32 * b), grid_sign_controls(w, b));
-    const __m256i prod = _mm256_maddubs_epi16(grid_magnitudes(w, b), xs);
+    const __m256i xv = load256(x.qs + 32 * b);
+    __m256i prod;
+    if constexpr (kSignedX) {
+      prod = _mm256_maddubs_epi16(grid_magnitudes(w, b), _mm256_sign_epi8(xv, grid_sign_controls(w, b)));
+    } else {
+      int32_t lo, hi;  // (the scalar multipliers the tiles take; unused here)
+      const __m256i weights = halves_weights(w, b, lo, hi);
+      prod = _mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(weights, xv));
+    }
     acc = in_register(_mm256_add_epi32(acc, _mm256_madd_epi16(prod, sub_block_multipliers(halves, b))));
   }
   return acc;

@@ -266,7 +266,7 @@ struct Iq2SParts : ScaledBy<1, 8> {
 // The same integers for activations without a -128 code, in fewer uops.
 template <typename Block>
 struct SignedXParts : ScaledBy<1, 8> {
-  static __m256i of(const Block& w, const BlockQ8_K& x) { return halves_signed_x_block_parts(w, x); }
+  static __m256i of(const Block& w, const BlockQ8_K& x) { return halves_block_parts<true>(w, x); }
 };
 // IQ1_M's one-row kernel scales each block's integer by 0.125 (kBlockScale)
 // before the d factor, as the scalar reference.
