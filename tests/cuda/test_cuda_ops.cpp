@@ -5,25 +5,35 @@
 // with DS4_REQUIRE_GPU=1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/ops_attention.h"
+#include "backend/cpu/ops_compressor_pool.h"
 #include "backend/cpu/ops_hc.h"
+#include "backend/cpu/ops_indexer.h"
 #include "backend/cpu/ops_moe.h"
 #include "backend/cpu/ops_norm.h"
+#include "backend/cpu/ops_qat.h"
 #include "backend/cpu/ops_rope.h"
 #include "backend/cpu/ops_topk.h"
 #include "backend/cuda/attention.h"
+#include "backend/cuda/compressor_pool.h"
 #include "backend/cuda/cuda_devices.h"
 #include "cuda/gpu_test.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/indexer.h"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/qat.h"
 #include "backend/cuda/route.h"
+#include "core/error.h"
 #include "core/fp16.h"
 #include "unit/test_quant_util.h"
 
@@ -385,6 +395,193 @@ TEST(CudaOps, TopKEqualsTheCpuWithTiesAndNaNs) {
       EXPECT_EQ(std::vector<int32_t>(gpu.begin() + r * k, gpu.begin() + (r + 1) * k), cpu) << "n " << n << " row " << r;
     }
   }
+}
+
+// Rows whose 64-value blocks span the scales the round trips meet: tiny
+// (subnormal E4M3 codes), ordinary, large (clamped at 448 after scaling),
+// an all-zero block and a NaN.
+std::vector<float> qat_rows(int64_t n_rows, int64_t width, uint32_t seed) {
+  std::vector<float> x = quant::test::gaussian(static_cast<size_t>(n_rows * width), seed);
+  const float magnitudes[] = {1e-6f, 0.03f, 1.0f, 7.0f, 300.0f, 2e4f};
+  for (size_t i = 0; i < x.size(); ++i) x[i] *= magnitudes[(i / 64) % 6];
+  for (int i = 0; i < 64; ++i) x[static_cast<size_t>(64 + i)] = 0.0f;
+  x[200] = std::numeric_limits<float>::quiet_NaN();
+  return x;
+}
+
+TEST(CudaOps, QatRoundTripsEqualTheCpuBitForBit) {
+  REQUIRE_GPU();
+  // FP8 on the first 448 of 512-wide rows (the KV rows' non-rope dims).
+  const int64_t rows = 9, width = 512;
+  const int n = 448;
+  const std::vector<float> x = qat_rows(rows, width, 31);
+  DeviceBuffer dx = to_device(x);
+  fp8_e4m3_round_trip_rows(dx.as<float>(), rows, width, n, nullptr);
+  const std::vector<float> gpu = from_device<float>(dx, x.size());
+  std::vector<float> cpu = x;
+  for (int64_t r = 0; r < rows; ++r) cpu::fp8_e4m3_round_trip(std::span<float>(cpu.data() + r * width, n));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(bits(gpu[i]), bits(cpu[i])) << "fp8 at " << i << " of " << x[i];
+
+  // Hadamard-128 and the indexer's QAT on query rows (4 heads) and row tails.
+  for (bool with_fp4 : {false, true}) {
+    for (auto [n_chunks, stride] : {std::pair<int, int64_t>{4, 512}, {1, 640}}) {
+      const std::vector<float> h = qat_rows(rows, stride, 32);
+      DeviceBuffer dh = to_device(h);
+      hadamard128_rows(dh.as<float>(), rows, stride, n_chunks, with_fp4, nullptr);
+      const std::vector<float> gh = from_device<float>(dh, h.size());
+      std::vector<float> ch = h;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int c = 0; c < n_chunks; ++c) {
+          std::span<float, cpu::kHadamardSize> chunk(ch.data() + r * stride + c * cpu::kHadamardSize,
+                                                     cpu::kHadamardSize);
+          if (with_fp4)
+            cpu::indexer_qat(chunk);
+          else
+            cpu::hadamard128(chunk);
+        }
+      }
+      for (size_t i = 0; i < h.size(); ++i)
+        ASSERT_EQ(bits(gh[i]), bits(ch[i])) << "fp4 " << with_fp4 << " chunks " << n_chunks << " at " << i;
+    }
+  }
+}
+
+TEST(CudaOps, CompressorPoolMatchesTheCpu) {
+  REQUIRE_GPU();
+  // Ratio 4 (a previous and a current lane of 4, D 512) and ratio 128 (128
+  // rows, D 128), 3 pooled rows each: some candidates empty, one column
+  // with none at all (pools to 0).
+  for (auto [n_cand, n_prev, dim] : {std::tuple<int, int, int>{8, 4, 512}, {128, 0, 128}}) {
+    const int64_t n_out = 3;
+    const size_t slice = static_cast<size_t>(dim);
+    std::vector<float> scores = quant::test::gaussian(static_cast<size_t>(n_out * n_cand) * slice, 41);
+    const std::vector<float> kv = quant::test::gaussian(scores.size(), 42);
+    for (float& s : scores) s *= 4.0f;
+    for (size_t j = 0; j < slice; ++j) scores[j] = cpu::kPoolEmptyScore;  // row 0's first candidate empty
+    for (int c = 0; c < n_cand; ++c) scores[static_cast<size_t>(n_cand + c) * slice + 5] = cpu::kPoolEmptyScore;
+    const DeviceBuffer ds = to_device(scores), dkv = to_device(kv);
+    std::vector<const float*> sp, vp;
+    for (size_t c = 0; c < static_cast<size_t>(n_out * n_cand); ++c) {
+      sp.push_back(ds.as<float>() + c * slice);
+      vp.push_back(dkv.as<float>() + c * slice);
+    }
+    const DeviceBuffer dsp = to_device(sp), dvp = to_device(vp);
+    for (Numerics numerics : kBoth) {
+      DeviceBuffer dout(static_cast<size_t>(n_out) * slice * 4);
+      PoolRows p;
+      p.score_rows = dsp.as<const float*>();
+      p.kv_rows = dvp.as<const float*>();
+      p.n_cand = n_cand;
+      p.n_prev = n_prev;
+      p.n_out = n_out;
+      p.dim = dim;
+      p.out = dout.as<float>();
+      compressor_pool_rows(p, numerics, nullptr);
+      const std::vector<float> gpu = from_device<float>(dout, static_cast<size_t>(n_out) * slice);
+      for (int64_t o = 0; o < n_out; ++o) {
+        std::vector<const float*> hs, hv;
+        for (int c = 0; c < n_cand; ++c) {
+          hs.push_back(scores.data() + static_cast<size_t>(o * n_cand + c) * slice);
+          hv.push_back(kv.data() + static_cast<size_t>(o * n_cand + c) * slice);
+        }
+        std::vector<float> cpu(slice);
+        cpu::compressor_pool(hs, hv, n_prev, cpu, numerics);
+        for (size_t j = 0; j < slice; ++j) {
+          EXPECT_NEAR(gpu[o * slice + j], cpu[j], 2e-6 * std::max(1.0f, std::fabs(cpu[j])))
+              << "cand " << n_cand << " row " << o << " col " << j;
+        }
+      }
+      EXPECT_EQ(gpu[slice + 5], 0.0f);  // row 1, column 5: no candidate
+    }
+  }
+  PoolRows bad;
+  bad.n_cand = 8;
+  bad.n_prev = 3;
+  EXPECT_THROW(compressor_pool_rows(bad, Numerics::Default, nullptr), Error);
+}
+
+TEST(CudaOps, IndexerScoresMatchTheCpuAndSelectTheCpusRows) {
+  REQUIRE_GPU();
+  // 64 heads of 128 (V4 Flash), top-k 512; token 0 sees 40 rows (all
+  // allowed), token 1 700 in a scattered order, token 2 1000.
+  const int n_head = 64, dim = 128, top_k = 512, pool_rows = 1000;
+  const std::vector<float> pool_f = quant::test::gaussian(static_cast<size_t>(pool_rows * dim), 51);
+  std::vector<uint16_t> pool(pool_f.size());
+  for (size_t i = 0; i < pool.size(); ++i) pool[i] = f32_to_f16(pool_f[i]);
+  const std::vector<int> sizes = {40, 700, 1000};
+  const int64_t tokens = static_cast<int64_t>(sizes.size());
+  const int max_rows = pool_rows;
+  const std::vector<float> q = quant::test::gaussian(static_cast<size_t>(tokens * n_head * dim), 52);
+  std::vector<float> w = quant::test::gaussian(static_cast<size_t>(tokens * n_head), 53);
+  for (float& v : w) v = std::fabs(v) * 0.01f;
+  const DeviceBuffer dpool = to_device(pool), dq = to_device(q), dw = to_device(w);
+  std::vector<const uint16_t*> ptrs(static_cast<size_t>(tokens * max_rows), nullptr);
+  std::vector<std::vector<int>> lists(sizes.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int r = 0; r < sizes[t]; ++r) lists[t].push_back(t == 1 ? (r * 37) % pool_rows : r);
+    for (size_t r = 0; r < lists[t].size(); ++r) ptrs[t * max_rows + r] = dpool.as<uint16_t>() + lists[t][r] * dim;
+  }
+  const std::vector<int32_t> counts(sizes.begin(), sizes.end());
+  const DeviceBuffer dptrs = to_device(ptrs), dcounts = to_device(counts);
+  DeviceBuffer dscores(static_cast<size_t>(tokens * max_rows) * 4), dallowed(static_cast<size_t>(tokens * top_k) * 4),
+      dn(static_cast<size_t>(tokens) * 4);
+  IndexerRows a;
+  a.q = dq.as<float>();
+  a.weights = dw.as<float>();
+  a.rows = dptrs.as<const uint16_t*>();
+  a.n_rows = dcounts.as<int32_t>();
+  a.max_rows = max_rows;
+  a.n_tokens = tokens;
+  a.n_head = n_head;
+  a.dim = dim;
+  a.scores = dscores.as<float>();
+  indexer_scores_rows(a, nullptr);
+  indexer_select_rows(dscores.as<float>(), dcounts.as<int32_t>(), tokens, max_rows, top_k, dallowed.as<int32_t>(),
+                      dn.as<int32_t>(), nullptr);
+  const std::vector<float> gpu = from_device<float>(dscores, static_cast<size_t>(tokens * max_rows));
+  const std::vector<int32_t> allowed = from_device<int32_t>(dallowed, static_cast<size_t>(tokens * top_k));
+  const std::vector<int32_t> n_allowed = from_device<int32_t>(dn, static_cast<size_t>(tokens));
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<const uint16_t*> rows;
+    for (int r : lists[t]) rows.push_back(pool.data() + r * dim);
+    std::vector<float> cpu(rows.size());
+    cpu::indexer_scores(std::span<const float>(q.data() + t * n_head * dim, static_cast<size_t>(n_head * dim)),
+                        std::span<const float>(w.data() + t * n_head, static_cast<size_t>(n_head)), dim, rows, cpu,
+                        Numerics::Quality);
+    const std::vector<float> mine(gpu.begin() + t * max_rows, gpu.begin() + t * max_rows + sizes[t]);
+    double scale = 0;
+    for (float v : cpu) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    for (size_t r = 0; r < cpu.size(); ++r) EXPECT_NEAR(mine[r], cpu[r], 1e-5 * scale) << "token " << t << " row " << r;
+    // The selection is the CPU's on the GPU's scores, exactly.
+    const std::vector<int32_t> want = cpu::indexer_select(mine, top_k, Numerics::Default);
+    ASSERT_EQ(n_allowed[t], static_cast<int32_t>(want.size())) << "token " << t;
+    EXPECT_EQ(std::vector<int32_t>(allowed.begin() + t * top_k, allowed.begin() + t * top_k + n_allowed[t]), want)
+        << "token " << t;
+  }
+}
+
+TEST(CudaOps, IndexerSelectionBreaksTiesAsTheCpu) {
+  REQUIRE_GPU();
+  // Scores with many exact ties, a NaN and an infinity; 2 tokens of 600 and 300 rows, top-k 256.
+  const int max_rows = 600, top_k = 256;
+  std::vector<float> scores = quant::test::gaussian(static_cast<size_t>(2 * max_rows), 61);
+  for (size_t i = 0; i < scores.size(); i += 2) scores[i] = std::round(scores[i]);
+  scores[7] = std::numeric_limits<float>::quiet_NaN();
+  scores[max_rows + 3] = std::numeric_limits<float>::infinity();
+  const std::vector<int32_t> counts = {600, 300};
+  const DeviceBuffer ds = to_device(scores), dcounts = to_device(counts);
+  DeviceBuffer dallowed(static_cast<size_t>(2 * top_k) * 4), dn(8);
+  indexer_select_rows(ds.as<float>(), dcounts.as<int32_t>(), 2, max_rows, top_k, dallowed.as<int32_t>(),
+                      dn.as<int32_t>(), nullptr);
+  const std::vector<int32_t> allowed = from_device<int32_t>(dallowed, static_cast<size_t>(2 * top_k));
+  for (int t = 0; t < 2; ++t) {
+    const std::span<const float> row(scores.data() + t * max_rows, static_cast<size_t>(counts[t]));
+    const std::vector<int32_t> want = cpu::indexer_select(row, top_k, Numerics::Default);
+    EXPECT_EQ(std::vector<int32_t>(allowed.begin() + t * top_k, allowed.begin() + (t + 1) * top_k), want) << t;
+  }
+  EXPECT_THROW(indexer_select_rows(ds.as<float>(), dcounts.as<int32_t>(), 2, max_rows, 0, dallowed.as<int32_t>(),
+                                   dn.as<int32_t>(), nullptr),
+               Error);
 }
 
 }  // namespace
