@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA backend's checks on a machine with an NVIDIA GPU, as one short
 # script (docs/cuda.md): the kernels against the CPU's scalar references
-# (tests/cuda/test_cuda_kernels, a GPU being required) and the small ops
-# against the CPU's (test_cuda_ops), the device tests,
+# (tests/cuda/test_cuda_kernels, a GPU being required), the small ops
+# against the CPU's (test_cuda_ops), the stateful layer pieces against the
+# CPU backend's (test_cuda_layers), the device tests,
 # compute-sanitizer's memcheck over the kernels that index the most, and the
 # kernels' speeds (ds4-bench-cuda). The programs are built elsewhere (make
 # gpu-build, which needs no GPU) and carried over: the GPU machine needs only
@@ -45,10 +46,14 @@ export DS4_REQUIRE_GPU=1
 step devices 60 "$build/tests/test_cuda_devices"
 step kernels 300 "$build/tests/test_cuda_kernels"
 step ops 120 "$build/tests/test_cuda_ops"
+step layers 120 "$build/tests/test_cuda_layers"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$sanitizer" ]; then
   step memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_kernels" \
     --gtest_filter='CudaMatvec.FastOrder*:CudaDequantize.F32*:CudaActivationQuant.*:CudaGemm.*'
+  step memcheck-layers 120 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_layers"
+  step memcheck-ops 120 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_ops" \
+    --gtest_filter='CudaOps.Compressor*:CudaOps.Indexer*:CudaOps.Qat*:CudaOps.Attention*'
 fi
 step bench 300 "$build/bench/ds4-bench-cuda"
 echo "gpu-check: $([ $status -eq 0 ] && echo passed || echo FAILED)"

@@ -107,7 +107,7 @@ std::optional<std::vector<float>> Compressor::push(const float* kv, const float*
   }
   std::vector<float> y(static_cast<size_t>(dim_));
   compressor_pool(scores, kvs, n_prev, y, numerics_);
-  finish_row(y, pos + 1 - ratio_);
+  finish(y, pos + 1 - ratio_);
 
   // This window becomes the next one's previous window.
   if (ratio_ == 4) {
@@ -117,7 +117,7 @@ std::optional<std::vector<float>> Compressor::push(const float* kv, const float*
   return y;
 }
 
-void Compressor::finish_row(std::span<float> y, int64_t window_start) const {
+void Compressor::finish(std::span<float> y, int64_t window_start) const {
   rms_norm(y, norm_, y, eps_, numerics_);
   rope_apply(y.subspan(static_cast<size_t>(dim_ - n_rot_)), rope_cache(rope_, window_start, /*inverse=*/false));
   if (role_ == CompressorRole::Attention) {

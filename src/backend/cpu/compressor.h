@@ -63,6 +63,15 @@ class Compressor {
   int state_width() const { return coff_ * dim_; }   // W
   CompressorRole role() const { return role_; }
 
+  // A pooled row made a compressed row as push() makes it: RMSNorm with the
+  // norm weights, RoPE at the window's first position, then the role's QAT
+  // step (a device that pools elsewhere finishes rows to the same values).
+  void finish(std::span<float> y, int64_t window_start) const;
+  // ape (ratio x W: row pos % ratio is added to a token's scores as it enters
+  // the frontier) and the norm weights (D), as f32.
+  std::span<const float> ape() const { return ape_; }
+  std::span<const float> norm() const { return norm_; }
+
   // The frontier, row-major R x W (for snapshots and tests). For ratio 4,
   // rows 0..3 are the previous window, rows 4..7 the current one.
   std::span<float> state_kv() { return state_kv_; }
@@ -71,8 +80,6 @@ class Compressor {
   std::span<const float> state_score() const { return state_score_; }
 
  private:
-  void finish_row(std::span<float> y, int64_t window_start) const;
-
   model::CompressorWeights w_;  // views into the model's mapping
   CompressorRole role_;
   Numerics numerics_;

@@ -16,12 +16,6 @@ constexpr int kThreads = 256;
 // no candidate and pools to 0.
 constexpr float kEmptyThreshold = cpu::kPoolEmptyScore * 0.5f;
 
-int current_device() {
-  int device = -1;
-  (void)cudaGetDevice(&device);
-  return device;
-}
-
 __global__ void pool_kernel(PoolRows p, bool quality) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
   if (i >= p.n_out * p.dim) return;

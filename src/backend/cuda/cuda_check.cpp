@@ -15,6 +15,12 @@ std::string cuda_error_message(cudaError_t error, const char* call, int device) 
   return std::string(call) + where + ": " + cudaGetErrorString(error) + " (" + cudaGetErrorName(error) + ")";
 }
 
+int current_device() {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) return -1;
+  return device;
+}
+
 void cuda_check(cudaError_t error, const char* call, int device) {
   if (error != cudaSuccess) throw Error(cuda_error_message(error, call, device));
 }

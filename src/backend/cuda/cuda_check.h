@@ -12,6 +12,9 @@ namespace ds4::cuda {
 // (cudaErrorMemoryAllocation)". device -1: no device involved yet.
 std::string cuda_error_message(cudaError_t error, const char* call, int device);
 
+// The GPU current on this thread (-1 when there is none to ask).
+int current_device();
+
 // Throws ds4::Error with that message unless error is cudaSuccess.
 void cuda_check(cudaError_t error, const char* call, int device);
 

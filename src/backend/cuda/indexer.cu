@@ -26,12 +26,6 @@ constexpr size_t kSharedLimit = 48 * 1024;
 constexpr int kMaxTopK = 4096;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-int current_device() {
-  int device = -1;
-  (void)cudaGetDevice(&device);
-  return device;
-}
-
 __global__ void scores_kernel(IndexerRows a) {
   extern __shared__ float shared[];  // q (n_head x dim), then weights (n_head)
   const int64_t t = blockIdx.x;

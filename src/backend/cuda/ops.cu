@@ -13,12 +13,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kHcStreams = 4;
 
-int current_device() {
-  int device = -1;
-  (void)cudaGetDevice(&device);
-  return device;
-}
-
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 // ---- RMSNorm: a thread block per row, the double sum reduced in shared memory ----

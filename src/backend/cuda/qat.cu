@@ -18,12 +18,6 @@ constexpr int kHadamard = 128;
 constexpr float kE4m3Max = 448.0f;
 constexpr float kE2m1Max = 6.0f;
 
-int current_device() {
-  int device = -1;
-  (void)cudaGetDevice(&device);
-  return device;
-}
-
 // The largest |v| over the warp, NaN ignored, 0 when there is none (the
 // CPU's `fabs(v) > amax ? fabs(v) : amax` from 0).
 __device__ float warp_amax(float a) {
