@@ -1,6 +1,9 @@
 // The forward pass's stateful pieces on a GPU against the CPU backend's, on
 // the tiny synthetic model: the KV compressor fed in batches of many sizes
-// (backend/cuda/compressor.h) against cpu::Compressor fed token by token.
+// (backend/cuda/compressor.h) against cpu::Compressor fed token by token, and
+// the attention sublayer with its KV state (backend/cuda/attention_layer.h,
+// layer_kv.h) against cpu::AttentionLayer and cpu::LayerKvState on every kind
+// of layer, including a state saved from and loaded into the CPU's.
 // Needs a GPU: skipped without one, a failure with DS4_REQUIRE_GPU=1.
 #include <gtest/gtest.h>
 
@@ -12,7 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/attention_layer.h"
 #include "backend/cpu/compressor.h"
+#include "backend/cpu/layer_kv_state.h"
+#include "backend/cuda/attention_layer.h"
 #include "backend/cuda/compressor.h"
 #include "backend/cuda/device_buffer.h"
 #include "cuda/gpu_test.h"
@@ -102,6 +108,105 @@ TEST_F(CudaLayers, CompressorBatchesMatchTheCpuCompressorTokenByToken) {
       }
       EXPECT_LE(flips, elements / 1000) << flips << " of " << elements;
     }
+  }
+}
+
+// |a - b| over |b|, both as rows of `width`: the worst row's relative RMS
+// error, and the fraction of rows above `good`.
+struct RowErrors {
+  double worst = 0;
+  double above_good = 0;
+};
+RowErrors row_errors(const std::vector<float>& a, const std::vector<float>& b, int64_t width, double good) {
+  RowErrors e;
+  const int64_t rows = static_cast<int64_t>(b.size()) / width;
+  int64_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double num = 0, den = 0;
+    for (int64_t j = 0; j < width; ++j) {
+      const double d =
+          static_cast<double>(a[static_cast<size_t>(r * width + j)]) - b[static_cast<size_t>(r * width + j)];
+      num += d * d;
+      den += static_cast<double>(b[static_cast<size_t>(r * width + j)]) * b[static_cast<size_t>(r * width + j)];
+    }
+    const double rel = std::sqrt(num / std::max(den, 1e-30));
+    e.worst = std::max(e.worst, rel);
+    if (rel > good) ++bad;
+  }
+  e.above_good = rows > 0 ? static_cast<double>(bad) / static_cast<double>(rows) : 0.0;
+  return e;
+}
+
+// A CPU state's rows as f32: the window (oldest first), compressed, index.
+std::vector<float> state_rows(const cpu::LayerKvState& s) {
+  std::vector<float> v, scratch(static_cast<size_t>(std::max(s.head_dim(), s.index_dim())));
+  for (int i = 0; i < s.raw_count(); ++i) {
+    const float* r = s.raw_row(i, scratch.data());
+    v.insert(v.end(), r, r + s.head_dim());
+  }
+  for (int64_t c = 0; c < s.n_compressed(); ++c) {
+    const float* r = s.compressed_row(c, scratch.data());
+    v.insert(v.end(), r, r + s.head_dim());
+  }
+  for (int64_t c = 0; c < s.n_index(); ++c) {
+    const float* r = s.index_row(c, scratch.data());
+    v.insert(v.end(), r, r + s.index_dim());
+  }
+  return v;
+}
+
+TEST_F(CudaLayers, AttentionLayerMatchesTheCpuLayerAndItsState) {
+  REQUIRE_GPU();
+  // 154 tokens: the ratio-4 layer's indexer scores from token 16 on (top-k
+  // 4), the ratio-128 layer closes one window; the window (8 rows) wraps.
+  const std::vector<int> batch_sizes = {1, 3, 17, 1, 40, 2, 90};
+  const model::Deepseek4HParams& hp = model_->hparams();
+  const int64_t n_embd = hp.n_embd, n_ctx = 512;
+  for (int il : {0, 1, 2}) {
+    const model::LayerWeights& layer = model_->layer(il);
+    SCOPED_TRACE("layer " + std::to_string(il) + " ratio " + std::to_string(layer.compress_ratio));
+    cpu::AttentionLayer cpu_layer(layer, hp, Numerics::Default);
+    cpu::LayerKvState cpu_state(layer, hp, Numerics::Default, n_ctx);
+    const DeviceAttentionLayer gpu_layer(layer, hp, Numerics::Default);
+    DeviceLayerKv gpu_state = gpu_layer.new_state(n_ctx, nullptr);
+    DeviceProducts products(nullptr, Numerics::Default);
+    std::mt19937 rng(static_cast<uint32_t>(29 + il));
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    int64_t pos = 0;
+    const auto step = [&](int size, cpu::AttentionLayer& cl, cpu::LayerKvState& cs, DeviceLayerKv& gs) {
+      std::vector<float> x(static_cast<size_t>(size * n_embd));
+      for (float& v : x) v = g(rng);
+      std::vector<float> want(x.size()), got(x.size());
+      cl.forward_batch(x.data(), size, pos, cs, want.data());
+      DeviceBuffer dx(x.size() * 4), dout(x.size() * 4);
+      dx.upload(x.data(), x.size() * 4);
+      gpu_layer.forward(dx.as<float>(), size, pos, gs, dout.as<float>(), products);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      dout.download(got.data(), got.size() * 4);
+      // Sums in other orders and CUDA's expf; a value an ulp from an FP8 /
+      // FP4 boundary lands a grid step away, and the indexer may then swap
+      // two near-equal rows: most tokens within 1e-3, none far off.
+      const RowErrors e = row_errors(got, want, n_embd, 1e-3);
+      EXPECT_LT(e.worst, 5e-2) << "batch of " << size << " at " << pos;
+      EXPECT_LE(e.above_good, 0.1) << "batch of " << size << " at " << pos;
+      pos += size;
+    };
+    for (int size : batch_sizes) {
+      step(size, cpu_layer, cpu_state, gpu_state);
+      // The GPU state as a CPU state: the same rows (f16), counts and ring.
+      cpu::LayerKvState saved(layer, hp, Numerics::Default, n_ctx);
+      gpu_state.save(saved);
+      ASSERT_EQ(saved.raw_count(), cpu_state.raw_count());
+      ASSERT_EQ(saved.n_compressed(), cpu_state.n_compressed());
+      ASSERT_EQ(saved.n_index(), cpu_state.n_index());
+      for (int i = 0; i < saved.raw_count(); ++i) ASSERT_EQ(saved.raw_pos(i), cpu_state.raw_pos(i));
+      const RowErrors e = row_errors(state_rows(saved), state_rows(cpu_state), hp.head_dim, 1e-3);
+      EXPECT_LT(e.worst, 5e-2) << "state at " << pos;
+    }
+    // The CPU's state loaded onto the GPU continues as the CPU does.
+    DeviceLayerKv loaded = gpu_layer.new_state(n_ctx, nullptr);
+    loaded.load(cpu_state, nullptr);
+    step(9, cpu_layer, cpu_state, loaded);
   }
 }
 

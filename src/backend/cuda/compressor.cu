@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/qat.h"
+#include "backend/cuda/stream_scratch.h"
 #include "core/error.h"
 
 namespace ds4::cuda {
@@ -40,34 +41,6 @@ __global__ void fill_kernel(float* x, int64_t n, float value) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
   if (i < n) x[i] = value;
 }
-
-// Device memory for one call's small tables, freed in the stream's order.
-class StreamScratch {
- public:
-  StreamScratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
-    if (bytes > 0) cuda_check(cudaMallocAsync(&data_, bytes, stream), "cudaMallocAsync", current_device());
-  }
-  ~StreamScratch() {
-    if (data_) (void)cudaFreeAsync(data_, stream_);
-  }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  template <typename T>
-  T* as(size_t offset_bytes = 0) const {
-    return reinterpret_cast<T*>(static_cast<char*>(data_) + offset_bytes);
-  }
-  // Host -> this scratch, ordered on the stream (pageable memory is staged
-  // before the call returns, so `host` may go away afterwards).
-  void upload(size_t offset_bytes, const void* host, size_t bytes) const {
-    if (bytes == 0) return;
-    cuda_check(cudaMemcpyAsync(as<char>(offset_bytes), host, bytes, cudaMemcpyHostToDevice, stream_),
-               "cudaMemcpyAsync to the GPU", current_device());
-  }
-
- private:
-  void* data_ = nullptr;
-  cudaStream_t stream_;
-};
 
 DeviceBuffer upload_floats(std::span<const float> host) {
   DeviceBuffer buffer(host.size() * sizeof(float));

@@ -41,7 +41,7 @@ __global__ void scores_kernel(IndexerRows a) {
   for (int k = 0; k < kRowsPerWarp; ++k) {
     const int r = static_cast<int>(blockIdx.y) * kRowsPerBlock + k * kWarps + warp;
     if (r >= n_rows) break;
-    const uint16_t* row = a.rows[t * a.max_rows + r];
+    const uint16_t* row = a.rows + static_cast<int64_t>(r) * a.row_stride;
     float x[kMaxDimPerLane];  // unrolled whole so that it stays in registers
 #pragma unroll
     for (int e = 0; e < kMaxDimPerLane; ++e) {

@@ -1,6 +1,6 @@
 // The lightning indexer's scoring and selection on a GPU (backend/cpu/ops_indexer.h,
-// MODEL.md 4.6), for a batch of tokens, each over its own list of index rows
-// (the compressed rows visible at its position):
+// MODEL.md 4.6), for a batch of tokens, each over the index rows visible at
+// its position (always the first n of the layer's index cache):
 //   score[c] = sum_h max(0, dot(row c, q_h)) * w_h
 // with q the token's finished queries (roped, rotated, FP4 in Default) and w
 // its scaled head weights; then the allowed rows: all of them when there are
@@ -16,10 +16,11 @@
 namespace ds4::cuda {
 
 struct IndexerRows {
-  const float* q = nullptr;               // n_tokens x n_head x dim
-  const float* weights = nullptr;         // n_tokens x n_head
-  const uint16_t* const* rows = nullptr;  // n_tokens x max_rows device pointers to dim f16 values
-  const int32_t* n_rows = nullptr;        // n_tokens: the rows of each token's list (<= max_rows)
+  const float* q = nullptr;        // n_tokens x n_head x dim
+  const float* weights = nullptr;  // n_tokens x n_head
+  const uint16_t* rows = nullptr;  // the index cache: rows of dim f16 values, row_stride values apart
+  int64_t row_stride = 0;
+  const int32_t* n_rows = nullptr;  // n_tokens: the cache rows each token sees (<= max_rows)
   int max_rows = 0;
   int64_t n_tokens = 0;
   int n_head = 0;

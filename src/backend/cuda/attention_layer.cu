@@ -1,0 +1,374 @@
+// backend/cuda/attention_layer.h. The CPU layer's steps (attention_layer.cpp
+// forward_pass and token_core) as batch-wide launches: where the CPU stores
+// and attends token by token, the plan (backend/attention_batch_plan.h) says
+// which stored rows each token sees, so all rows are stored first and every
+// token attends in one launch.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/attention_batch_plan.h"
+#include "backend/cuda/attention.h"
+#include "backend/cuda/attention_layer.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/indexer.h"
+#include "backend/cuda/ops.h"
+#include "backend/cuda/qat.h"
+#include "backend/cuda/quant_device.cuh"
+#include "backend/cuda/stream_scratch.h"
+#include "core/error.h"
+
+namespace ds4::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// Tokens per launch of the indexer's scores and of the row lists, so that
+// a long context's tables stay within this many bytes.
+constexpr size_t kTableBytes = 256ull << 20;
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+// The cache's rounding: f16 bits, nearest even (core/fp16.h's).
+__global__ void to_f16_kernel(const float* x, uint16_t* y, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i < n) y[i] = dev::f32_to_f16(x[i]);
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float factor) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i < n) x[i] *= factor;
+}
+
+__global__ void gather_u16_rows_kernel(const uint16_t* const* src, uint16_t* dst, int rows, int width) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i < static_cast<int64_t>(rows) * width) dst[i] = src[i / width][i % width];
+}
+
+// Token t's attention rows: its window rows (window[t * n_swa + i], i <
+// window_count[t]), then compressed rows: allowed[t * top_k + j] for j <
+// n_allowed[t] when allowed is given, else rows 0 .. n_allowed[t] - 1.
+struct RowListArgs {
+  const uint16_t* const* window;
+  const int32_t* window_count;
+  int n_swa;
+  const uint16_t* compressed;
+  int head_dim;
+  const int32_t* allowed;
+  const int32_t* n_allowed;
+  int top_k;
+  const uint16_t** rows;
+  int32_t* n_rows;
+  int max_rows;
+  int64_t n_tokens;
+};
+
+__global__ void row_list_kernel(RowListArgs a) {
+  const int64_t t = blockIdx.x;
+  if (t >= a.n_tokens) return;
+  const int w = a.window_count[t];
+  const int c = a.n_allowed ? a.n_allowed[t] : 0;
+  const uint16_t** rows = a.rows + t * a.max_rows;
+  for (int i = threadIdx.x; i < w + c; i += kThreads) {
+    if (i < w) {
+      rows[i] = a.window[t * a.n_swa + i];
+    } else {
+      const int j = i - w;
+      const int64_t row = a.allowed ? a.allowed[t * a.top_k + j] : j;
+      rows[i] = a.compressed + row * a.head_dim;
+    }
+  }
+  if (threadIdx.x == 0) a.n_rows[t] = w + c;
+}
+
+void to_f16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  to_f16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
+  cuda_check_launch("to_f16", current_device());
+}
+
+}  // namespace
+
+// cos and sin per token (n x n_pairs each, device), forward and inverse.
+struct DeviceAttentionLayer::RopeTables {
+  StreamScratch data;
+  int n_pairs;
+  bool fused;
+  const float* cos() const { return data.as<float>(); }
+  const float* sin(int64_t n) const { return data.as<float>(static_cast<size_t>(n * n_pairs) * sizeof(float)); }
+  const float* inverse_sin(int64_t n) const {
+    return data.as<float>(static_cast<size_t>(2 * n * n_pairs) * sizeof(float));
+  }
+};
+
+DeviceAttentionLayer::DeviceAttentionLayer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp,
+                                           backend::Numerics numerics)
+    : w_(&layer),
+      hp_(hp),
+      ratio_(static_cast<int>(layer.compress_ratio)),
+      n_embd_(static_cast<int>(hp.n_embd)),
+      n_head_(static_cast<int>(hp.n_head)),
+      head_dim_(static_cast<int>(hp.head_dim)),
+      n_rot_(static_cast<int>(hp.n_rot)),
+      q_lora_(static_cast<int>(hp.q_lora_rank)),
+      o_groups_(static_cast<int>(hp.o_groups)),
+      o_lora_(static_cast<int>(hp.o_lora_rank)),
+      n_swa_(static_cast<int>(hp.n_swa)),
+      eps_(hp.rms_eps),
+      rope_(cpu::rope_params(hp, layer.compress_ratio, numerics)) {
+  const std::string where = "GPU attention layer " + std::to_string(layer.index) + ": ";
+  if (numerics != backend::Numerics::Default)
+    throw Error(where + "Quality numerics (an f32 cache and llama.cpp's attention order) are not built on the GPU");
+  if (n_head_ % o_groups_ != 0 || (head_dim_ - n_rot_) % 64 != 0)
+    throw Error(where + "heads or head_dim do not fit the output groups and the FP8 blocks");
+  attn_norm_ = upload_f32(layer.attn_norm, hp.n_embd);
+  q_a_norm_ = upload_f32(layer.attn_q_a_norm, hp.q_lora_rank);
+  kv_norm_ = upload_f32(layer.attn_kv_norm, hp.head_dim);
+  sinks_ = upload_f32(layer.attn_sinks, hp.n_head);
+  q_a_ = upload_matrix(layer.attn_q_a);
+  q_b_ = upload_matrix(layer.attn_q_b);
+  kv_ = upload_matrix(layer.attn_kv);
+  // attn_output_a {H*hd/G, o_lora*G}: group g's o_lora rows are matrix g.
+  if (layer.attn_output_a.ne[0] != hp.o_group_in())
+    throw Error(where + "attn_output_a rows are not " + std::to_string(hp.o_group_in()) + " wide");
+  out_a_ = upload_tensor(layer.attn_output_a, o_lora_, o_groups_);
+  out_b_ = upload_matrix(layer.attn_output_b);
+  if (ratio_ != 0) {
+    attn_comp_ = std::make_unique<DeviceCompressor>(layer, hp, cpu::CompressorRole::Attention, numerics);
+    comp_kv_ = upload_matrix(layer.attn_compressor.kv);
+    comp_gate_ = upload_matrix(layer.attn_compressor.gate);
+  }
+  if (ratio_ == 4) {
+    index_comp_ = std::make_unique<DeviceCompressor>(layer, hp, cpu::CompressorRole::Indexer, numerics);
+    index_kv_ = upload_matrix(layer.indexer_compressor.kv);
+    index_gate_ = upload_matrix(layer.indexer_compressor.gate);
+    index_q_b_ = upload_matrix(layer.indexer_q_b);
+    index_proj_ = upload_matrix(layer.indexer_proj);
+    index_heads_ = static_cast<int>(hp.indexer_n_head);
+    index_dim_ = static_cast<int>(hp.indexer_head_dim);
+    top_k_ = static_cast<int>(hp.indexer_top_k);
+  }
+}
+
+DeviceLayerKv DeviceAttentionLayer::new_state(int64_t n_ctx, cudaStream_t stream) const {
+  return DeviceLayerKv(*w_, hp_, n_ctx, attn_comp_.get(), index_comp_.get(), stream);
+}
+
+void DeviceAttentionLayer::forward(const float* X, int64_t n, int64_t pos0, DeviceLayerKv& st, float* OUT,
+                                   DeviceProducts& P) const {
+  if (n <= 0) return;
+  if (st.ratio() != ratio_ || st.head_dim() != head_dim_ || st.n_swa() != n_swa_)
+    throw Error("GPU attention forward: the state belongs to another kind of layer");
+  const cudaStream_t stream = P.stream();
+  const int device = current_device();
+  const backend::Numerics numerics = backend::Numerics::Default;
+  const int64_t hq = static_cast<int64_t>(n_head_) * head_dim_;
+  const int64_t low_width = static_cast<int64_t>(o_groups_) * o_lora_;
+  const int64_t group_in = hq / o_groups_;
+  // Windows the batch closes (each compressor emits one row per window).
+  const int64_t n_windows = ratio_ == 0 ? 0 : (pos0 + n) / ratio_ - pos0 / ratio_;
+  if (ratio_ != 0 && st.n_compressed + n_windows > st.capacity())
+    throw Error("GPU attention forward: " + std::to_string(st.n_compressed + n_windows) +
+                " compressed rows exceed the state's room for " + std::to_string(st.capacity()));
+
+  // The pass's f32 rows, one scratch: xn, qa, qr, q, kv, heads, low, one group's heads.
+  const int64_t floats = n * (n_embd_ + 2 * q_lora_ + 2 * hq + head_dim_ + low_width + group_in);
+  const StreamScratch pass(static_cast<size_t>(floats) * sizeof(float), stream);
+  float* xn = pass.as<float>();
+  float* qa = xn + n * n_embd_;
+  float* qr = qa + n * q_lora_;
+  float* q = qr + n * q_lora_;
+  float* kv = q + n * hq;
+  float* heads = kv + n * head_dim_;
+  float* low = heads + n * hq;
+  float* group_x = low + n * low_width;
+
+  rms_norm_rows(X, attn_norm_.as<float>(), xn, n, n_embd_, eps_, numerics, stream);
+  P.run(q_a_, 0, xn, n, qa, q_lora_);
+  P.run(kv_, 0, xn, n, kv, head_dim_);
+  rms_norm_rows(qa, q_a_norm_.as<float>(), qr, n, q_lora_, eps_, numerics, stream);
+  P.run(q_b_, 0, qr, n, q, hq);
+
+  // RoPE tables for the batch's positions (the CPU's caches).
+  const int n_pairs = rope_.n_rot / 2;
+  std::vector<float> tables(static_cast<size_t>(3 * n * n_pairs));
+  bool fused = false;
+  for (int64_t t = 0; t < n; ++t) {
+    const cpu::RopeCache fwd = cpu::rope_cache(rope_, pos0 + t, false);
+    const cpu::RopeCache inv = cpu::rope_cache(rope_, pos0 + t, true);
+    fused = fwd.fused;
+    for (int k = 0; k < n_pairs; ++k) {
+      tables[static_cast<size_t>(t * n_pairs + k)] = fwd.cos[static_cast<size_t>(k)];
+      tables[static_cast<size_t>((n + t) * n_pairs + k)] = fwd.sin[static_cast<size_t>(k)];
+      tables[static_cast<size_t>((2 * n + t) * n_pairs + k)] = inv.sin[static_cast<size_t>(k)];
+    }
+  }
+  const RopeTables rope{StreamScratch(tables.size() * sizeof(float), stream), n_pairs, fused};
+  rope.data.upload(0, tables.data(), tables.size() * sizeof(float));
+
+  // Queries: each head normed (unweighted) and roped; the KV row normed,
+  // roped and FP8-rounded on its non-rope dims.
+  rms_norm_rows(q, nullptr, q, n * n_head_, head_dim_, eps_, numerics, stream);
+  rms_norm_rows(kv, kv_norm_.as<float>(), kv, n, head_dim_, eps_, numerics, stream);
+  rope_heads_rows(q, rope.cos(), rope.sin(n), n, n_head_, head_dim_, n_pairs, fused, stream);
+  rope_heads_rows(kv, rope.cos(), rope.sin(n), n, 1, head_dim_, n_pairs, fused, stream);
+  fp8_e4m3_round_trip_rows(kv, n, head_dim_, head_dim_ - n_rot_, stream);
+
+  // Store: the batch's raw rows, then the rows its closed windows compress.
+  const StreamScratch raw(static_cast<size_t>(n * head_dim_) * sizeof(uint16_t), stream);
+  to_f16(kv, raw.as<uint16_t>(), n * head_dim_, stream);
+  const int64_t compressed_before = st.n_compressed, index_before = st.n_index;
+  const auto compress = [&](const DeviceCompressor& comp, DeviceCompressor::Frontier& frontier,
+                            const DeviceTensor& kv_w, const DeviceTensor& gate_w, uint16_t* store, int64_t& count) {
+    const int64_t width = comp.state_width();
+    const StreamScratch proj(static_cast<size_t>(2 * n * width + (n_windows + 1) * comp.dim()) * sizeof(float), stream);
+    float* pkv = proj.as<float>();
+    float* pscore = pkv + n * width;
+    float* rows = pscore + n * width;
+    P.run(kv_w, 0, xn, n, pkv, width);
+    P.run(gate_w, 0, xn, n, pscore, width);
+    const backend::CompressorPlan plan = comp.push_batch(frontier, pkv, pscore, pos0, n, rows, stream);
+    to_f16(rows, store + count * comp.dim(), plan.n_windows() * comp.dim(), stream);
+    count += plan.n_windows();
+  };
+  if (attn_comp_) compress(*attn_comp_, *st.attn_frontier, comp_kv_, comp_gate_, st.compressed(), st.n_compressed);
+  if (index_comp_) compress(*index_comp_, *st.index_frontier, index_kv_, index_gate_, st.index(), st.n_index);
+
+  // Which rows each token sees.
+  const backend::AttentionBatchPlan plan = backend::plan_attention_batch(n_swa_, st.ring_count, st.ring_next, pos0, n,
+                                                                         ratio_, compressed_before, index_before);
+  std::vector<const uint16_t*> window(static_cast<size_t>(n * n_swa_), nullptr);
+  std::vector<int32_t> counts(static_cast<size_t>(3 * n));  // window rows, compressed rows seen, index rows seen
+  const auto row_address = [&](const backend::WindowRow& r) {
+    return (r.from_batch ? raw.as<const uint16_t>() : st.ring()) + static_cast<int64_t>(r.index) * head_dim_;
+  };
+  int64_t max_compressed = 0, max_index = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t b = plan.window_begin[static_cast<size_t>(t)], e = plan.window_begin[static_cast<size_t>(t + 1)];
+    for (int64_t i = b; i < e; ++i)
+      window[static_cast<size_t>(t * n_swa_ + i - b)] = row_address(plan.window[static_cast<size_t>(i)]);
+    counts[static_cast<size_t>(t)] = static_cast<int32_t>(e - b);
+    counts[static_cast<size_t>(n + t)] = static_cast<int32_t>(plan.compressed_visible[static_cast<size_t>(t)]);
+    counts[static_cast<size_t>(2 * n + t)] = static_cast<int32_t>(plan.index_visible[static_cast<size_t>(t)]);
+    max_compressed = std::max(max_compressed, plan.compressed_visible[static_cast<size_t>(t)]);
+    max_index = std::max(max_index, plan.index_visible[static_cast<size_t>(t)]);
+  }
+  const size_t window_bytes = window.size() * sizeof(const uint16_t*);
+  const StreamScratch lists(window_bytes + counts.size() * sizeof(int32_t), stream);
+  lists.upload(0, window.data(), window_bytes);
+  lists.upload(window_bytes, counts.data(), counts.size() * sizeof(int32_t));
+  const int32_t* window_count = lists.as<int32_t>(window_bytes);
+  const int32_t* compressed_seen = window_count + n;
+  const int32_t* index_seen = window_count + 2 * n;
+
+  // Ratio 4: the indexer's allowed rows once a token sees more than top_k;
+  // until then, and on ratio 128, every compressed row the token sees.
+  const bool scoring = ratio_ == 4 && max_index > top_k_;
+  const StreamScratch allowed(scoring ? static_cast<size_t>(n * (top_k_ + 1)) * sizeof(int32_t) : 0, stream);
+  if (scoring)
+    select_rows(xn, qr, n, rope, st.index(), index_seen, max_index, allowed.as<int32_t>(),
+                allowed.as<int32_t>() + n * top_k_, P);
+
+  // Attention, in token runs whose row lists fit the table budget.
+  const int max_rows = n_swa_ + static_cast<int>(scoring ? top_k_ : max_compressed);
+  const int64_t run = std::max<int64_t>(1, static_cast<int64_t>(kTableBytes / (static_cast<size_t>(max_rows) * 8 + 4)));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  for (int64_t t0 = 0; t0 < n; t0 += run) {
+    const int64_t m = std::min(run, n - t0);
+    const StreamScratch rows(static_cast<size_t>(m) * (static_cast<size_t>(max_rows) * 8 + 4), stream);
+    RowListArgs a;
+    a.window = lists.as<const uint16_t* const>() + t0 * n_swa_;
+    a.window_count = window_count + t0;
+    a.n_swa = n_swa_;
+    a.compressed = st.compressed();
+    a.head_dim = head_dim_;
+    a.allowed = scoring ? allowed.as<int32_t>() + t0 * top_k_ : nullptr;
+    a.n_allowed = scoring ? allowed.as<int32_t>() + n * top_k_ + t0 : (ratio_ == 0 ? nullptr : compressed_seen + t0);
+    a.top_k = top_k_;
+    a.rows = rows.as<const uint16_t*>();
+    a.n_rows = rows.as<int32_t>(static_cast<size_t>(m * max_rows) * 8);
+    a.max_rows = max_rows;
+    a.n_tokens = m;
+    row_list_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(a);
+    cuda_check_launch("attention row lists", device);
+    AttentionRows att;
+    att.q = q + t0 * hq;
+    att.rows = a.rows;
+    att.n_rows = a.n_rows;
+    att.max_rows = max_rows;
+    att.sinks = sinks_.as<float>();
+    att.scale = scale;
+    att.n_tokens = m;
+    att.n_head = n_head_;
+    att.dim = head_dim_;
+    att.out = heads + t0 * hq;
+    attention_with_sink_f16_rows(att, stream);
+  }
+  rope_heads_rows(heads, rope.cos(), rope.inverse_sin(n), n, n_head_, head_dim_, n_pairs, fused, stream);
+
+  // Grouped output LoRA: group g's heads (columns g * group_in ..) through
+  // matrix g of attn_output_a into columns g * o_lora of low; then attn_output_b.
+  for (int g = 0; g < o_groups_; ++g) {
+    cuda_check(cudaMemcpy2DAsync(group_x, static_cast<size_t>(group_in) * sizeof(float), heads + g * group_in,
+                                 static_cast<size_t>(hq) * sizeof(float), static_cast<size_t>(group_in) * sizeof(float),
+                                 static_cast<size_t>(n), cudaMemcpyDeviceToDevice, stream),
+               "cudaMemcpy2DAsync", device);
+    P.run(out_a_, g, group_x, n, low + static_cast<int64_t>(g) * o_lora_, low_width);
+  }
+  P.run(out_b_, 0, low, n, OUT, n_embd_);
+
+  // The ring after the batch, gathered into the other buffer.
+  std::vector<const uint16_t*> sources;
+  sources.reserve(static_cast<size_t>(n_swa_));
+  for (const backend::WindowRow& r : plan.ring_after) sources.push_back(row_address(r));
+  const StreamScratch ring_table(sources.size() * sizeof(const uint16_t*), stream);
+  ring_table.upload(0, sources.data(), sources.size() * sizeof(const uint16_t*));
+  gather_u16_rows_kernel<<<blocks_for(static_cast<int64_t>(n_swa_) * head_dim_), kThreads, 0, stream>>>(
+      ring_table.as<const uint16_t* const>(), st.next_ring(), n_swa_, head_dim_);
+  cuda_check_launch("attention ring", device);
+  st.swap_ring();
+  for (size_t s = 0; s < plan.ring_after.size(); ++s)
+    if (plan.ring_after[s].from_batch) st.ring_pos[s] = pos0 + plan.ring_after[s].index;
+  st.ring_count = plan.ring_count_after;
+  st.ring_next = plan.ring_next_after;
+}
+
+void DeviceAttentionLayer::select_rows(const float* xn, const float* qr, int64_t n, const RopeTables& rope,
+                                       const uint16_t* index_rows, const int32_t* index_visible, int64_t max_visible,
+                                       int32_t* allowed, int32_t* n_allowed, DeviceProducts& P) const {
+  const cudaStream_t stream = P.stream();
+  const int64_t iq = static_cast<int64_t>(index_heads_) * index_dim_;
+  const StreamScratch proj(static_cast<size_t>(n * (iq + index_heads_)) * sizeof(float), stream);
+  float* q = proj.as<float>();
+  float* w = q + n * iq;
+  // Queries: roped at the token's position, rotated (+ FP4); weights scaled
+  // by 1 / sqrt(heads x dim) (cpu::Indexer::finish_query / finish_weights).
+  P.run(index_q_b_, 0, qr, n, q, iq);
+  P.run(index_proj_, 0, xn, n, w, index_heads_);
+  rope_heads_rows(q, rope.cos(), rope.sin(n), n, index_heads_, index_dim_, rope.n_pairs, rope.fused, stream);
+  hadamard128_rows(q, n, iq, index_heads_, /*with_fp4=*/true, stream);
+  scale_kernel<<<blocks_for(n * index_heads_), kThreads, 0, stream>>>(
+      w, n * index_heads_, 1.0f / std::sqrt(static_cast<float>(index_heads_ * index_dim_)));
+  cuda_check_launch("indexer weights", current_device());
+  // Scores and selection in token runs whose score rows fit the budget.
+  const int64_t run = std::max<int64_t>(1, static_cast<int64_t>(kTableBytes / (static_cast<size_t>(max_visible) * 4)));
+  for (int64_t t0 = 0; t0 < n; t0 += run) {
+    const int64_t m = std::min(run, n - t0);
+    const StreamScratch scores(static_cast<size_t>(m * max_visible) * sizeof(float), stream);
+    IndexerRows a;
+    a.q = q + t0 * iq;
+    a.weights = w + t0 * index_heads_;
+    a.rows = index_rows;
+    a.row_stride = index_dim_;
+    a.n_rows = index_visible + t0;
+    a.max_rows = static_cast<int>(max_visible);
+    a.n_tokens = m;
+    a.n_head = index_heads_;
+    a.dim = index_dim_;
+    a.scores = scores.as<float>();
+    indexer_scores_rows(a, stream);
+    indexer_select_rows(a.scores, a.n_rows, m, a.max_rows, top_k_, allowed + t0 * top_k_, n_allowed + t0, stream);
+  }
+}
+
+}  // namespace ds4::cuda

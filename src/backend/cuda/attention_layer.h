@@ -1,0 +1,67 @@
+// One layer's attention sublayer on a GPU (backend/cpu/attention_layer.h,
+// MODEL.md 4.2-4.7), for a batch of consecutive tokens of one session, Default
+// numerics: the q LoRA and kv projections with their norms, RoPE and the KV
+// rows' FP8 step; the batch's raw rows and the rows its closed windows
+// compress stored first (f16, as the CPU's cache keeps them); then, per
+// token, the rows it may see (backend/attention_batch_plan.h: its window,
+// and the compressed rows the indexer allows on ratio-4 layers, all of them
+// on ratio 128) and attention with the sink; inverse RoPE and the grouped
+// output LoRA. Every token's result is the CPU's token-by-token one within
+// the GPU products' and ops' error (cuBLAS accumulation, expf, the order of
+// sums): the check is test_cuda_layers.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/cpu/ops_rope.h"
+#include "backend/cuda/compressor.h"
+#include "backend/cuda/device_tensor.h"
+#include "backend/cuda/layer_kv.h"
+#include "backend/numerics.h"
+#include "model/deepseek4_hparams.h"
+#include "model/deepseek4_weights.h"
+
+namespace ds4::cuda {
+
+class DeviceAttentionLayer {
+ public:
+  // Copies `layer`'s attention weights to the current GPU. ds4::Error in
+  // Quality numerics (its f32 cache and attention order are not on the GPU)
+  // and on shapes the CPU layer refuses.
+  DeviceAttentionLayer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp, backend::Numerics numerics);
+
+  // A session's empty state for this layer, for n_ctx tokens.
+  DeviceLayerKv new_state(int64_t n_ctx, cudaStream_t stream) const;
+
+  // OUT (n x n_embd) = the sublayer's output for X (n x n_embd, the HC-mixed
+  // input), the tokens at positions pos0 .. pos0 + n - 1 following what
+  // `state` holds (updated). Device memory; queued on products.stream().
+  // ds4::Error when the compressed rows would outgrow the state's context.
+  void forward(const float* X, int64_t n, int64_t pos0, DeviceLayerKv& state, float* OUT,
+               DeviceProducts& products) const;
+
+ private:
+  struct RopeTables;
+  // Indices of the compressed rows each token may attend to (the indexer's
+  // top-k on ratio-4 layers once a token sees more than top_k rows).
+  void select_rows(const float* xn, const float* qr, int64_t n, const RopeTables& rope, const uint16_t* index_rows,
+                   const int32_t* index_visible, int64_t max_visible, int32_t* allowed, int32_t* n_allowed,
+                   DeviceProducts& products) const;
+
+  const model::LayerWeights* w_;
+  model::Deepseek4HParams hp_;
+  int ratio_, n_embd_, n_head_, head_dim_, n_rot_, q_lora_, o_groups_, o_lora_, n_swa_;
+  int index_heads_ = 0, index_dim_ = 0, top_k_ = 0;
+  float eps_;
+  cpu::RopeParams rope_;
+  DeviceBuffer attn_norm_, q_a_norm_, kv_norm_, sinks_;
+  DeviceTensor q_a_, q_b_, kv_, out_a_, out_b_;
+  DeviceTensor comp_kv_, comp_gate_, index_kv_, index_gate_, index_q_b_, index_proj_;
+  // Owned by pointer: the sessions' states point at them.
+  std::unique_ptr<DeviceCompressor> attn_comp_, index_comp_;
+};
+
+}  // namespace ds4::cuda

@@ -1,0 +1,65 @@
+#include "backend/cuda/device_tensor.h"
+
+#include <string>
+#include <vector>
+
+#include "backend/cuda/quant_kernels.h"
+#include "core/error.h"
+#include "quant/quant.h"
+
+namespace ds4::cuda {
+
+DeviceTensor upload_tensor(const model::TensorView& t, int64_t rows, int64_t n_mats) {
+  const std::string name(t.name);
+  if (!t.present()) throw Error("tensor " + name + " is absent");
+  if (!weight_type_supported(t.type))
+    throw Error("tensor " + name + " has type " + std::string(ggml_type_name(t.type)) + ", which has no GPU kernels");
+  if (rows < 1 || n_mats < 1 || static_cast<uint64_t>(rows * n_mats) != t.n_rows)
+    throw Error("tensor " + name + ": " + std::to_string(t.n_rows) + " rows are not " + std::to_string(n_mats) +
+                " matrices of " + std::to_string(rows));
+  DeviceTensor d;
+  d.type = t.type;
+  d.cols = static_cast<int64_t>(t.ne[0]);
+  d.rows = rows;
+  d.n_mats = n_mats;
+  d.matrix_bytes = t.row_bytes * static_cast<uint64_t>(rows);
+  d.data = DeviceBuffer(static_cast<size_t>(t.nbytes));
+  d.data.upload(t.data, static_cast<size_t>(t.nbytes));
+  return d;
+}
+
+DeviceTensor upload_matrix(const model::TensorView& t) { return upload_tensor(t, static_cast<int64_t>(t.n_rows)); }
+
+DeviceBuffer upload_f32(const model::TensorView& t, uint64_t n) {
+  if (!t.present() || t.ne[0] * t.n_rows != n)
+    throw Error("tensor " + std::string(t.name) + " does not hold " + std::to_string(n) + " values");
+  std::vector<float> host(static_cast<size_t>(n));
+  quant::dequantize_row(t.type, t.data, host.data(), static_cast<int64_t>(n));
+  DeviceBuffer d(host.size() * sizeof(float));
+  d.upload(host.data(), host.size() * sizeof(float));
+  return d;
+}
+
+DeviceProducts::DeviceProducts(cudaStream_t stream, backend::Numerics numerics) : gemm_(stream), numerics_(numerics) {}
+
+void DeviceProducts::run(const DeviceTensor& w, int64_t m, const float* x, int64_t n, float* y, int64_t ldy) {
+  if (m < 0 || m >= w.n_mats) throw Error("product: matrix " + std::to_string(m) + " of " + std::to_string(w.n_mats));
+  if (n == 0) return;
+  const void* matrix = w.matrix(m);
+  if (n > 1) {
+    gemm_.matmul(w.type, matrix, w.rows, w.cols, x, n, y, ldy);
+    return;
+  }
+  // One token: the decode kernel, on the activation form the CPU uses.
+  ActQuant form;
+  if (!activation_quant(w.type, numerics_, form)) {
+    matvec(w.type, matrix, w.rows, w.cols, x, y, MatvecOrder::Fast, stream());
+    return;
+  }
+  const auto bytes = static_cast<size_t>(activation_row_bytes(form, w.cols));
+  if (act_.size() < bytes) act_ = DeviceBuffer(bytes);
+  quantize_activations(form, x, act_.data(), 1, w.cols, stream());
+  matvec(w.type, matrix, w.rows, w.cols, act_.data(), y, MatvecOrder::Fast, stream());
+}
+
+}  // namespace ds4::cuda
