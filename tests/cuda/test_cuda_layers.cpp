@@ -3,7 +3,9 @@
 // (backend/cuda/compressor.h) against cpu::Compressor fed token by token, and
 // the attention sublayer with its KV state (backend/cuda/attention_layer.h,
 // layer_kv.h) against cpu::AttentionLayer and cpu::LayerKvState on every kind
-// of layer, including a state saved from and loaded into the CPU's.
+// of layer, including a state saved from and loaded into the CPU's, and the
+// MoE sublayer (backend/cuda/moe_layer.h) against cpu::MoeLayer, hash and
+// top-k layers, decode and prefill, f32 and ds4-q2 experts.
 // Needs a GPU: skipped without one, a failure with DS4_REQUIRE_GPU=1.
 #include <gtest/gtest.h>
 
@@ -18,9 +20,12 @@
 #include "backend/cpu/attention_layer.h"
 #include "backend/cpu/compressor.h"
 #include "backend/cpu/layer_kv_state.h"
+#include "backend/cpu/moe_layer.h"
 #include "backend/cuda/attention_layer.h"
 #include "backend/cuda/compressor.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/moe_layer.h"
+#include "core/error.h"
 #include "cuda/gpu_test.h"
 #include "model/deepseek4_hparams.h"
 #include "model/quant_mix.h"
@@ -208,6 +213,66 @@ TEST_F(CudaLayers, AttentionLayerMatchesTheCpuLayerAndItsState) {
     loaded.load(cpu_state, nullptr);
     step(9, cpu_layer, cpu_state, loaded);
   }
+}
+
+TEST_F(CudaLayers, MoeLayerMatchesTheCpuLayer) {
+  REQUIRE_GPU();
+  // ds4-q2 experts (IQ2_XXS / Q2_K) take the decode kernels for one token;
+  // f32 experts go through cuBLAS either way.
+  const ds4::test::SyntheticModel q2(model::preset_tiny(), model::QuantMix::Ds4Q2, /*seed=*/12);
+  for (const ds4::test::SyntheticModel* m : {static_cast<const ds4::test::SyntheticModel*>(model_), &q2}) {
+    const model::Deepseek4HParams& hp = m->hparams();
+    const int64_t d = hp.n_embd, k = hp.n_expert_used;
+    for (int il : {0, 3}) {  // a hash layer, a top-k layer
+      for (Numerics numerics : {Numerics::Default, Numerics::Quality}) {
+        SCOPED_TRACE("layer " + std::to_string(il) + (m == model_ ? " f32" : " ds4-q2") +
+                     (numerics == Numerics::Quality ? " quality" : " default"));
+        cpu::MoeLayer cpu_layer(m->layer(il), hp, numerics);
+        const DeviceMoeLayer gpu_layer(m->layer(il), hp, numerics);
+        DeviceProducts products(nullptr, numerics);
+        std::mt19937 rng(static_cast<uint32_t>(41 + il));
+        std::normal_distribution<float> g(0.0f, 1.0f);
+        for (int n : {1, 37}) {
+          std::vector<float> x(static_cast<size_t>(n * d));
+          for (float& v : x) v = g(rng);
+          std::vector<int32_t> tokens(static_cast<size_t>(n));
+          for (int t = 0; t < n; ++t) tokens[static_cast<size_t>(t)] = (t * 97 + 5) % static_cast<int>(hp.n_vocab);
+          std::vector<float> want(x.size()), got(x.size());
+          std::vector<int32_t> want_ids;
+          for (int t = 0; t < n; ++t) {  // token by token: the selections too
+            cpu_layer.forward(std::span<const float>(x.data() + t * d, static_cast<size_t>(d)),
+                              tokens[static_cast<size_t>(t)],
+                              std::span<float>(want.data() + t * d, static_cast<size_t>(d)), nullptr);
+            want_ids.insert(want_ids.end(), cpu_layer.selected_ids().begin(), cpu_layer.selected_ids().end());
+          }
+          DeviceBuffer dx(x.size() * 4), dout(x.size() * 4), dids(static_cast<size_t>(n * k) * 4);
+          dx.upload(x.data(), x.size() * 4);
+          gpu_layer.forward(dx.as<float>(), tokens.data(), n, dout.as<float>(), products, dids.as<int32_t>());
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          dout.download(got.data(), got.size() * 4);
+          std::vector<int32_t> got_ids(want_ids.size());
+          dids.download(got_ids.data(), got_ids.size() * 4);
+          // The same experts unless two biased scores sit within expf's error.
+          int differing = 0;
+          for (size_t p = 0; p < got_ids.size(); ++p) differing += got_ids[p] != want_ids[p] ? 1 : 0;
+          EXPECT_LE(differing, static_cast<int>(got_ids.size()) / 50) << n << " tokens";
+          // cuBLAS on f16-dequantized experts (f32 experts: f32): most rows
+          // within 1e-2, none far off where the experts agree.
+          const RowErrors e = row_errors(got, want, d, m == model_ ? 1e-4 : 1e-2);
+          if (differing == 0) {
+            EXPECT_LT(e.worst, m == model_ ? 1e-3 : 5e-2) << n << " tokens";
+          }
+          EXPECT_LE(e.above_good, 0.1) << n << " tokens";
+        }
+      }
+    }
+  }
+  std::vector<float> x(static_cast<size_t>(model_->hparams().n_embd), 0.0f);
+  const DeviceMoeLayer hash_layer(model_->layer(0), model_->hparams(), Numerics::Default);
+  DeviceProducts products(nullptr, Numerics::Default);
+  DeviceBuffer dx(x.size() * 4);
+  const int32_t bad = static_cast<int32_t>(model_->hparams().n_vocab);
+  EXPECT_THROW(hash_layer.forward(dx.as<float>(), &bad, 1, dx.as<float>(), products), Error);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ class StreamScratch {
   StreamScratch& operator=(const StreamScratch&) = delete;
   template <typename T>
   T* as(size_t offset_bytes = 0) const {
-    return reinterpret_cast<T*>(static_cast<char*>(data_) + offset_bytes);
+    return static_cast<T*>(static_cast<void*>(static_cast<char*>(data_) + offset_bytes));
   }
   // Host -> this scratch, ordered on the stream (pageable memory is staged
   // before the call returns, so `host` may go away afterwards).

@@ -1,0 +1,49 @@
+// One layer's MoE sublayer on a GPU (backend/cpu/moe_layer.h, MODEL.md 4.8)
+// for a batch of tokens: RMSNorm, router and routing (hash table or biased
+// top-k, route.cu), the routed experts with clamped SwiGLU (decode: one
+// launch per product over the token's k (token, expert) pairs, the expert ids
+// read on the device; prefill: each active expert once over its tokens
+// through cuBLAS, expert_products.h), the shared expert, and the sum in the
+// CPU's slot order. Within the GPU products' and ops' error of the CPU
+// layer: the check is test_cuda_layers.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/device_tensor.h"
+#include "backend/numerics.h"
+#include "model/deepseek4_hparams.h"
+#include "model/deepseek4_weights.h"
+
+namespace ds4::cuda {
+
+class DeviceMoeLayer {
+ public:
+  // Copies `layer`'s MoE weights to the current GPU (the CPU layer's shape
+  // checks; the hash table's expert ids checked against n_expert).
+  DeviceMoeLayer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp, backend::Numerics numerics);
+
+  // OUT (n x n_embd) = routed + shared experts of X (n x n_embd), device
+  // memory; token_ids (host, n) pick the experts on hash layers, where they
+  // must lie in [0, n_vocab) (ds4::Error, nothing queued, otherwise).
+  // ids / weights (device, n x k; may be null) receive the selection.
+  void forward(const float* X, const int32_t* token_ids, int64_t n, float* OUT, DeviceProducts& products,
+               int32_t* ids = nullptr, float* weights = nullptr) const;
+
+ private:
+  void routed_decode(const float* xn, const int32_t* ids, const float* weights, float* down,
+                     DeviceProducts& products) const;
+  void routed_prefill(const float* xn, const int32_t* ids, const float* weights, int64_t n, float* down,
+                      DeviceProducts& products) const;
+
+  backend::Numerics numerics_;
+  int index_, n_embd_, n_expert_, n_used_, n_vocab_, n_ff_, n_ff_shared_;
+  bool hash_routed_;
+  float eps_, scale_, clamp_exp_, clamp_shexp_;
+  DeviceBuffer norm_, bias_, tid2eid_;
+  DeviceTensor gate_inp_, gate_exps_, up_exps_, down_exps_, gate_shexp_, up_shexp_, down_shexp_;
+};
+
+}  // namespace ds4::cuda
