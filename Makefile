@@ -104,7 +104,7 @@ bench: configure
 # tests and ds4-bench-cuda (nvcc, no GPU needed); scripts/gpu-check.sh runs
 # them where the GPU is; gpu-check does both on a machine that has one.
 gpu-build: configure
-	@cmake --build $(BUILD) --target test_cuda_kernels test_cuda_ops test_cuda_layers test_cuda_devices ds4-bench-cuda
+	@cmake --build $(BUILD) --target test_cuda_kernels test_cuda_ops test_cuda_layers test_cuda_backend test_cuda_devices ds4-bench-cuda
 
 gpu-check: gpu-build
 	@./scripts/gpu-check.sh $(BUILD)

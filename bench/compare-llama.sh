@@ -45,6 +45,9 @@
 #                    llama.cpp with only its AVX2 build (ds4-ref-runner --cpu-variant haswell),
 #                    so the AVX2 side by side runs on an AVX-512 machine too (default: each
 #                    engine's own choice for this CPU)
+#   --llama-cpu-variant NAME  load only llama.cpp's libggml-cpu-NAME.so (e.g. icelake): where its
+#                    own choice for this CPU fails (its sapphirerapids build, with AMX, aborts
+#                    on the bench files: GGML_ASSERT(*cur_backend_id != -1)); overrides --isa's
 #   --out FILE       write the summary as JSON
 # A model file is reused when present (the bench ones are 5-9 GB and take a minute or
 # more to make); delete it to regenerate.
@@ -72,6 +75,7 @@ out=""
 bandwidth_bytes=4g
 warmup=()
 isa=""
+llama_cpu_variant=""
 while [[ $# -gt 0 ]]; do
   [[ "$1" == -h || "$1" == --help ]] && { sed -n '2,50s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0; }
   if [[ "$1" == --warmup ]]; then warmup=(--warmup); shift; continue; fi
@@ -89,6 +93,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2" ;;
     --bandwidth-bytes) bandwidth_bytes="$2" ;;
     --isa) isa="$2" ;;
+    --llama-cpu-variant) llama_cpu_variant="$2" ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
   shift 2
@@ -102,6 +107,10 @@ case "$isa" in
   avx2) ours_env=(DS4_ISA=avx2); llama_variant=(--cpu-variant haswell) ;;
   *) die "--isa must be avx2 (or omitted for each engine's own choice), not '$isa'" ;;
 esac
+if [[ -n "$llama_cpu_variant" ]]; then
+  [[ "$llama_cpu_variant" =~ ^[a-z0-9]+$ ]] || die "--llama-cpu-variant must be a library name such as icelake, not '$llama_cpu_variant'"
+  llama_variant=(--cpu-variant "$llama_cpu_variant")
+fi
 for v in layers prompt gen runs threads; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "--$v must be a positive integer, not '${!v}'"
 done
@@ -203,7 +212,7 @@ for mix in "${mix_list[@]}"; do
   printf '%s\tload\t{"start": %s, "end": %s}\n' "$mix" "$load_start" "$(cut -d' ' -f1 /proc/loadavg)" >>"$results"
 done
 
-python3 - "$results" "$out" "$prompt" "$gen" "$runs" "$threads" "$layers" "$preset" "${#warmup[@]}" "${isa:-native}" <<'EOF'
+python3 - "$results" "$out" "$prompt" "$gen" "$runs" "$threads" "$layers" "$preset" "${#warmup[@]}" "${isa:-native}${llama_cpu_variant:+ (llama.cpp $llama_cpu_variant)}" <<'EOF'
 import json, statistics, sys
 results, out_path, prompt, gen, runs, threads, layers, preset, warmup, isa = sys.argv[1:]
 warmup = warmup != "0"

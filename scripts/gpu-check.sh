@@ -3,12 +3,14 @@
 # script (docs/cuda.md): the kernels against the CPU's scalar references
 # (tests/cuda/test_cuda_kernels, a GPU being required), the small ops
 # against the CPU's (test_cuda_ops), the stateful layer pieces against the
-# CPU backend's (test_cuda_layers), the device tests,
+# CPU backend's (test_cuda_layers), the whole model against the CPU backend
+# (test_cuda_backend), the device tests,
 # compute-sanitizer's memcheck over the kernels that index the most, and the
 # kernels' speeds (ds4-bench-cuda). The programs are built elsewhere (make
 # gpu-build, which needs no GPU) and carried over: the GPU machine needs only
 # its driver and the CUDA toolkit's cuBLAS. Carry BUILD/tests/test_cuda_*
-# and BUILD/bench/ds4-bench-cuda.
+# and BUILD/bench/ds4-bench-cuda (and BUILD/bin/ds4-bench, ds4-mkmodel for
+# the whole model's speed).
 #
 # Usage: scripts/gpu-check.sh BUILD_DIR [OUT_DIR]   (default OUT_DIR: $OUT or ./gpu-check)
 set -u
@@ -47,6 +49,7 @@ step devices 60 "$build/tests/test_cuda_devices"
 step kernels 300 "$build/tests/test_cuda_kernels"
 step ops 120 "$build/tests/test_cuda_ops"
 step layers 120 "$build/tests/test_cuda_layers"
+step backend 180 "$build/tests/test_cuda_backend"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$sanitizer" ]; then
   step memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_kernels" \
@@ -56,5 +59,17 @@ if [ -n "$sanitizer" ]; then
     --gtest_filter='CudaOps.Compressor*:CudaOps.Indexer*:CudaOps.Qat*:CudaOps.Attention*'
 fi
 step bench 300 "$build/bench/ds4-bench-cuda"
+# The whole model's speed (when BUILD/bin/ds4-bench and ds4-mkmodel were
+# carried too): a 2-layer bench model in ds4-q2, prefill and decode with
+# --backend cuda (docs/cuda.md); the CSV comes back in OUT.
+if [ -x "$build/bin/ds4-bench" ] && [ -x "$build/bin/ds4-mkmodel" ]; then
+  models=${TMPDIR:-/tmp}/ds4-gpu-check
+  mkdir -p "$models"
+  python3 -c 'import json; print(json.dumps([(i * 7919 + 13) % 1000 for i in range(4096)]))' >"$models/tokens.json"
+  step mkmodel 300 "$build/bin/ds4-mkmodel" --preset bench --layers 2 --mix ds4-q2 --seed 1 \
+    --out "$models/bench-2-ds4-q2.gguf"
+  step speed 300 "$build/bin/ds4-bench" -m "$models/bench-2-ds4-q2.gguf" --backend cuda --gpu-ctx 8192 \
+    --tokens-file "$models/tokens.json" --ctx-start 512 --ctx-max 4096 -n 64 --warmup --csv "$out/speed.csv"
+fi
 echo "gpu-check: $([ $status -eq 0 ] && echo passed || echo FAILED)"
 exit $status

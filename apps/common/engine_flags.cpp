@@ -57,7 +57,25 @@ CLI::Option* add_engine_flags(CLI::App& app, engine::EngineOptions& eo, const st
   return model;
 }
 
+void add_backend_flags(CLI::App& app, engine::EngineOptions& eo) {
+  app.add_option("--backend", eo.backend,
+                 "cpu, or cuda: the model on NVIDIA GPUs (builds where nvcc was found; Default numerics)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--gpu-devices", eo.gpu_devices,
+                 "with --backend cuda: the GPUs, in layer order (\"0,1\", \"all\"); default GPU 0");
+  app.add_option("--gpu-vram", eo.gpu_vram,
+                 "with --backend cuda: memory per GPU, \"auto\" (free memory less 512 MiB) or GiB per GPU "
+                 "(\"70,70\")");
+  app.add_option("--gpu-ctx", eo.gpu_ctx,
+                 "with --backend cuda: the longest session context; its KV state is reserved on the GPUs")
+      ->capture_default_str();
+}
+
 void check_engine_flags(const engine::EngineOptions& eo) {
+  if (eo.backend != "cuda" && (!eo.gpu_devices.empty() || !eo.gpu_vram.empty()))
+    throw Error(std::string(eo.gpu_devices.empty() ? "--gpu-vram" : "--gpu-devices") + " needs --backend cuda");
+  if (eo.gpu_ctx < 1) throw Error("--gpu-ctx must be at least 1 (got " + std::to_string(eo.gpu_ctx) + ")");
   if (eo.threads < 1) throw Error("--threads must be at least 1 (got " + std::to_string(eo.threads) + ")");
   if (!eo.ssd_streaming && (eo.ssd_cache_slots > 0 || eo.ssd_cache_bytes > 0)) {
     throw Error("--ssd-streaming-cache-experts needs --ssd-streaming");

@@ -22,6 +22,10 @@ CLI::Option* add_engine_flags(CLI::App& app, engine::EngineOptions& eo, const st
 // ds4::Error naming the flag for values no model can make valid.
 void check_engine_flags(const engine::EngineOptions& eo);
 
+// --backend cpu|cuda and the GPU flags (--gpu-devices, --gpu-vram,
+// --gpu-ctx); check_engine_flags refuses the GPU flags without --backend cuda.
+void add_backend_flags(CLI::App& app, engine::EngineOptions& eo);
+
 // The coordinator's flags (docs/distributed.md): --dist-listen, --dist-key,
 // --layers 0:N, --dist-prefill-chunk, --dist-prefill-window,
 // --dist-activation-bits, bound to `eo` (--layers into *layers).

@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
   o.engine.model_path = "ds4flash.gguf";
   o.engine.threads = ds4::default_thread_count();
   ds4::app::add_engine_flags(app, o.engine, "Model GGUF file")->capture_default_str();
+  ds4::app::add_backend_flags(app, o.engine);
   app.add_option("-c,--ctx", o.ctx, "Context size in tokens")->capture_default_str();
   app.add_option("-n,--tokens", o.max_tokens, "Most tokens generated per step")->capture_default_str();
   app.add_option("--max-steps", o.max_steps, "Generation steps per message (tool rounds + 1); 0 = no limit")

@@ -27,8 +27,6 @@ void check_input_file(const std::string& path, const char* flag) {
 }  // namespace
 
 void validate(const Options& o) {
-  if (o.backend != "cpu")
-    throw Error("--backend " + o.backend + ": this build has only the cpu backend");
   const int inputs = !o.prompt_file.empty() + !o.chat_prompt_file.empty() + !o.tokens_file.empty();
   if (inputs != 1)
     throw Error(std::string(inputs == 0 ? "no input" : "conflicting inputs") +

@@ -24,9 +24,9 @@ struct Options {
   engine::EngineOptions engine;
 
   // Exactly one input.
-  std::string prompt_file;       // plain text: BOS + its tokens
-  std::string chat_prompt_file;  // one user message, thinking off
-  std::string tokens_file;       // JSON array of ids, used as is
+  std::string prompt_file;            // plain text: BOS + its tokens
+  std::string chat_prompt_file;       // one user message, thinking off
+  std::string tokens_file;            // JSON array of ids, used as is
   std::optional<std::string> system;  // -sys/--system, with --chat-prompt-file only
 
   int64_t ctx_start = kDefaultCtxStart;
@@ -40,8 +40,8 @@ struct Options {
   // likeliest token, then greedy, so their routed experts differ.
   int sessions = 1;
 
-  std::string csv;  // "" = stdout only
-  bool warmup = false;  // one untimed prefill of the first frontier before the walk
+  std::string csv;                // "" = stdout only
+  bool warmup = false;            // one untimed prefill of the first frontier before the walk
   bool print_gen_tokens = false;  // diagnostics: each frontier's ids on stderr
   // --record-expert-usage: every routed expert's selections over the run,
   // written at the end as a hot list for --ssd-streaming-hotlist; "" = none.
@@ -49,7 +49,6 @@ struct Options {
   // --read-bandwidth: a buffer of this many bytes (k/m/g suffix allowed) read
   // by -t threads between decode steps (core/read_bandwidth.h); "" = none.
   std::string read_bandwidth;
-  std::string backend = "cpu";
   // --dist-listen ... --layers 0:N (apps/common/engine_flags.h): this process
   // coordinates a pipeline; the walk starts once workers serve every other
   // layer, waiting at most dist_wait_seconds.
@@ -62,8 +61,7 @@ struct Options {
 
 // ds4::Error naming the flag for values no model can make valid: counts below
 // 1, --ctx-start > --ctx-max, --step-mul <= 1, not exactly one input, -sys
-// without --chat-prompt-file, missing input files, a backend other than cpu,
-// a --read-bandwidth that is no byte count or below 1 KiB per thread.
+// without --chat-prompt-file, missing input files, a --read-bandwidth that is no byte count or below 1 KiB per thread.
 void validate(const Options& o);
 
 // The --read-bandwidth buffer size (0 without the flag); needs validate(o).

@@ -452,8 +452,9 @@ int main(int argc, char** argv) {
   app.add_option("--csv", o.csv, "Also write the CSV to this file");
   app.add_flag("--warmup", o.warmup,
                "Before the walk, prefill the first frontier once untimed and reset the session (as llama-bench's warm-up)");
-  app.add_flag_callback("--cpu", [&o] { o.backend = "cpu"; }, "CPU backend (the only one of this build)");
-  app.add_option("--backend", o.backend, "Backend: cpu")->capture_default_str();
+  app.add_flag_callback(
+      "--cpu", [&o] { o.engine.backend = "cpu"; }, "CPU backend (the same as --backend cpu)");
+  ds4::app::add_backend_flags(app, o.engine);
   app.add_option("--read-bandwidth", o.read_bandwidth,
                  "Memory-read bandwidth, measured between decode steps over a buffer of this size (k/m/g; e.g. "
                  "2g, beyond the last-level cache) with -t threads; printed beside decode's weight bandwidth");

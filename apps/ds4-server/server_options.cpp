@@ -44,6 +44,7 @@ ServerOptions parse_server_options(int argc, char** argv, bool* exit_now, int* e
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   o.load.threads = static_cast<int>(hw);
   auto* m = add_engine_flags(app, o.load, "GGUF model file");
+  add_backend_flags(app, o.load);
   app.add_option("-c,--ctx", o.ctx, "context size in tokens (per resident session)")->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
   app.add_option("-n,--tokens", o.engine.max_tokens, "default and largest reply length in tokens")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));

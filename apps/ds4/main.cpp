@@ -188,6 +188,7 @@ int main(int argc, char** argv) {
   Options o;
   o.engine.threads = ds4::default_thread_count();
 
+  ds4::app::add_backend_flags(app, o.engine);
   ds4::app::add_engine_flags(app, o.engine, "Model GGUF file (download one with ./download_model.sh)")
       ->capture_default_str();
   app.add_option("-p,--prompt", o.prompt, "Run one chat turn with this user message and exit");

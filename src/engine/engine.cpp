@@ -8,6 +8,7 @@
 #include "backend/cpu/expert_cache.h"
 #include "backend/cpu/forward.h"
 #include "backend/cpu/kv_rows.h"
+#include "backend/gpu_placement.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "core/memory_available.h"
@@ -25,6 +26,11 @@
 #include "runtime/sampler.h"
 #include "text/chat_tokens.h"
 #include "text/tokenizer.h"
+
+#if DS4_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_devices.h"
+#endif
 
 namespace ds4::engine {
 
@@ -60,6 +66,35 @@ cpu::ExpertCacheOptions expert_cache_options(const EngineOptions &o, const model
   return c;
 }
 
+// --backend cuda: the GPUs named, placed and loaded (ds4::Error naming
+// what stands in the way: a build without CUDA, options only the CPU
+// backend has, no usable GPU, a layout that does not fit).
+std::unique_ptr<backend::Backend> cuda_backend(const EngineOptions& options, const model::Deepseek4Model& model) {
+  const char* cpu_only = options.ssd_streaming                            ? "--ssd-streaming"
+                         : !options.dist_listen.empty()                   ? "--dist-listen"
+                         : options.dist_mpi != nullptr                    ? "--dist mpi"
+                         : options.numerics != backend::Numerics::Default ? "--quality"
+                                                                          : nullptr;
+  if (cpu_only) throw Error(std::string("--backend cuda: ") + cpu_only + " runs on the CPU backend only");
+#if DS4_WITH_CUDA
+  cuda::CudaBackendOptions o;
+  const cuda::GpuList gpus = cuda::list_gpus();
+  if (gpus.devices.empty()) throw Error("--backend cuda: " + gpus.unavailable);
+  if (!options.gpu_devices.empty())
+    o.devices = backend::parse_gpu_devices(options.gpu_devices, static_cast<int>(gpus.devices.size()));
+  if (!options.gpu_vram.empty()) o.vram = backend::parse_gpu_vram(options.gpu_vram);
+  o.max_ctx = options.gpu_ctx;
+  auto cuda = std::make_unique<cuda::CudaBackend>(model, options.numerics, o);
+  cuda->set_prefill_chunk(options.prefill_chunk);
+  for (const backend::GpuShare& share : cuda->placement())
+    std::fprintf(stderr, "cuda: %s\n", backend::describe(share).c_str());
+  return cuda;
+#else
+  (void)model;
+  throw Error("--backend cuda: this build has no CUDA backend (nvcc was not found when it was configured)");
+#endif
+}
+
 }  // namespace
 
 Engine::Engine(const EngineOptions &options) : options_(options) {
@@ -92,6 +127,17 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
                            " tokens but the model " + std::to_string(hp.n_vocab);
   }
   pool_ = std::make_unique<ThreadPool>(options.threads);
+  if (options.backend == "cuda") {
+    backend_ = cuda_backend(options, *model_);
+  } else if (options.backend != "cpu") {
+    throw Error("--backend " + options.backend + ": the backends are cpu and cuda");
+  } else {
+    start_cpu_backend(options, memory);
+  }
+  set_facts(options);
+}
+
+void Engine::start_cpu_backend(const EngineOptions& options, const MemoryAvailable& memory) {
   auto cpu = std::make_unique<cpu::Forward>(*model_, options.numerics, pool_.get());
   cpu->set_prefill_chunk(options.prefill_chunk);
   if (options.ssd_streaming) {
@@ -115,7 +161,10 @@ Engine::Engine(const EngineOptions &options) : options_(options) {
   } else {
     start_coordinator(std::move(cpu));
   }
+}
 
+void Engine::set_facts(const EngineOptions& options) {
+  const model::Deepseek4HParams& hp = model_->hparams();
   facts_.name = hp.name;
   facts_.n_vocab = hp.n_vocab;
   facts_.n_layer = hp.n_layer;
@@ -198,6 +247,9 @@ bool Engine::wait_for_route(std::chrono::milliseconds timeout) const {
 }
 
 std::vector<backend::ExpertUse> Engine::expert_usage() const {
+  if (!cpu_)
+    throw Error("expert usage: counted by the CPU backend only (this engine runs on --backend " + options_.backend +
+                ")");
   return backend::rank_expert_usage(cpu_->expert_usage());
 }
 

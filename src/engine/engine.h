@@ -32,6 +32,7 @@
 
 namespace ds4 {
 class ThreadPool;
+struct MemoryAvailable;
 }
 namespace ds4::model {
 class Deepseek4Model;
@@ -104,6 +105,14 @@ struct EngineOptions {
   // --dist mpi: rank 0's MPI (must outlive the engine); the coordinator talks
   // to the other ranks over it instead of listening with ZeroMQ.
   const dist::MpiRuntime *dist_mpi = nullptr;
+  // --backend cpu | cuda. CUDA (backend/cuda/cuda_backend.h, builds where nvcc
+  // was found): the GPUs of --gpu-devices ("0,1", "all"; empty: GPU 0) with
+  // --gpu-vram ("auto" or GiB per GPU) each, whole layers per GPU with KV
+  // state reserved for gpu_ctx tokens (the longest session then allowed).
+  std::string backend = "cpu";
+  std::string gpu_devices;
+  std::string gpu_vram;
+  int64_t gpu_ctx = 32768;
 };
 
 
@@ -233,6 +242,10 @@ class Engine {
   std::string memory_report(int64_t n_ctx) const;
 
  private:
+  // The CPU backend (--ssd-streaming's cache, a pipeline's or tensor
+  // parallel's local part); then what programs print about the model.
+  void start_cpu_backend(const EngineOptions& options, const MemoryAvailable& memory);
+  void set_facts(const EngineOptions& options);
   // dist_listen: the coordinator and the pipeline backend over `local`.
   void start_coordinator(std::unique_ptr<cpu::Forward> local);
   // dist_tensor_parallel: this rank's share of `local`; rank 0's backend.

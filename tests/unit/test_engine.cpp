@@ -79,6 +79,35 @@ TEST(Engine, AMissingFileIsOneErrorNamingIt) {
   }
 }
 
+// --backend cuda: options the CPU backend alone has, and a name that is no
+// backend, are one line each; where the GPU backend cannot start (a build
+// without it, or no GPU here) the line says why.
+TEST(Engine, TheBackendChoiceIsCheckedInOneLine) {
+  const auto message = [](const EngineOptions& o) -> std::string {
+    try {
+      Engine e(o);
+    } catch (const Error& err) {
+      return err.what();
+    }
+    return "";
+  };
+  EngineOptions o = options_for(synthetic().path());
+  o.backend = "metal";
+  EXPECT_EQ(message(o), "--backend metal: the backends are cpu and cuda");
+  o.backend = "cuda";
+  o.ssd_streaming = true;
+  EXPECT_EQ(message(o), "--backend cuda: --ssd-streaming runs on the CPU backend only");
+  o.ssd_streaming = false;
+  o.numerics = backend::Numerics::Quality;
+  EXPECT_EQ(message(o), "--backend cuda: --quality runs on the CPU backend only");
+  o.numerics = backend::Numerics::Default;
+  const std::string why = message(o);
+  if (!why.empty()) {  // no GPU backend here: it says so, in one line
+    EXPECT_EQ(why.rfind("--backend cuda: ", 0), 0u) << why;
+    EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+  }
+}
+
 TEST(Engine, RenderIsTheOfficialTextAndItsTokens) {
   Engine e(options_for(synthetic().path()));
   text::RenderOptions ro;

@@ -21,6 +21,14 @@ int current_device() {
   return device;
 }
 
+ScopedDevice::ScopedDevice(int device) : previous_(current_device()) {
+  cuda_check(cudaSetDevice(device), "cudaSetDevice", device);
+}
+
+ScopedDevice::~ScopedDevice() {
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
 void cuda_check(cudaError_t error, const char* call, int device) {
   if (error != cudaSuccess) throw Error(cuda_error_message(error, call, device));
 }

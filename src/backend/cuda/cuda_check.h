@@ -15,6 +15,18 @@ std::string cuda_error_message(cudaError_t error, const char* call, int device);
 // The GPU current on this thread (-1 when there is none to ask).
 int current_device();
 
+// Makes `device` current for the scope, then puts the previous one back.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device);
+  ~ScopedDevice();
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 // Throws ds4::Error with that message unless error is cudaSuccess.
 void cuda_check(cudaError_t error, const char* call, int device);
 

@@ -53,6 +53,16 @@ void DeviceLayerKv::reset(cudaStream_t stream) {
   if (index_frontier) index_comp_->reset(*index_frontier, stream);
 }
 
+size_t DeviceLayerKv::bytes() const {
+  const auto hd = static_cast<size_t>(head_dim_);
+  size_t n = static_cast<size_t>(n_swa_) * (hd * sizeof(uint16_t) + sizeof(int64_t));
+  n += static_cast<size_t>(n_compressed) * hd * sizeof(uint16_t);
+  n += static_cast<size_t>(n_index) * static_cast<size_t>(index_dim_) * sizeof(uint16_t);
+  for (const DeviceCompressor* c : {attn_, index_comp_})
+    if (c) n += 2 * static_cast<size_t>(c->state_rows()) * static_cast<size_t>(c->state_width()) * sizeof(float);
+  return n;
+}
+
 void DeviceLayerKv::save(cpu::LayerKvState& out) const {
   if (out.numerics() != backend::Numerics::Default || out.ratio() != ratio_ || out.head_dim() != head_dim_ ||
       out.index_dim() != index_dim_ || out.n_swa() != n_swa_)

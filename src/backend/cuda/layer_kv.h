@@ -40,6 +40,10 @@ class DeviceLayerKv {
   void save(cpu::LayerKvState& out) const;
   void load(const cpu::LayerKvState& in, cudaStream_t stream);
 
+  // Bytes of state, counted as cpu::LayerKvState::bytes() counts them (the
+  // window's whole ring, the rows held, each frontier's kv and scores once).
+  size_t bytes() const;
+
   int ratio() const { return ratio_; }
   int head_dim() const { return head_dim_; }
   int index_dim() const { return index_dim_; }

@@ -1,0 +1,446 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "backend/cpu/ops_hc.h"
+#include "backend/cpu/session.h"
+#include "backend/cpu/session_payload.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_devices.h"
+#include "backend/cuda/ops.h"
+#include "backend/cuda/quant_kernels.h"
+#include "core/error.h"
+#include "model/deepseek4_model.h"
+
+namespace ds4::cuda {
+namespace {
+
+constexpr int kHcStreams = cpu::kHcStreams;
+constexpr int kHcMixes = cpu::kHcMixes;
+// Per GPU beyond weights and KV state: the GEMM's weight scratch, the
+// chunk's activations and the kernels' temporaries.
+constexpr uint64_t kScratchBytes = kGemmWeightScratchBytes + (1ull << 30);
+
+}  // namespace
+
+// One GPU of the placement. Work is queued on its legacy default stream, which
+// orders it with the synchronous copies that load weights and states.
+struct CudaBackend::Gpu {
+  int device = 0;
+  std::unique_ptr<DeviceProducts> products;
+};
+
+// A chunk's activations on one GPU: the HC states (two buffers, post writes
+// the other), the sublayer input and output, and the HC mixes.
+struct CudaBackend::ChunkBuffers {
+  ChunkBuffers(int64_t m, int hc_dim, int n_embd)
+      : h{DeviceBuffer(static_cast<size_t>(m * hc_dim) * 4), DeviceBuffer(static_cast<size_t>(m * hc_dim) * 4)},
+        x(static_cast<size_t>(m * n_embd) * 4),
+        f(static_cast<size_t>(m * n_embd) * 4),
+        flat(static_cast<size_t>(m * hc_dim) * 4),
+        mix(static_cast<size_t>(m * kHcMixes) * 4),
+        pre(static_cast<size_t>(m * kHcStreams) * 4),
+        post(static_cast<size_t>(m * kHcStreams) * 4),
+        comb(static_cast<size_t>(m * kHcStreams * kHcStreams) * 4) {}
+  float* H() const { return h[cur].as<float>(); }
+  float* next_H() const { return h[1 - cur].as<float>(); }
+  DeviceBuffer h[2];
+  int cur = 0;
+  DeviceBuffer x, f, flat, mix, pre, post, comb;
+};
+
+// ---- sessions ----
+
+CudaSession::CudaSession(const CudaBackend& backend, int64_t n_ctx) : backend_(&backend), n_ctx_(n_ctx) {}
+
+void CudaSession::reset() {
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    const ScopedDevice scope(backend_->gpu_of_layer(static_cast<int>(il)).device);
+    layers_[il].reset(nullptr);
+  }
+  tokens_.clear();
+  logits_.clear();
+  consistent_ = true;
+}
+
+std::unique_ptr<backend::Session> CudaSession::snapshot() const {
+  const cpu::Session state = backend_->to_cpu(*this);
+  std::unique_ptr<CudaSession> copy(new CudaSession(*backend_, n_ctx_));
+  backend_->fill_layers(*copy);
+  backend_->from_cpu(state, *copy);
+  return copy;
+}
+
+void CudaSession::restore(const backend::Session& snapshot) {
+  const auto* other = dynamic_cast<const CudaSession*>(&snapshot);
+  if (!other || other->backend_ != backend_ || other->n_ctx_ != n_ctx_)
+    throw Error("restore: the snapshot belongs to another backend or context size");
+  backend_->from_cpu(backend_->to_cpu(*other), *this);
+}
+
+size_t CudaSession::state_bytes() const {
+  size_t n = 0;
+  for (const DeviceLayerKv& layer : layers_) n += layer.bytes();
+  return n;
+}
+
+// ---- the backend ----
+
+CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics numerics,
+                         const CudaBackendOptions& options)
+    : model_(&model) {
+  const model::Deepseek4HParams& hp = model.hparams();
+  const model::Deepseek4Weights& w = model.weights();
+  if (numerics != backend::Numerics::Default)
+    throw Error(
+        "--backend cuda runs Default numerics only (Quality's f32 KV cache and llama.cpp's attention order are not "
+        "built on the GPU)");
+  if (hp.hc_count != static_cast<uint32_t>(kHcStreams))
+    throw Error("cuda: " + std::to_string(hp.hc_count) + " hyper-connection streams; only 4 are supported");
+  n_layer_ = static_cast<int>(hp.n_layer);
+  n_embd_ = static_cast<int>(hp.n_embd);
+  hc_dim_ = static_cast<int>(hp.hc_dim());
+  n_vocab_ = static_cast<int>(hp.n_vocab);
+  sinkhorn_iters_ = static_cast<int>(hp.hc_sinkhorn_iters);
+  rms_eps_ = hp.rms_eps;
+  hc_eps_ = hp.hc_eps;
+  max_ctx_ = options.max_ctx;
+  if (max_ctx_ < 1) throw Error("cuda: a context of " + std::to_string(max_ctx_) + " tokens");
+
+  // The GPUs asked for, as the placement sees them.
+  const GpuList list = list_gpus();
+  if (list.devices.empty()) throw Error("--backend cuda: " + list.unavailable);
+  const std::vector<int> devices = options.devices.empty() ? std::vector<int>{0} : options.devices;
+  std::vector<backend::GpuCapacity> capacities;
+  for (int d : devices) {
+    const auto it =
+        std::find_if(list.devices.begin(), list.devices.end(), [&](const GpuDevice& g) { return g.index == d; });
+    if (it == list.devices.end())
+      throw Error("--backend cuda: there is no GPU " + std::to_string(d) + " (" + std::to_string(list.devices.size()) +
+                  " visible)");
+    if (!it->unsupported.empty()) throw Error("--backend cuda: " + describe(*it));
+    capacities.push_back({d, it->name, it->free_bytes});
+  }
+  const backend::PlacementRequest request =
+      backend::placement_request(w, hp, static_cast<uint64_t>(max_ctx_), /*kv_elem_bytes=*/2, kScratchBytes);
+  shares_ = backend::place_layers(request, capacities, options.vram);
+
+  layer_gpu_.assign(static_cast<size_t>(n_layer_), -1);
+  for (const backend::GpuShare& share : shares_) {
+    if (share.layer_begin == share.layer_end && !share.input && !share.output) continue;
+    const ScopedDevice scope(share.device);
+    auto gpu = std::make_unique<Gpu>();
+    gpu->device = share.device;
+    gpu->products = std::make_unique<DeviceProducts>(nullptr, backend::Numerics::Default);
+    gpus_.push_back(std::move(gpu));
+    for (int il = share.layer_begin; il < share.layer_end; ++il)
+      layer_gpu_[static_cast<size_t>(il)] = static_cast<int>(gpus_.size()) - 1;
+    if (share.input) token_embd_ = upload_matrix(w.token_embd);
+  }
+  const uint64_t mixes = hp.hc_mix_dim();
+  for (int il = 0; il < n_layer_; ++il) {
+    const model::LayerWeights& layer = w.layers[static_cast<size_t>(il)];
+    const ScopedDevice scope(gpu_of_layer(il).device);
+    attn_.push_back(std::make_unique<DeviceAttentionLayer>(layer, hp, numerics));
+    moe_.push_back(std::make_unique<DeviceMoeLayer>(layer, hp, numerics));
+    hc_attn_.push_back(
+        {upload_matrix(layer.hc_attn_fn), upload_f32(layer.hc_attn_scale, 3), upload_f32(layer.hc_attn_base, mixes)});
+    hc_ffn_.push_back(
+        {upload_matrix(layer.hc_ffn_fn), upload_f32(layer.hc_ffn_scale, 3), upload_f32(layer.hc_ffn_base, mixes)});
+  }
+  const ScopedDevice scope(gpu_of_layer(n_layer_ - 1).device);  // the output head goes with the last layer
+  hc_head_ = {upload_matrix(w.output_hc_fn), upload_f32(w.output_hc_scale, 1),
+              upload_f32(w.output_hc_base, static_cast<uint64_t>(kHcStreams))};
+  output_norm_ = upload_f32(w.output_norm, hp.n_embd);
+  output_ = upload_matrix(w.output);
+  for (const auto& gpu : gpus_) {
+    const ScopedDevice on(gpu->device);
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", gpu->device);
+  }
+}
+
+CudaBackend::~CudaBackend() = default;
+
+CudaBackend::Gpu& CudaBackend::gpu_of_layer(int il) const {
+  const int g = layer_gpu_.at(static_cast<size_t>(il));
+  if (g < 0) throw Error("cuda: layer " + std::to_string(il) + " was placed on no GPU");
+  return *gpus_[static_cast<size_t>(g)];
+}
+
+void CudaBackend::fill_layers(CudaSession& session) const {
+  session.layers_.clear();
+  session.layers_.reserve(static_cast<size_t>(n_layer_));
+  for (int il = 0; il < n_layer_; ++il) {
+    const ScopedDevice scope(gpu_of_layer(il).device);
+    session.layers_.push_back(attn_[static_cast<size_t>(il)]->new_state(session.n_ctx_, nullptr));
+  }
+}
+
+std::unique_ptr<backend::Session> CudaBackend::new_session(int64_t n_ctx) const {
+  if (n_ctx < 1) throw Error("new session: a context of " + std::to_string(n_ctx) + " tokens");
+  if (n_ctx > max_ctx_)
+    throw Error("new session: a context of " + std::to_string(n_ctx) + " tokens exceeds the " +
+                std::to_string(max_ctx_) + " the GPUs were placed for");
+  std::unique_ptr<CudaSession> session(new CudaSession(*this, n_ctx));
+  fill_layers(*session);
+  return session;
+}
+
+bool CudaBackend::owns(const backend::Session& session) const {
+  const auto* s = dynamic_cast<const CudaSession*>(&session);
+  return s && s->backend_ == this;
+}
+
+void CudaBackend::set_prefill_chunk(int n) {
+  if (n < 1) throw Error("prefill chunk: " + std::to_string(n) + " tokens");
+  chunk_ = n;
+}
+
+CudaSession& CudaBackend::session_of(const backend::Part& part, size_t index) const {
+  if (!part.session) throw Error("eval: part " + std::to_string(index) + " has no session");
+  auto* s = dynamic_cast<CudaSession*>(part.session);
+  if (!s || s->backend_ != this)
+    throw Error("eval: the session of part " + std::to_string(index) + " belongs to another backend");
+  return *s;
+}
+
+void CudaBackend::check(const CudaSession& session, std::span<const int32_t> tokens) const {
+  if (!session.consistent_)
+    throw Error("eval: the session was left incomplete by a cancelled evaluation; restore a snapshot first");
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= n_vocab_)
+      throw Error("token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
+                  ", outside the vocabulary [0, " + std::to_string(n_vocab_) + ")");
+  const auto need = static_cast<int64_t>(session.tokens_.size() + tokens.size());
+  if (need > session.n_ctx_)
+    throw Error(std::to_string(session.tokens_.size()) + " + " + std::to_string(tokens.size()) +
+                " tokens do not fit the context of " + std::to_string(session.n_ctx_));
+}
+
+void CudaBackend::eval(std::span<const backend::Part> parts, backend::LayerRange range) {
+  const int end = range.end < 0 ? n_layer_ : range.end;
+  if (range.begin < 0 || range.begin >= end || end > n_layer_)
+    throw Error("eval: layer range [" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
+                ") is not a non-empty range of the model's " + std::to_string(n_layer_) + " layers");
+  std::vector<CudaSession*> sessions;
+  int64_t total = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    CudaSession& s = session_of(parts[p], p);
+    for (const CudaSession* q : sessions)
+      if (q == &s) throw Error("eval: two parts name the same session");
+    check(s, parts[p].tokens);
+    if (!parts[p].tokens.empty()) {
+      if (range.begin > 0 && !parts[p].hidden_in)
+        throw Error("eval: part " + std::to_string(p) + " has no hidden states for a range starting at layer " +
+                    std::to_string(range.begin));
+      if (range.end >= 0 && !parts[p].hidden_out)
+        throw Error("eval: part " + std::to_string(p) + " has no buffer for the hidden states after layer " +
+                    std::to_string(end - 1));
+      if (range.end >= 0 && parts[p].all_logits)
+        throw Error("eval: part " + std::to_string(p) + " asks for logits from a range that ends before the head");
+    }
+    sessions.push_back(&s);
+    total += static_cast<int64_t>(parts[p].tokens.size());
+  }
+  progress_done_ = 0;
+  progress_total_ = total * (end - range.begin);
+  for (size_t p = 0; p < parts.size(); ++p) eval_part(parts[p], *sessions[p], range.begin, end, range.end < 0);
+}
+
+void CudaBackend::eval_part(const backend::Part& part, CudaSession& s, int begin, int end, bool head) {
+  const auto n = static_cast<int64_t>(part.tokens.size());
+  const int64_t pos0 = static_cast<int64_t>(s.tokens_.size());
+  const auto hd = static_cast<size_t>(hc_dim_), nv = static_cast<size_t>(n_vocab_);
+  for (int64_t at = 0; at < n; at += chunk_) {
+    const int64_t m = std::min<int64_t>(chunk_, n - at);
+    const std::span<const int32_t> tokens = part.tokens.subspan(static_cast<size_t>(at), static_cast<size_t>(m));
+    Gpu* gpu = &gpu_of_layer(begin);
+    ScopedDevice scope(gpu->device);
+    auto b = std::make_unique<ChunkBuffers>(m, hc_dim_, n_embd_);
+    if (begin == 0) {
+      // Every stream starts as the token's embedding row.
+      const uint64_t row_bytes = token_embd_.matrix_bytes / static_cast<uint64_t>(token_embd_.rows);
+      for (int64_t t = 0; t < m; ++t)
+        dequantize(token_embd_.type, token_embd_.data.as<const uint8_t>() + tokens[static_cast<size_t>(t)] * row_bytes,
+                   b->H() + t * hc_dim_, DequantTo::F32, n_embd_, nullptr);
+      for (int stream = 1; stream < kHcStreams; ++stream)
+        cuda_check(
+            cudaMemcpy2DAsync(b->H() + stream * n_embd_, hd * 4, b->H(), hd * 4, static_cast<size_t>(n_embd_) * 4,
+                              static_cast<size_t>(m), cudaMemcpyDeviceToDevice, nullptr),
+            "cudaMemcpy2DAsync", gpu->device);
+    } else {
+      b->h[0].upload(part.hidden_in + static_cast<size_t>(at) * hd, static_cast<size_t>(m) * hd * 4);
+    }
+    for (int il = begin; il < end; ++il) {
+      Gpu& layer_gpu = gpu_of_layer(il);
+      if (&layer_gpu != gpu) {
+        // The next GPU's layers: the HC states move over.
+        cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", gpu->device);
+        const int from = gpu->device;
+        gpu = &layer_gpu;
+        cuda_check(cudaSetDevice(gpu->device), "cudaSetDevice", gpu->device);
+        auto moved = std::make_unique<ChunkBuffers>(m, hc_dim_, n_embd_);
+        cuda_check(cudaMemcpyPeer(moved->H(), gpu->device, b->H(), from, static_cast<size_t>(m) * hd * 4),
+                   "cudaMemcpyPeer", gpu->device);
+        b = std::move(moved);
+      }
+      const size_t l = static_cast<size_t>(il);
+      hc_pre(*b, m, hc_attn_[l], *gpu);
+      attn_[l]->forward(b->x.as<float>(), m, pos0 + at, s.layers_[l], b->f.as<float>(), *gpu->products);
+      hc_post(*b, m);
+      hc_pre(*b, m, hc_ffn_[l], *gpu);
+      moe_[l]->forward(b->x.as<float>(), tokens.data(), m, b->f.as<float>(), *gpu->products);
+      hc_post(*b, m);
+      if (progress_) {
+        progress_done_ += m;
+        if (!progress_(progress_done_, progress_total_)) {
+          s.consistent_ = false;
+          throw Cancelled("evaluation cancelled");
+        }
+      }
+    }
+    const bool last_chunk = at + m == n;
+    if (!head) {
+      b->h[b->cur].download(part.hidden_out + static_cast<size_t>(at) * hd, static_cast<size_t>(m) * hd * 4);
+      s.logits_.clear();
+    } else if (part.all_logits) {
+      float* rows = part.all_logits + static_cast<size_t>(at) * nv;
+      head_rows(b->H(), m, rows);
+      if (last_chunk) s.logits_.assign(rows + static_cast<size_t>(m - 1) * nv, rows + static_cast<size_t>(m) * nv);
+    } else if (last_chunk && part.skip_logits) {
+      s.logits_.clear();
+    } else if (last_chunk) {
+      s.logits_.resize(nv);
+      head_rows(b->H() + (m - 1) * hc_dim_, 1, s.logits_.data());
+    }
+    s.tokens_.insert(s.tokens_.end(), tokens.begin(), tokens.end());
+  }
+}
+
+void CudaBackend::hc_pre(ChunkBuffers& b, int64_t m, const HcWeights& w, Gpu& gpu) {
+  rms_norm_rows(b.H(), nullptr, b.flat.as<float>(), m, hc_dim_, rms_eps_, backend::Numerics::Default, nullptr);
+  gpu.products->run(w.fn, 0, b.flat.as<float>(), m, b.mix.as<float>(), kHcMixes);
+  hc_split_rows(b.mix.as<float>(), w.scale.as<float>(), w.base.as<float>(), hc_eps_, sinkhorn_iters_, b.pre.as<float>(),
+                b.post.as<float>(), b.comb.as<float>(), m, backend::Numerics::Default, nullptr);
+  hc_weighted_sum_rows(b.H(), b.pre.as<float>(), b.x.as<float>(), m, n_embd_, backend::Numerics::Default, nullptr);
+}
+
+void CudaBackend::hc_post(ChunkBuffers& b, int64_t m) {
+  hc_post_rows(b.f.as<float>(), b.H(), b.post.as<float>(), b.comb.as<float>(), b.next_H(), m, n_embd_,
+               backend::Numerics::Default, nullptr);
+  b.cur = 1 - b.cur;
+}
+
+void CudaBackend::head_rows(const float* H, int64_t g, float* logits_host) {
+  Gpu& gpu = gpu_of_layer(n_layer_ - 1);
+  const ScopedDevice scope(gpu.device);
+  DeviceBuffer flat(static_cast<size_t>(g) * static_cast<size_t>(hc_dim_) * 4);
+  DeviceBuffer mix(static_cast<size_t>(g * kHcStreams) * 4), weights(static_cast<size_t>(g * kHcStreams) * 4);
+  DeviceBuffer x(static_cast<size_t>(g * n_embd_) * 4), logits(static_cast<size_t>(g * n_vocab_) * 4);
+  const auto numerics = backend::Numerics::Default;
+  rms_norm_rows(H, nullptr, flat.as<float>(), g, hc_dim_, rms_eps_, numerics, nullptr);
+  gpu.products->run(hc_head_.fn, 0, flat.as<float>(), g, mix.as<float>(), kHcStreams);
+  hc_head_weights_rows(mix.as<float>(), hc_head_.scale.as<float>(), hc_head_.base.as<float>(), hc_eps_,
+                       weights.as<float>(), g, numerics, nullptr);
+  hc_weighted_sum_rows(H, weights.as<float>(), x.as<float>(), g, n_embd_, numerics, nullptr);
+  rms_norm_rows(x.as<float>(), output_norm_.as<float>(), x.as<float>(), g, n_embd_, rms_eps_, numerics, nullptr);
+  gpu.products->run(output_, 0, x.as<float>(), g, logits.as<float>(), n_vocab_);
+  logits.download(logits_host, static_cast<size_t>(g * n_vocab_) * 4);
+}
+
+void CudaBackend::eval_head(const float* hidden, int64_t n, float* logits) {
+  if (n <= 0) return;
+  const ScopedDevice scope(gpu_of_layer(n_layer_ - 1).device);
+  DeviceBuffer H(static_cast<size_t>(n) * static_cast<size_t>(hc_dim_) * 4);
+  H.upload(hidden, H.size());
+  head_rows(H.as<float>(), n, logits);
+}
+
+// ---- state through the CPU's format ----
+
+cpu::Session CudaBackend::to_cpu(const CudaSession& session) const {
+  if (session.backend_ != this) throw Error("cuda: the session belongs to another backend");
+  if (!session.consistent_) throw Error("cuda: the session was left incomplete by a cancelled evaluation");
+  cpu::Session out(*model_, backend::Numerics::Default, session.n_ctx_);
+  for (int il = 0; il < n_layer_; ++il) {
+    const ScopedDevice scope(gpu_of_layer(il).device);
+    session.layers_[static_cast<size_t>(il)].save(out.layers()[static_cast<size_t>(il)]);
+  }
+  out.mutable_tokens() = session.tokens_;
+  out.mutable_logits() = session.logits_;
+  return out;
+}
+
+void CudaBackend::from_cpu(const cpu::Session& in, CudaSession& session) const {
+  if (session.backend_ != this) throw Error("cuda: the session belongs to another backend");
+  if (&in.model() != model_ || in.numerics() != backend::Numerics::Default)
+    throw Error("cuda: the state belongs to another model or numerics");
+  if (in.size() > session.n_ctx_)
+    throw Error("cuda: " + std::to_string(in.size()) + " tokens do not fit the context of " +
+                std::to_string(session.n_ctx_));
+  for (int il = 0; il < n_layer_; ++il) {  // checked before anything changes
+    const cpu::LayerKvState& layer = in.layers()[static_cast<size_t>(il)];
+    const int64_t room = session.layers_[static_cast<size_t>(il)].capacity();
+    if (layer.n_compressed() > room || layer.n_index() > room)
+      throw Error("cuda: layer " + std::to_string(il) + " holds " + std::to_string(layer.n_compressed()) +
+                  " compressed rows, more than this context has room for (" + std::to_string(room) + ")");
+  }
+  for (int il = 0; il < n_layer_; ++il) {
+    const ScopedDevice scope(gpu_of_layer(il).device);
+    session.layers_[static_cast<size_t>(il)].load(in.layers()[static_cast<size_t>(il)], nullptr);
+  }
+  session.tokens_.assign(in.tokens().begin(), in.tokens().end());
+  session.logits_.assign(in.logits().begin(), in.logits().end());
+  session.consistent_ = true;
+}
+
+namespace {
+const CudaSession& cuda_session(const backend::Session& session, const char* what) {
+  const auto* s = dynamic_cast<const CudaSession*>(&session);
+  if (!s) throw Error(std::string(what) + ": the session belongs to another backend");
+  return *s;
+}
+CudaSession& cuda_session(backend::Session& session, const char* what) {
+  auto* s = dynamic_cast<CudaSession*>(&session);
+  if (!s) throw Error(std::string(what) + ": the session belongs to another backend");
+  return *s;
+}
+}  // namespace
+
+std::vector<uint8_t> CudaBackend::save_state(const backend::Session& session) const {
+  return cpu::serialize_payload(to_cpu(cuda_session(session, "save state")), chunk_);
+}
+
+void CudaBackend::load_state(std::span<const uint8_t> payload, backend::Session& session) const {
+  CudaSession& s = cuda_session(session, "load state");
+  cpu::Session state(*model_, backend::Numerics::Default, s.n_ctx_);
+  cpu::deserialize_payload(payload, state);
+  from_cpu(state, s);
+}
+
+std::vector<uint8_t> CudaBackend::save_layers(const backend::Session& session, backend::LayerRange range) const {
+  return cpu::serialize_layers(to_cpu(cuda_session(session, "save layers")), range);
+}
+
+void CudaBackend::load_layers(std::span<const uint8_t> state, backend::Session& session,
+                              backend::LayerRange range) const {
+  CudaSession& s = cuda_session(session, "load layers");
+  cpu::Session current = to_cpu(s);
+  cpu::deserialize_layers(state, current, range);
+  from_cpu(current, s);
+}
+
+void CudaBackend::save_session_file(const std::string& path, const backend::Session& session) const {
+  cpu::save_session_file(path, to_cpu(cuda_session(session, path.c_str())), chunk_);
+}
+
+void CudaBackend::load_session_file(const std::string& path, backend::Session& session) const {
+  CudaSession& s = cuda_session(session, path.c_str());
+  cpu::Session state(*model_, backend::Numerics::Default, s.n_ctx_);
+  cpu::load_session_file(path, state);
+  from_cpu(state, s);
+}
+
+}  // namespace ds4::cuda
