@@ -8,6 +8,16 @@
 
 namespace ds4::backend {
 
+void check_tokens(std::span<const int32_t> tokens, int n_vocab, int64_t held, int64_t n_ctx) {
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= n_vocab)
+      throw Error("token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
+                  ", outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+  if (held + static_cast<int64_t>(tokens.size()) > n_ctx)
+    throw Error(std::to_string(held) + " + " + std::to_string(tokens.size()) + " tokens do not fit the context of " +
+                std::to_string(n_ctx));
+}
+
 void Backend::set_matrix_inputs(MatrixInputs * /*inputs*/) {
   throw Error("the " + name() + " backend cannot report the inputs of its weight matrices");
 }

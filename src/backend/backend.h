@@ -87,6 +87,11 @@ struct Part {
   float *hidden_out = nullptr;
 };
 
+// The checks every backend makes before it evaluates `tokens` after the
+// `held` tokens of a session with a context of n_ctx: each id inside the
+// vocabulary, and room for them all. ds4::Error naming the first offender.
+void check_tokens(std::span<const int32_t> tokens, int n_vocab, int64_t held, int64_t n_ctx);
+
 class Backend {
  public:
   virtual ~Backend() = default;

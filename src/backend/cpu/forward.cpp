@@ -152,14 +152,7 @@ void Forward::check(const Session &session, std::span<const int32_t> tokens) con
   if (session.numerics() != numerics_) throw Error("eval: the session was made for other numerics");
   if (!session.consistent())
     throw Error("eval: the session was left incomplete by a cancelled evaluation; restore a snapshot first");
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] >= n_vocab_)
-      throw Error("token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
-                  ", outside the vocabulary [0, " + std::to_string(n_vocab_) + ")");
-  const auto need = session.size() + static_cast<int64_t>(tokens.size());
-  if (need > session.n_ctx())
-    throw Error(std::to_string(session.size()) + " + " + std::to_string(tokens.size()) + " tokens do not fit the context of " +
-                std::to_string(session.n_ctx()));
+  backend::check_tokens(tokens, n_vocab_, session.size(), session.n_ctx());
 }
 
 int Forward::check_range(std::span<const backend::Part> parts, backend::LayerRange range) const {

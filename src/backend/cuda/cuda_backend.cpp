@@ -209,14 +209,7 @@ CudaSession& CudaBackend::session_of(const backend::Part& part, size_t index) co
 void CudaBackend::check(const CudaSession& session, std::span<const int32_t> tokens) const {
   if (!session.consistent_)
     throw Error("eval: the session was left incomplete by a cancelled evaluation; restore a snapshot first");
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] >= n_vocab_)
-      throw Error("token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
-                  ", outside the vocabulary [0, " + std::to_string(n_vocab_) + ")");
-  const auto need = static_cast<int64_t>(session.tokens_.size() + tokens.size());
-  if (need > session.n_ctx_)
-    throw Error(std::to_string(session.tokens_.size()) + " + " + std::to_string(tokens.size()) +
-                " tokens do not fit the context of " + std::to_string(session.n_ctx_));
+  backend::check_tokens(tokens, n_vocab_, static_cast<int64_t>(session.tokens_.size()), session.n_ctx_);
 }
 
 void CudaBackend::eval(std::span<const backend::Part> parts, backend::LayerRange range) {

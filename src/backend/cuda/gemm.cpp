@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/cuda/cublas_library.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/quant_kernels.h"
 #include "core/error.h"
@@ -15,8 +16,9 @@ namespace {
 
 void cublas_check(cublasStatus_t status, const char* call, int device) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw Error(std::string(call) + " on GPU " + std::to_string(device) + ": " + cublasGetStatusString(status) + " (" +
-              cublasGetStatusName(status) + ")");
+  const CublasLibrary& l = cublas_library();
+  throw Error(std::string(call) + " on GPU " + std::to_string(device) + ": " + l.status_string(status) + " (" +
+              l.status_name(status) + ")");
 }
 
 }  // namespace
@@ -24,17 +26,18 @@ void cublas_check(cublasStatus_t status, const char* call, int device) {
 GemmRunner::GemmRunner(cudaStream_t stream, size_t weight_scratch_bytes)
     : stream_(stream), weight_scratch_limit_(weight_scratch_bytes) {
   cuda_check(cudaGetDevice(&device_), "cudaGetDevice", -1);
+  const CublasLibrary& l = cublas_library();
   cublasHandle_t handle = nullptr;
-  cublas_check(cublasCreate(&handle), "cublasCreate", device_);
+  cublas_check(l.create(&handle), "cublasCreate", device_);
   handle_ = handle;
-  cublas_check(cublasSetStream(handle_, stream_), "cublasSetStream", device_);
+  cublas_check(l.set_stream(handle_, stream_), "cublasSetStream", device_);
   // The default mode: tensor cores for the f16 / bf16 products, and F32
   // products in f32 (TF32 only when asked for, which this never does).
-  cublas_check(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode", device_);
+  cublas_check(l.set_math_mode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode", device_);
 }
 
 GemmRunner::~GemmRunner() {
-  if (handle_) (void)cublasDestroy(handle_);
+  if (handle_) (void)cublas_library().destroy(handle_);
 }
 
 void* GemmRunner::scratch(DeviceBuffer& buffer, size_t bytes) {
@@ -53,10 +56,11 @@ void GemmRunner::matmul(GgmlType type, const void* w, int64_t rows, int64_t cols
   // Column-major view: W is cols x rows (lda = cols), X is cols x n_tokens,
   // Y is rows x n_tokens (ldc = ldy): Y = W^T X.
   if (type == GgmlType::F32) {
-    cublas_check(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n_tokens),
-                             static_cast<int>(cols), &one, static_cast<const float*>(w), static_cast<int>(cols), x,
-                             static_cast<int>(cols), &zero, y, static_cast<int>(ldy)),
-                 "cublasSgemm", device_);
+    cublas_check(
+        cublas_library().sgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n_tokens),
+                               static_cast<int>(cols), &one, static_cast<const float*>(w), static_cast<int>(cols), x,
+                               static_cast<int>(cols), &zero, y, static_cast<int>(ldy)),
+        "cublasSgemm", device_);
     return;
   }
   const bool bf16 = type == GgmlType::BF16 || type == GgmlType::MXFP4;
@@ -67,11 +71,12 @@ void GemmRunner::matmul(GgmlType type, const void* w, int64_t rows, int64_t cols
   // Rows [r0, r0 + n) of W and of Y^T: the weights from row r0, Y from
   // column r0 of its column-major view.
   auto product = [&](const void* weights, int64_t r0, int64_t n) {
-    cublas_check(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(n_tokens),
-                              static_cast<int>(cols), &one, weights, data_type, static_cast<int>(cols), acts, data_type,
-                              static_cast<int>(cols), &zero, y + r0, CUDA_R_32F, static_cast<int>(ldy),
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx", device_);
+    cublas_check(
+        cublas_library().gemm_ex(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(n_tokens),
+                                 static_cast<int>(cols), &one, weights, data_type, static_cast<int>(cols), acts,
+                                 data_type, static_cast<int>(cols), &zero, y + r0, CUDA_R_32F, static_cast<int>(ldy),
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx", device_);
   };
   if (type == GgmlType::F16 || type == GgmlType::BF16) {
     product(w, 0, rows);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/moe_layer.h"
 #include "backend/cpu/ops_moe.h"
 #include "backend/cuda/expert_products.h"
 #include "backend/cuda/ops.h"
@@ -19,14 +20,6 @@ namespace {
 
 [[noreturn]] void fail(int layer, const std::string& what) {
   throw Error("GPU MoE layer " + std::to_string(layer) + ": " + what);
-}
-
-void check_shape(int layer, const model::TensorView& t, uint64_t ne0, uint64_t ne1, uint64_t ne2) {
-  if (!t.present()) fail(layer, std::string(t.name) + " is missing");
-  if (t.ne[0] != ne0 || t.ne[1] != ne1 || t.ne[2] != ne2)
-    fail(layer, std::string(t.name) + " is " + std::to_string(t.ne[0]) + " x " + std::to_string(t.ne[1]) + " x " +
-                    std::to_string(t.ne[2]) + ", not " + std::to_string(ne0) + " x " + std::to_string(ne1) + " x " +
-                    std::to_string(ne2));
 }
 
 // Each expert type's activation form, when all three have one (the decode
@@ -54,16 +47,9 @@ DeviceMoeLayer::DeviceMoeLayer(const model::LayerWeights& layer, const model::De
       scale_(hp.expert_weights_scale),
       clamp_exp_(hp.swiglu_clamp_exp.at(layer.index)),
       clamp_shexp_(hp.clamp_shexp(layer.index)) {
-  if (!hp.expert_weights_norm) fail(index_, "expert_weights_norm = false is not supported");
-  if (n_used_ <= 0 || n_used_ > n_expert_) fail(index_, "bad expert counts");
-  const uint64_t d = hp.n_embd, ff = hp.n_ff_exp, ne = hp.n_expert, sff = static_cast<uint64_t>(n_ff_shared_);
-  check_shape(index_, layer.ffn_gate_inp, d, ne, 1);
-  check_shape(index_, layer.ffn_gate_exps, d, ff, ne);
-  check_shape(index_, layer.ffn_up_exps, d, ff, ne);
-  check_shape(index_, layer.ffn_down_exps, ff, d, ne);
-  check_shape(index_, layer.ffn_gate_shexp, d, sff, 1);
-  check_shape(index_, layer.ffn_up_shexp, d, sff, 1);
-  check_shape(index_, layer.ffn_down_shexp, sff, d, 1);
+  // The CPU layer's shape checks and their messages.
+  const cpu::MoeLayer checked(layer, hp, numerics);
+  const uint64_t d = hp.n_embd, ne = hp.n_expert;
   norm_ = upload_f32(layer.ffn_norm, d);
   gate_inp_ = upload_matrix(layer.ffn_gate_inp);
   gate_exps_ = upload_tensor(layer.ffn_gate_exps, n_ff_, n_expert_);
@@ -73,8 +59,6 @@ DeviceMoeLayer::DeviceMoeLayer(const model::LayerWeights& layer, const model::De
   up_shexp_ = upload_matrix(layer.ffn_up_shexp);
   down_shexp_ = upload_matrix(layer.ffn_down_shexp);
   if (hash_routed_) {
-    check_shape(index_, layer.ffn_gate_tid2eid, hp.n_expert_used, hp.n_vocab, 1);
-    if (layer.ffn_gate_tid2eid.type != GgmlType::I32) fail(index_, "ffn_gate_tid2eid is not i32");
     // The device reads the table unchecked: every id must name an expert.
     std::vector<int32_t> table(static_cast<size_t>(layer.ffn_gate_tid2eid.nbytes / sizeof(int32_t)));
     std::memcpy(table.data(), layer.ffn_gate_tid2eid.data, table.size() * sizeof(int32_t));

@@ -8,6 +8,7 @@
 // llama.cpp at its fastest CPU settings (flash attention on, F16 KV). Logging is
 // llama.cpp's errors only; every failure then ends with one line
 // "ds4-ref-runner: <what>" on stderr and exit status 1.
+#include <dlfcn.h>
 #include <strings.h>
 
 #include <algorithm>
@@ -857,6 +858,32 @@ void run_model_quantize(const std::string& in_path, const std::string& out_path,
     throw Failure("llama_model_quantize " + preset + " of " + in_path + " failed");
 }
 
+// The CPU library ggml's own choice would load (the best ggml_backend_score
+// of the libggml-cpu-*.so files), but for its sapphirerapids build: that
+// one registers AMX buffers, and on DeepSeek V4 graphs the scheduler then
+// aborts (ggml-backend.cpp: GGML_ASSERT(*cur_backend_id != -1), seen on an
+// AMX Xeon, 2026-12-07). The next best runs the same AVX-512 kernels.
+std::string best_cpu_library() {
+  std::string best;
+  int best_score = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(DS4_REF_BINS_DIR)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("libggml-cpu-", 0) != 0 || name.size() < 3 || name.compare(name.size() - 3, 3, ".so") != 0) continue;
+    if (name == "libggml-cpu-sapphirerapids.so") continue;
+    void* handle = dlopen(entry.path().c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) continue;
+    using Score = int (*)();
+    const auto score = reinterpret_cast<Score>(dlsym(handle, "ggml_backend_score"));
+    const int s = score != nullptr ? score() : 0;
+    dlclose(handle);
+    if (s > best_score) {
+      best_score = s;
+      best = entry.path().string();
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -871,7 +898,8 @@ int main(int argc, char** argv) {
   // one (haswell = AVX2, FMA, F16C) runs llama.cpp at that level on any CPU
   // that has it, for side-by-side runs at one ISA level.
   app.add_option("--cpu-variant", cpu_variant,
-                 "load only libggml-cpu-NAME.so (haswell: the AVX2 build; default: the best for this CPU)");
+                 "load only libggml-cpu-NAME.so (haswell: the AVX2 build; default: the best for this CPU but the "
+                 "AMX build, sapphirerapids, which aborts on these graphs)");
 
   auto* logits = app.add_subcommand("logits", "all-position logits, f32 [n_tokens][n_vocab]");
   logits->add_option("-m,--model", model, "GGUF model")->required();
@@ -979,7 +1007,9 @@ int main(int argc, char** argv) {
       llama_backend_free();
     } else {
       if (cpu_variant.empty()) {
-        ggml_backend_load_all_from_path(DS4_REF_BINS_DIR);
+        const std::string lib = best_cpu_library();
+        if (lib.empty() || ggml_backend_load(lib.c_str()) == nullptr)
+          throw Failure("no libggml-cpu-*.so in " DS4_REF_BINS_DIR " loads on this CPU");
       } else {
         const std::string lib = std::string(DS4_REF_BINS_DIR) + "/libggml-cpu-" + cpu_variant + ".so";
         if (!std::filesystem::exists(lib)) throw Failure("--cpu-variant " + cpu_variant + ": no " + lib);
