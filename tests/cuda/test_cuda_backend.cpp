@@ -1,8 +1,9 @@
 // The whole model on a GPU (backend/cuda/cuda_backend.h) against the CPU
 // backend on the tiny synthetic model (f32 and ds4-q2 weights): the logits
 // after a prompt and after every prompt token, greedy decoding bit-stable
-// run to run, snapshots, and sessions moved between the backends through
-// the session payload both ways. Needs a GPU: skipped without one, a
+// run to run, batched steps of several sessions equal to each alone,
+// snapshots, and sessions moved between the backends through the session
+// payload both ways. Needs a GPU: skipped without one, a
 // failure with DS4_REQUIRE_GPU=1.
 #include <gtest/gtest.h>
 
@@ -112,6 +113,45 @@ TEST(CudaBackend, GreedyDecodeIsBitStableAndSnapshotsRestore) {
   EXPECT_EQ(a->size(), 0);
   gpu.eval(*a, prompt);
   EXPECT_EQ(gpu.generate_greedy(*a, 24), first);
+}
+
+TEST(CudaBackend, BatchedStepsLeaveEachSessionAsItsStepAlone) {
+  REQUIRE_GPU();
+  // Quantized weights: up to kMatvecTokens tokens take the decode kernels,
+  // whose per-token results do not depend on the batch.
+  const ds4::test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, /*seed=*/25);
+  const int n_vocab = static_cast<int>(m.hparams().n_vocab);
+  CudaBackend gpu(m.model(), Numerics::Default, options(256));
+  const std::vector<std::vector<int32_t>> prompts = {
+      prompt_tokens(30, n_vocab), {3, 9, 27, 81, 243}, prompt_tokens(19, 401)};
+  std::vector<std::unique_ptr<backend::Session>> together, alone;
+  for (const auto& p : prompts) {
+    together.push_back(gpu.new_session(256));
+    alone.push_back(gpu.new_session(256));
+    gpu.eval(*together.back(), p);
+    gpu.eval(*alone.back(), p);
+  }
+  for (int step = 0; step < 6; ++step) {
+    std::vector<int32_t> next(prompts.size());
+    std::vector<backend::Part> parts(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      next[i] = argmax(together[i]->logits());
+      parts[i].session = together[i].get();
+      parts[i].tokens = std::span<const int32_t>(&next[i], 1);
+    }
+    gpu.eval(parts);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      gpu.eval(*alone[i], std::span<const int32_t>(&next[i], 1));
+      ASSERT_EQ(std::memcmp(together[i]->logits().data(), alone[i]->logits().data(), n_vocab * 4u), 0)
+          << "session " << i << " step " << step;
+    }
+  }
+  // A 12-token prompt in one chunk equals it token by token.
+  auto chunk = gpu.new_session(64), single = gpu.new_session(64);
+  const std::vector<int32_t> twelve = prompt_tokens(12, n_vocab);
+  gpu.eval(*chunk, twelve);
+  for (int32_t id : twelve) gpu.eval(*single, std::span<const int32_t>(&id, 1));
+  EXPECT_EQ(std::memcmp(chunk->logits().data(), single->logits().data(), n_vocab * 4u), 0);
 }
 
 TEST(CudaBackend, SessionsMoveBetweenTheBackendsThroughThePayload) {

@@ -46,13 +46,14 @@ __global__ void gather_u16_rows_kernel(const uint16_t* const* src, uint16_t* dst
 }
 
 // Token t's attention rows: its window rows (window[t * n_swa + i], i <
-// window_count[t]), then compressed rows: allowed[t * top_k + j] for j <
-// n_allowed[t] when allowed is given, else rows 0 .. n_allowed[t] - 1.
+// window_count[t]), then rows of its session's compressed cache
+// (compressed[t]): allowed[t * top_k + j] for j < n_allowed[t] when allowed
+// is given, else rows 0 .. n_allowed[t] - 1.
 struct RowListArgs {
   const uint16_t* const* window;
   const int32_t* window_count;
   int n_swa;
-  const uint16_t* compressed;
+  const uint16_t* const* compressed;  // each token's session's compressed rows
   int head_dim;
   const int32_t* allowed;
   const int32_t* n_allowed;
@@ -75,7 +76,7 @@ __global__ void row_list_kernel(RowListArgs a) {
     } else {
       const int j = i - w;
       const int64_t row = a.allowed ? a.allowed[t * a.top_k + j] : j;
-      rows[i] = a.compressed + row * a.head_dim;
+      rows[i] = a.compressed[t] + row * a.head_dim;
     }
   }
   if (threadIdx.x == 0) a.n_rows[t] = w + c;
@@ -156,20 +157,54 @@ DeviceLayerKv DeviceAttentionLayer::new_state(int64_t n_ctx, cudaStream_t stream
 
 void DeviceAttentionLayer::forward(const float* X, int64_t n, int64_t pos0, DeviceLayerKv& st, float* OUT,
                                    DeviceProducts& P) const {
+  std::vector<DeviceLayerKv*> states(static_cast<size_t>(std::max<int64_t>(n, 0)), &st);
+  std::vector<int64_t> pos(states.size());
+  for (size_t t = 0; t < pos.size(); ++t) pos[t] = pos0 + static_cast<int64_t>(t);
+  forward_tokens(X, n, states, pos, OUT, P);
+}
+
+std::vector<DeviceAttentionLayer::Run> DeviceAttentionLayer::runs_of(std::span<DeviceLayerKv* const> states,
+                                                                     std::span<const int64_t> pos) const {
+  std::vector<Run> runs;
+  for (size_t t = 0; t < states.size(); ++t) {
+    DeviceLayerKv* st = states[t];
+    if (!runs.empty() && runs.back().state == st) {
+      if (pos[t] != pos[t - 1] + 1) throw Error("GPU attention forward: a session's positions do not follow each other");
+      runs.back().t1 = static_cast<int64_t>(t) + 1;
+      continue;
+    }
+    for (const Run& r : runs)
+      if (r.state == st) throw Error("GPU attention forward: a session's tokens are not together in the batch");
+    if (st->ratio() != ratio_ || st->head_dim() != head_dim_ || st->n_swa() != n_swa_)
+      throw Error("GPU attention forward: the state belongs to another kind of layer");
+    Run r;
+    r.t0 = static_cast<int64_t>(t);
+    r.t1 = r.t0 + 1;
+    r.state = st;
+    r.pos0 = pos[t];
+    runs.push_back(r);
+  }
+  for (const Run& r : runs) {
+    const int64_t windows = ratio_ == 0 ? 0 : (r.pos0 + r.t1 - r.t0) / ratio_ - r.pos0 / ratio_;
+    if (ratio_ != 0 && r.state->n_compressed + windows > r.state->capacity())
+      throw Error("GPU attention forward: " + std::to_string(r.state->n_compressed + windows) +
+                  " compressed rows exceed the state's room for " + std::to_string(r.state->capacity()));
+  }
+  return runs;
+}
+
+void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<DeviceLayerKv* const> states,
+                                          std::span<const int64_t> pos, float* OUT, DeviceProducts& P) const {
   if (n <= 0) return;
-  if (st.ratio() != ratio_ || st.head_dim() != head_dim_ || st.n_swa() != n_swa_)
-    throw Error("GPU attention forward: the state belongs to another kind of layer");
+  if (states.size() != static_cast<size_t>(n) || pos.size() != static_cast<size_t>(n))
+    throw Error("GPU attention forward: one state and one position per token");
+  const std::vector<Run> runs = runs_of(states, pos);  // everything checked before any work
   const cudaStream_t stream = P.stream();
   const int device = current_device();
   const backend::Numerics numerics = backend::Numerics::Default;
   const int64_t hq = static_cast<int64_t>(n_head_) * head_dim_;
   const int64_t low_width = static_cast<int64_t>(o_groups_) * o_lora_;
   const int64_t group_in = hq / o_groups_;
-  // Windows the batch closes (each compressor emits one row per window).
-  const int64_t n_windows = ratio_ == 0 ? 0 : (pos0 + n) / ratio_ - pos0 / ratio_;
-  if (ratio_ != 0 && st.n_compressed + n_windows > st.capacity())
-    throw Error("GPU attention forward: " + std::to_string(st.n_compressed + n_windows) +
-                " compressed rows exceed the state's room for " + std::to_string(st.capacity()));
 
   // The pass's f32 rows, one scratch: xn, qa, qr, q, kv, heads, low, one group's heads.
   const int64_t floats = n * (n_embd_ + 2 * q_lora_ + 2 * hq + head_dim_ + low_width + group_in);
@@ -189,13 +224,13 @@ void DeviceAttentionLayer::forward(const float* X, int64_t n, int64_t pos0, Devi
   rms_norm_rows(qa, q_a_norm_.as<float>(), qr, n, q_lora_, eps_, numerics, stream);
   P.run(q_b_, 0, qr, n, q, hq);
 
-  // RoPE tables for the batch's positions (the CPU's caches).
+  // RoPE tables for the tokens' positions (the CPU's caches).
   const int n_pairs = rope_.n_rot / 2;
   std::vector<float> tables(static_cast<size_t>(3 * n * n_pairs));
   bool fused = false;
   for (int64_t t = 0; t < n; ++t) {
-    const cpu::RopeCache fwd = cpu::rope_cache(rope_, pos0 + t, false);
-    const cpu::RopeCache inv = cpu::rope_cache(rope_, pos0 + t, true);
+    const cpu::RopeCache fwd = cpu::rope_cache(rope_, pos[static_cast<size_t>(t)], false);
+    const cpu::RopeCache inv = cpu::rope_cache(rope_, pos[static_cast<size_t>(t)], true);
     fused = fwd.fused;
     for (int k = 0; k < n_pairs; ++k) {
       tables[static_cast<size_t>(t * n_pairs + k)] = fwd.cos[static_cast<size_t>(k)];
@@ -214,50 +249,77 @@ void DeviceAttentionLayer::forward(const float* X, int64_t n, int64_t pos0, Devi
   rope_heads_rows(kv, rope.cos(), rope.sin(n), n, 1, head_dim_, n_pairs, fused, stream);
   fp8_e4m3_round_trip_rows(kv, n, head_dim_, head_dim_ - n_rot_, stream);
 
-  // Store: the batch's raw rows, then the rows its closed windows compress.
+  // Store: the tokens' raw rows, then the rows each session's closed windows
+  // compress (the projections for all tokens at once, the frontiers run by run).
   const StreamScratch raw(static_cast<size_t>(n * head_dim_) * sizeof(uint16_t), stream);
   to_f16(kv, raw.as<uint16_t>(), n * head_dim_, stream);
-  const int64_t compressed_before = st.n_compressed, index_before = st.n_index;
-  const auto compress = [&](const DeviceCompressor& comp, DeviceCompressor::Frontier& frontier,
-                            const DeviceTensor& kv_w, const DeviceTensor& gate_w, uint16_t* store, int64_t& count) {
+  std::vector<int64_t> compressed_before, index_before;
+  for (const Run& r : runs) {
+    compressed_before.push_back(r.state->n_compressed);
+    index_before.push_back(r.state->n_index);
+  }
+  const auto compress = [&](const DeviceCompressor& comp, const DeviceTensor& kv_w, const DeviceTensor& gate_w,
+                            bool index) {
     const int64_t width = comp.state_width();
-    const StreamScratch proj(static_cast<size_t>(2 * n * width + (n_windows + 1) * comp.dim()) * sizeof(float), stream);
+    const StreamScratch proj(static_cast<size_t>(2 * n * width + (n / ratio_ + 2 * static_cast<int64_t>(runs.size())) *
+                                                                     comp.dim()) *
+                                 sizeof(float),
+                             stream);
     float* pkv = proj.as<float>();
     float* pscore = pkv + n * width;
     float* rows = pscore + n * width;
     P.run(kv_w, 0, xn, n, pkv, width);
     P.run(gate_w, 0, xn, n, pscore, width);
-    const backend::CompressorPlan plan = comp.push_batch(frontier, pkv, pscore, pos0, n, rows, stream);
-    to_f16(rows, store + count * comp.dim(), plan.n_windows() * comp.dim(), stream);
-    count += plan.n_windows();
+    for (const Run& r : runs) {
+      DeviceLayerKv& st = *r.state;
+      const backend::CompressorPlan plan =
+          comp.push_batch(index ? *st.index_frontier : *st.attn_frontier, pkv + r.t0 * width, pscore + r.t0 * width,
+                          r.pos0, r.t1 - r.t0, rows, stream);
+      int64_t& count = index ? st.n_index : st.n_compressed;
+      to_f16(rows, (index ? st.index() : st.compressed()) + count * comp.dim(), plan.n_windows() * comp.dim(), stream);
+      count += plan.n_windows();
+      rows += plan.n_windows() * comp.dim();
+    }
   };
-  if (attn_comp_) compress(*attn_comp_, *st.attn_frontier, comp_kv_, comp_gate_, st.compressed(), st.n_compressed);
-  if (index_comp_) compress(*index_comp_, *st.index_frontier, index_kv_, index_gate_, st.index(), st.n_index);
+  if (attn_comp_) compress(*attn_comp_, comp_kv_, comp_gate_, false);
+  if (index_comp_) compress(*index_comp_, index_kv_, index_gate_, true);
 
-  // Which rows each token sees.
-  const backend::AttentionBatchPlan plan = backend::plan_attention_batch(n_swa_, st.ring_count, st.ring_next, pos0, n,
-                                                                         ratio_, compressed_before, index_before);
-  std::vector<const uint16_t*> window(static_cast<size_t>(n * n_swa_), nullptr);
-  std::vector<int32_t> counts(static_cast<size_t>(3 * n));  // window rows, compressed rows seen, index rows seen
-  const auto row_address = [&](const backend::WindowRow& r) {
-    return (r.from_batch ? raw.as<const uint16_t>() : st.ring()) + static_cast<int64_t>(r.index) * head_dim_;
-  };
+  // Which rows each token sees: per token its window's rows, its session's
+  // compressed rows and the counts (window, compressed seen, index seen).
+  std::vector<const uint16_t*> window(static_cast<size_t>(n * n_swa_), nullptr), compressed(static_cast<size_t>(n));
+  std::vector<int32_t> counts(static_cast<size_t>(3 * n));
+  std::vector<backend::AttentionBatchPlan> plans;
   int64_t max_compressed = 0, max_index = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t b = plan.window_begin[static_cast<size_t>(t)], e = plan.window_begin[static_cast<size_t>(t + 1)];
-    for (int64_t i = b; i < e; ++i)
-      window[static_cast<size_t>(t * n_swa_ + i - b)] = row_address(plan.window[static_cast<size_t>(i)]);
-    counts[static_cast<size_t>(t)] = static_cast<int32_t>(e - b);
-    counts[static_cast<size_t>(n + t)] = static_cast<int32_t>(plan.compressed_visible[static_cast<size_t>(t)]);
-    counts[static_cast<size_t>(2 * n + t)] = static_cast<int32_t>(plan.index_visible[static_cast<size_t>(t)]);
-    max_compressed = std::max(max_compressed, plan.compressed_visible[static_cast<size_t>(t)]);
-    max_index = std::max(max_index, plan.index_visible[static_cast<size_t>(t)]);
+  for (size_t ri = 0; ri < runs.size(); ++ri) {
+    const Run& r = runs[ri];
+    DeviceLayerKv& st = *r.state;
+    plans.push_back(backend::plan_attention_batch(n_swa_, st.ring_count, st.ring_next, r.pos0, r.t1 - r.t0, ratio_,
+                                                  compressed_before[ri], index_before[ri]));
+    const backend::AttentionBatchPlan& plan = plans.back();
+    for (int64_t i = 0; i < r.t1 - r.t0; ++i) {
+      const int64_t t = r.t0 + i;
+      const int64_t b = plan.window_begin[static_cast<size_t>(i)], e = plan.window_begin[static_cast<size_t>(i + 1)];
+      for (int64_t j = b; j < e; ++j) {
+        const backend::WindowRow& w = plan.window[static_cast<size_t>(j)];
+        window[static_cast<size_t>(t * n_swa_ + j - b)] =
+            w.from_batch ? raw.as<const uint16_t>() + (r.t0 + w.index) * head_dim_
+                         : st.ring() + static_cast<int64_t>(w.index) * head_dim_;
+      }
+      compressed[static_cast<size_t>(t)] = st.compressed();
+      counts[static_cast<size_t>(t)] = static_cast<int32_t>(e - b);
+      counts[static_cast<size_t>(n + t)] = static_cast<int32_t>(plan.compressed_visible[static_cast<size_t>(i)]);
+      counts[static_cast<size_t>(2 * n + t)] = static_cast<int32_t>(plan.index_visible[static_cast<size_t>(i)]);
+      max_compressed = std::max(max_compressed, plan.compressed_visible[static_cast<size_t>(i)]);
+      max_index = std::max(max_index, plan.index_visible[static_cast<size_t>(i)]);
+    }
   }
   const size_t window_bytes = window.size() * sizeof(const uint16_t*);
-  const StreamScratch lists(window_bytes + counts.size() * sizeof(int32_t), stream);
+  const size_t compressed_bytes = compressed.size() * sizeof(const uint16_t*);
+  const StreamScratch lists(window_bytes + compressed_bytes + counts.size() * sizeof(int32_t), stream);
   lists.upload(0, window.data(), window_bytes);
-  lists.upload(window_bytes, counts.data(), counts.size() * sizeof(int32_t));
-  const int32_t* window_count = lists.as<int32_t>(window_bytes);
+  lists.upload(window_bytes, compressed.data(), compressed_bytes);
+  lists.upload(window_bytes + compressed_bytes, counts.data(), counts.size() * sizeof(int32_t));
+  const int32_t* window_count = lists.as<int32_t>(window_bytes + compressed_bytes);
   const int32_t* compressed_seen = window_count + n;
   const int32_t* index_seen = window_count + 2 * n;
 
@@ -265,22 +327,25 @@ void DeviceAttentionLayer::forward(const float* X, int64_t n, int64_t pos0, Devi
   // until then, and on ratio 128, every compressed row the token sees.
   const bool scoring = ratio_ == 4 && max_index > top_k_;
   const StreamScratch allowed(scoring ? static_cast<size_t>(n * (top_k_ + 1)) * sizeof(int32_t) : 0, stream);
-  if (scoring)
-    select_rows(xn, qr, n, rope, st.index(), index_seen, max_index, allowed.as<int32_t>(),
+  if (scoring) {
+    std::vector<IndexRun> index_runs;
+    for (const Run& r : runs) index_runs.push_back({r.t0, r.t1, r.state->index()});
+    select_rows(xn, qr, n, rope, index_runs, index_seen, max_index, allowed.as<int32_t>(),
                 allowed.as<int32_t>() + n * top_k_, P);
+  }
 
-  // Attention, in token runs whose row lists fit the table budget.
+  // Attention, in token blocks whose row lists fit the table budget.
   const int max_rows = n_swa_ + static_cast<int>(scoring ? top_k_ : max_compressed);
-  const int64_t run = std::max<int64_t>(1, static_cast<int64_t>(kTableBytes / (static_cast<size_t>(max_rows) * 8 + 4)));
+  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kTableBytes / (static_cast<size_t>(max_rows) * 8 + 4)));
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  for (int64_t t0 = 0; t0 < n; t0 += run) {
-    const int64_t m = std::min(run, n - t0);
+  for (int64_t t0 = 0; t0 < n; t0 += block) {
+    const int64_t m = std::min(block, n - t0);
     const StreamScratch rows(static_cast<size_t>(m) * (static_cast<size_t>(max_rows) * 8 + 4), stream);
     RowListArgs a;
     a.window = lists.as<const uint16_t* const>() + t0 * n_swa_;
     a.window_count = window_count + t0;
     a.n_swa = n_swa_;
-    a.compressed = st.compressed();
+    a.compressed = lists.as<const uint16_t* const>(window_bytes) + t0;
     a.head_dim = head_dim_;
     a.allowed = scoring ? allowed.as<int32_t>() + t0 * top_k_ : nullptr;
     a.n_allowed = scoring ? allowed.as<int32_t>() + n * top_k_ + t0 : (ratio_ == 0 ? nullptr : compressed_seen + t0);
@@ -317,25 +382,33 @@ void DeviceAttentionLayer::forward(const float* X, int64_t n, int64_t pos0, Devi
   }
   P.run(out_b_, 0, low, n, OUT, n_embd_);
 
-  // The ring after the batch, gathered into the other buffer.
-  std::vector<const uint16_t*> sources;
-  sources.reserve(static_cast<size_t>(n_swa_));
-  for (const backend::WindowRow& r : plan.ring_after) sources.push_back(row_address(r));
-  const StreamScratch ring_table(sources.size() * sizeof(const uint16_t*), stream);
-  ring_table.upload(0, sources.data(), sources.size() * sizeof(const uint16_t*));
-  gather_u16_rows_kernel<<<blocks_for(static_cast<int64_t>(n_swa_) * head_dim_), kThreads, 0, stream>>>(
-      ring_table.as<const uint16_t* const>(), st.next_ring(), n_swa_, head_dim_);
-  cuda_check_launch("attention ring", device);
-  st.swap_ring();
-  for (size_t s = 0; s < plan.ring_after.size(); ++s)
-    if (plan.ring_after[s].from_batch) st.ring_pos[s] = pos0 + plan.ring_after[s].index;
-  st.ring_count = plan.ring_count_after;
-  st.ring_next = plan.ring_next_after;
+  // Each session's ring after its tokens, gathered into its other buffer.
+  for (size_t ri = 0; ri < runs.size(); ++ri) {
+    const Run& r = runs[ri];
+    DeviceLayerKv& st = *r.state;
+    const backend::AttentionBatchPlan& plan = plans[ri];
+    std::vector<const uint16_t*> sources;
+    sources.reserve(static_cast<size_t>(n_swa_));
+    for (const backend::WindowRow& w : plan.ring_after)
+      sources.push_back(w.from_batch ? raw.as<const uint16_t>() + (r.t0 + w.index) * head_dim_
+                                     : st.ring() + static_cast<int64_t>(w.index) * head_dim_);
+    const StreamScratch ring_table(sources.size() * sizeof(const uint16_t*), stream);
+    ring_table.upload(0, sources.data(), sources.size() * sizeof(const uint16_t*));
+    gather_u16_rows_kernel<<<blocks_for(static_cast<int64_t>(n_swa_) * head_dim_), kThreads, 0, stream>>>(
+        ring_table.as<const uint16_t* const>(), st.next_ring(), n_swa_, head_dim_);
+    cuda_check_launch("attention ring", device);
+    st.swap_ring();
+    for (size_t s = 0; s < plan.ring_after.size(); ++s)
+      if (plan.ring_after[s].from_batch) st.ring_pos[s] = r.pos0 + plan.ring_after[s].index;
+    st.ring_count = plan.ring_count_after;
+    st.ring_next = plan.ring_next_after;
+  }
 }
 
 void DeviceAttentionLayer::select_rows(const float* xn, const float* qr, int64_t n, const RopeTables& rope,
-                                       const uint16_t* index_rows, const int32_t* index_visible, int64_t max_visible,
-                                       int32_t* allowed, int32_t* n_allowed, DeviceProducts& P) const {
+                                       std::span<const IndexRun> index_runs, const int32_t* index_visible,
+                                       int64_t max_visible, int32_t* allowed, int32_t* n_allowed,
+                                       DeviceProducts& P) const {
   const cudaStream_t stream = P.stream();
   const int64_t iq = static_cast<int64_t>(index_heads_) * index_dim_;
   const StreamScratch proj(static_cast<size_t>(n * (iq + index_heads_)) * sizeof(float), stream);
@@ -350,24 +423,27 @@ void DeviceAttentionLayer::select_rows(const float* xn, const float* qr, int64_t
   scale_kernel<<<blocks_for(n * index_heads_), kThreads, 0, stream>>>(
       w, n * index_heads_, 1.0f / std::sqrt(static_cast<float>(index_heads_ * index_dim_)));
   cuda_check_launch("indexer weights", current_device());
-  // Scores and selection in token runs whose score rows fit the budget.
-  const int64_t run = std::max<int64_t>(1, static_cast<int64_t>(kTableBytes / (static_cast<size_t>(max_visible) * 4)));
-  for (int64_t t0 = 0; t0 < n; t0 += run) {
-    const int64_t m = std::min(run, n - t0);
-    const StreamScratch scores(static_cast<size_t>(m * max_visible) * sizeof(float), stream);
-    IndexerRows a;
-    a.q = q + t0 * iq;
-    a.weights = w + t0 * index_heads_;
-    a.rows = index_rows;
-    a.row_stride = index_dim_;
-    a.n_rows = index_visible + t0;
-    a.max_rows = static_cast<int>(max_visible);
-    a.n_tokens = m;
-    a.n_head = index_heads_;
-    a.dim = index_dim_;
-    a.scores = scores.as<float>();
-    indexer_scores_rows(a, stream);
-    indexer_select_rows(a.scores, a.n_rows, m, a.max_rows, top_k_, allowed + t0 * top_k_, n_allowed + t0, stream);
+  // Each session's tokens over its own index cache, in token blocks whose
+  // score rows fit the budget.
+  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kTableBytes / (static_cast<size_t>(max_visible) * 4)));
+  for (const IndexRun& r : index_runs) {
+    for (int64_t t0 = r.t0; t0 < r.t1; t0 += block) {
+      const int64_t m = std::min(block, r.t1 - t0);
+      const StreamScratch scores(static_cast<size_t>(m * max_visible) * sizeof(float), stream);
+      IndexerRows a;
+      a.q = q + t0 * iq;
+      a.weights = w + t0 * index_heads_;
+      a.rows = r.rows;
+      a.row_stride = index_dim_;
+      a.n_rows = index_visible + t0;
+      a.max_rows = static_cast<int>(max_visible);
+      a.n_tokens = m;
+      a.n_head = index_heads_;
+      a.dim = index_dim_;
+      a.scores = scores.as<float>();
+      indexer_scores_rows(a, stream);
+      indexer_select_rows(a.scores, a.n_rows, m, a.max_rows, top_k_, allowed + t0 * top_k_, n_allowed + t0, stream);
+    }
   }
 }
 

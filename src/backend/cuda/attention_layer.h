@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "backend/cpu/ops_rope.h"
 #include "backend/cuda/compressor.h"
@@ -42,14 +44,34 @@ class DeviceAttentionLayer {
   // ds4::Error when the compressed rows would outgrow the state's context.
   void forward(const float* X, int64_t n, int64_t pos0, DeviceLayerKv& state, float* OUT,
                DeviceProducts& products) const;
+  // n tokens of possibly several sessions (batched decode): token t goes to
+  // position pos[t] of *states[t]; a session's tokens are together and in
+  // position order, following what its state holds. The projections run once
+  // for all tokens, each session's cache update and rows on its own state,
+  // one attention launch for all. ds4::Error, nothing changed, on a state of
+  // another layer, a session's tokens apart or out of order, or no room.
+  void forward_tokens(const float* X, int64_t n, std::span<DeviceLayerKv* const> states, std::span<const int64_t> pos,
+                      float* OUT, DeviceProducts& products) const;
 
  private:
   struct RopeTables;
+  // One session's tokens [t0, t1) of a batch.
+  struct Run {
+    int64_t t0 = 0, t1 = 0;
+    DeviceLayerKv* state = nullptr;
+    int64_t pos0 = 0;
+  };
+  std::vector<Run> runs_of(std::span<DeviceLayerKv* const> states, std::span<const int64_t> pos) const;
+  // A session's tokens and its index cache.
+  struct IndexRun {
+    int64_t t0, t1;
+    const uint16_t* rows;
+  };
   // Indices of the compressed rows each token may attend to (the indexer's
   // top-k on ratio-4 layers once a token sees more than top_k rows).
-  void select_rows(const float* xn, const float* qr, int64_t n, const RopeTables& rope, const uint16_t* index_rows,
-                   const int32_t* index_visible, int64_t max_visible, int32_t* allowed, int32_t* n_allowed,
-                   DeviceProducts& products) const;
+  void select_rows(const float* xn, const float* qr, int64_t n, const RopeTables& rope,
+                   std::span<const IndexRun> index_runs, const int32_t* index_visible, int64_t max_visible,
+                   int32_t* allowed, int32_t* n_allowed, DeviceProducts& products) const;
 
   const model::LayerWeights* w_;
   model::Deepseek4HParams hp_;

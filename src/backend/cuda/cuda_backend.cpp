@@ -218,7 +218,8 @@ void CudaBackend::eval(std::span<const backend::Part> parts, backend::LayerRange
     throw Error("eval: layer range [" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
                 ") is not a non-empty range of the model's " + std::to_string(n_layer_) + " layers");
   std::vector<CudaSession*> sessions;
-  int64_t total = 0;
+  std::vector<int32_t> tokens;
+  std::vector<TokenPlace> places;
   for (size_t p = 0; p < parts.size(); ++p) {
     CudaSession& s = session_of(parts[p], p);
     for (const CudaSession* q : sessions)
@@ -235,80 +236,121 @@ void CudaBackend::eval(std::span<const backend::Part> parts, backend::LayerRange
         throw Error("eval: part " + std::to_string(p) + " asks for logits from a range that ends before the head");
     }
     sessions.push_back(&s);
-    total += static_cast<int64_t>(parts[p].tokens.size());
+    // The parts flattened in order: a session's tokens stay together and in
+    // position order, which is all the layers need.
+    for (size_t i = 0; i < parts[p].tokens.size(); ++i) {
+      tokens.push_back(parts[p].tokens[i]);
+      places.push_back({p, static_cast<int64_t>(s.tokens_.size() + i), static_cast<int64_t>(i)});
+    }
   }
   progress_done_ = 0;
-  progress_total_ = total * (end - range.begin);
-  for (size_t p = 0; p < parts.size(); ++p) eval_part(parts[p], *sessions[p], range.begin, end, range.end < 0);
+  progress_total_ = static_cast<int64_t>(tokens.size()) * (end - range.begin);
+  for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk_)) {
+    const size_t m = std::min(tokens.size() - at, static_cast<size_t>(chunk_));
+    eval_chunk(parts, sessions, std::span<const int32_t>(tokens).subspan(at, m),
+               std::span<const TokenPlace>(places).subspan(at, m), range.begin, end, range.end < 0);
+  }
 }
 
-void CudaBackend::eval_part(const backend::Part& part, CudaSession& s, int begin, int end, bool head) {
-  const auto n = static_cast<int64_t>(part.tokens.size());
-  const int64_t pos0 = static_cast<int64_t>(s.tokens_.size());
+void CudaBackend::eval_chunk(std::span<const backend::Part> parts, std::span<CudaSession* const> sessions,
+                             std::span<const int32_t> tokens, std::span<const TokenPlace> places, int begin, int end,
+                             bool head) {
+  const auto m = static_cast<int64_t>(tokens.size());
+  const auto hd = static_cast<size_t>(hc_dim_);
+  Gpu* gpu = &gpu_of_layer(begin);
+  const ScopedDevice scope(gpu->device);
+  auto b = std::make_unique<ChunkBuffers>(m, hc_dim_, n_embd_);
+  if (begin == 0) {
+    // Every stream starts as the token's embedding row.
+    const uint64_t row_bytes = token_embd_.matrix_bytes / static_cast<uint64_t>(token_embd_.rows);
+    for (int64_t t = 0; t < m; ++t)
+      dequantize(token_embd_.type, token_embd_.data.as<const uint8_t>() + tokens[static_cast<size_t>(t)] * row_bytes,
+                 b->H() + t * hc_dim_, DequantTo::F32, n_embd_, nullptr);
+    for (int stream = 1; stream < kHcStreams; ++stream)
+      cuda_check(cudaMemcpy2DAsync(b->H() + stream * n_embd_, hd * 4, b->H(), hd * 4, static_cast<size_t>(n_embd_) * 4,
+                                   static_cast<size_t>(m), cudaMemcpyDeviceToDevice, nullptr),
+                 "cudaMemcpy2DAsync", gpu->device);
+  } else {
+    std::vector<float> hidden(static_cast<size_t>(m) * hd);
+    for (int64_t t = 0; t < m; ++t) {
+      const TokenPlace& place = places[static_cast<size_t>(t)];
+      std::copy_n(parts[place.part].hidden_in + static_cast<size_t>(place.index) * hd, hd,
+                  hidden.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(t) * hd));
+    }
+    b->h[0].upload(hidden.data(), hidden.size() * 4);
+  }
+  std::vector<DeviceLayerKv*> states(static_cast<size_t>(m));
+  std::vector<int64_t> pos(static_cast<size_t>(m));
+  for (int64_t t = 0; t < m; ++t) pos[static_cast<size_t>(t)] = places[static_cast<size_t>(t)].pos;
+  for (int il = begin; il < end; ++il) {
+    Gpu& layer_gpu = gpu_of_layer(il);
+    if (&layer_gpu != gpu) {
+      // The next GPU's layers: the HC states move over.
+      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", gpu->device);
+      const int from = gpu->device;
+      gpu = &layer_gpu;
+      cuda_check(cudaSetDevice(gpu->device), "cudaSetDevice", gpu->device);
+      auto moved = std::make_unique<ChunkBuffers>(m, hc_dim_, n_embd_);
+      cuda_check(cudaMemcpyPeer(moved->H(), gpu->device, b->H(), from, static_cast<size_t>(m) * hd * 4),
+                 "cudaMemcpyPeer", gpu->device);
+      b = std::move(moved);
+    }
+    const size_t l = static_cast<size_t>(il);
+    for (int64_t t = 0; t < m; ++t)
+      states[static_cast<size_t>(t)] = &sessions[places[static_cast<size_t>(t)].part]->layers_[l];
+    hc_pre(*b, m, hc_attn_[l], *gpu);
+    attn_[l]->forward_tokens(b->x.as<float>(), m, states, pos, b->f.as<float>(), *gpu->products);
+    hc_post(*b, m);
+    hc_pre(*b, m, hc_ffn_[l], *gpu);
+    moe_[l]->forward(b->x.as<float>(), tokens.data(), m, b->f.as<float>(), *gpu->products);
+    hc_post(*b, m);
+    if (progress_) {
+      progress_done_ += m;
+      if (!progress_(progress_done_, progress_total_)) {
+        for (CudaSession* s : sessions) s->consistent_ = false;
+        throw Cancelled("evaluation cancelled");
+      }
+    }
+  }
+  finish_chunk(parts, sessions, tokens, places, *b, head);
+}
+
+// A part's tokens are one run of the chunk: the rows that want logits go
+// through the head, the sessions take their tokens (and a range short of the
+// head hands its hidden states out).
+void CudaBackend::finish_chunk(std::span<const backend::Part> parts, std::span<CudaSession* const> sessions,
+                               std::span<const int32_t> tokens, std::span<const TokenPlace> places,
+                               const ChunkBuffers& b, bool head) {
   const auto hd = static_cast<size_t>(hc_dim_), nv = static_cast<size_t>(n_vocab_);
-  for (int64_t at = 0; at < n; at += chunk_) {
-    const int64_t m = std::min<int64_t>(chunk_, n - at);
-    const std::span<const int32_t> tokens = part.tokens.subspan(static_cast<size_t>(at), static_cast<size_t>(m));
-    Gpu* gpu = &gpu_of_layer(begin);
-    ScopedDevice scope(gpu->device);
-    auto b = std::make_unique<ChunkBuffers>(m, hc_dim_, n_embd_);
-    if (begin == 0) {
-      // Every stream starts as the token's embedding row.
-      const uint64_t row_bytes = token_embd_.matrix_bytes / static_cast<uint64_t>(token_embd_.rows);
-      for (int64_t t = 0; t < m; ++t)
-        dequantize(token_embd_.type, token_embd_.data.as<const uint8_t>() + tokens[static_cast<size_t>(t)] * row_bytes,
-                   b->H() + t * hc_dim_, DequantTo::F32, n_embd_, nullptr);
-      for (int stream = 1; stream < kHcStreams; ++stream)
-        cuda_check(
-            cudaMemcpy2DAsync(b->H() + stream * n_embd_, hd * 4, b->H(), hd * 4, static_cast<size_t>(n_embd_) * 4,
-                              static_cast<size_t>(m), cudaMemcpyDeviceToDevice, nullptr),
-            "cudaMemcpy2DAsync", gpu->device);
-    } else {
-      b->h[0].upload(part.hidden_in + static_cast<size_t>(at) * hd, static_cast<size_t>(m) * hd * 4);
-    }
-    for (int il = begin; il < end; ++il) {
-      Gpu& layer_gpu = gpu_of_layer(il);
-      if (&layer_gpu != gpu) {
-        // The next GPU's layers: the HC states move over.
-        cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", gpu->device);
-        const int from = gpu->device;
-        gpu = &layer_gpu;
-        cuda_check(cudaSetDevice(gpu->device), "cudaSetDevice", gpu->device);
-        auto moved = std::make_unique<ChunkBuffers>(m, hc_dim_, n_embd_);
-        cuda_check(cudaMemcpyPeer(moved->H(), gpu->device, b->H(), from, static_cast<size_t>(m) * hd * 4),
-                   "cudaMemcpyPeer", gpu->device);
-        b = std::move(moved);
-      }
-      const size_t l = static_cast<size_t>(il);
-      hc_pre(*b, m, hc_attn_[l], *gpu);
-      attn_[l]->forward(b->x.as<float>(), m, pos0 + at, s.layers_[l], b->f.as<float>(), *gpu->products);
-      hc_post(*b, m);
-      hc_pre(*b, m, hc_ffn_[l], *gpu);
-      moe_[l]->forward(b->x.as<float>(), tokens.data(), m, b->f.as<float>(), *gpu->products);
-      hc_post(*b, m);
-      if (progress_) {
-        progress_done_ += m;
-        if (!progress_(progress_done_, progress_total_)) {
-          s.consistent_ = false;
-          throw Cancelled("evaluation cancelled");
-        }
-      }
-    }
-    const bool last_chunk = at + m == n;
+  const size_t n = tokens.size();
+  std::vector<float> hidden;
+  if (!head) {
+    hidden.resize(n * hd);
+    b.h[b.cur].download(hidden.data(), hidden.size() * 4);
+  }
+  for (size_t a = 0; a < n;) {
+    size_t e = a + 1;
+    while (e < n && places[e].part == places[a].part) ++e;
+    const backend::Part& part = parts[places[a].part];
+    CudaSession& s = *sessions[places[a].part];
+    const bool holds_last = places[e - 1].index + 1 == static_cast<int64_t>(part.tokens.size());
     if (!head) {
-      b->h[b->cur].download(part.hidden_out + static_cast<size_t>(at) * hd, static_cast<size_t>(m) * hd * 4);
+      std::copy_n(hidden.begin() + static_cast<ptrdiff_t>(a * hd), (e - a) * hd,
+                  part.hidden_out + static_cast<size_t>(places[a].index) * hd);
       s.logits_.clear();
     } else if (part.all_logits) {
-      float* rows = part.all_logits + static_cast<size_t>(at) * nv;
-      head_rows(b->H(), m, rows);
-      if (last_chunk) s.logits_.assign(rows + static_cast<size_t>(m - 1) * nv, rows + static_cast<size_t>(m) * nv);
-    } else if (last_chunk && part.skip_logits) {
+      float* rows = part.all_logits + static_cast<size_t>(places[a].index) * nv;
+      head_rows(b.H() + static_cast<int64_t>(a) * hc_dim_, static_cast<int64_t>(e - a), rows);
+      if (holds_last) s.logits_.assign(rows + (e - a - 1) * nv, rows + (e - a) * nv);
+    } else if (holds_last && part.skip_logits) {
       s.logits_.clear();
-    } else if (last_chunk) {
+    } else if (holds_last) {
       s.logits_.resize(nv);
-      head_rows(b->H() + (m - 1) * hc_dim_, 1, s.logits_.data());
+      head_rows(b.H() + static_cast<int64_t>(e - 1) * hc_dim_, 1, s.logits_.data());
     }
-    s.tokens_.insert(s.tokens_.end(), tokens.begin(), tokens.end());
+    s.tokens_.insert(s.tokens_.end(), tokens.begin() + static_cast<ptrdiff_t>(a),
+                     tokens.begin() + static_cast<ptrdiff_t>(e));
+    a = e;
   }
 }
 

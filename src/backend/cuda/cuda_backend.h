@@ -7,8 +7,12 @@
 // backend's format (the state is copied to a cpu::Session and back), so a
 // session saved here loads on the CPU and the other way round.
 //
-// Default numerics only (the GPU attention keeps the f16 cache); parts of a
-// batch run one session after another (each session's tokens batched).
+// Default numerics only (the GPU attention keeps the f16 cache). A batch's
+// parts run together, as on the CPU: every weight read once for all
+// sessions' tokens; each session's attention over its own state. Up to
+// kMatvecTokens tokens a chunk take the decode kernels, whose per-token
+// results do not depend on the batch: a batched decode step leaves each
+// session as its step alone would, bit for bit (quantized weights).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -111,7 +115,17 @@ class CudaBackend final : public backend::Backend {
 
   CudaSession& session_of(const backend::Part& part, size_t index) const;
   void check(const CudaSession& session, std::span<const int32_t> tokens) const;
-  void eval_part(const backend::Part& part, CudaSession& session, int begin, int end, bool head);
+  struct TokenPlace {
+    size_t part;
+    int64_t pos;
+    int64_t index;  // in the part's tokens
+  };
+  // One chunk of the parts' flattened tokens through layers [begin, end).
+  void eval_chunk(std::span<const backend::Part> parts, std::span<CudaSession* const> sessions,
+                  std::span<const int32_t> tokens, std::span<const TokenPlace> places, int begin, int end, bool head);
+  void finish_chunk(std::span<const backend::Part> parts, std::span<CudaSession* const> sessions,
+                    std::span<const int32_t> tokens, std::span<const TokenPlace> places, const ChunkBuffers& b,
+                    bool head);
   void hc_pre(ChunkBuffers& b, int64_t m, const HcWeights& w, Gpu& gpu);
   void hc_post(ChunkBuffers& b, int64_t m);
   // Logits (g x n_vocab, host) of g hidden states on the last GPU.

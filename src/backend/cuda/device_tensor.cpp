@@ -46,20 +46,23 @@ void DeviceProducts::run(const DeviceTensor& w, int64_t m, const float* x, int64
   if (m < 0 || m >= w.n_mats) throw Error("product: matrix " + std::to_string(m) + " of " + std::to_string(w.n_mats));
   if (n == 0) return;
   const void* matrix = w.matrix(m);
-  if (n > 1) {
+  if (n > kMatvecTokens) {
     gemm_.matmul(w.type, matrix, w.rows, w.cols, x, n, y, ldy);
     return;
   }
-  // One token: the decode kernel, on the activation form the CPU uses.
+  // Few tokens: the decode kernels on the activation form the CPU uses.
   ActQuant form;
-  if (!activation_quant(w.type, numerics_, form)) {
-    matvec(w.type, matrix, w.rows, w.cols, x, y, MatvecOrder::Fast, stream());
-    return;
+  const void* acts = x;
+  if (activation_quant(w.type, numerics_, form)) {
+    const auto bytes = static_cast<size_t>(n * activation_row_bytes(form, w.cols));
+    if (act_.size() < bytes) act_ = DeviceBuffer(bytes);
+    quantize_activations(form, x, act_.data(), n, w.cols, stream());
+    acts = act_.data();
   }
-  const auto bytes = static_cast<size_t>(activation_row_bytes(form, w.cols));
-  if (act_.size() < bytes) act_ = DeviceBuffer(bytes);
-  quantize_activations(form, x, act_.data(), 1, w.cols, stream());
-  matvec(w.type, matrix, w.rows, w.cols, act_.data(), y, MatvecOrder::Fast, stream());
+  if (n == 1)
+    matvec(w.type, matrix, w.rows, w.cols, acts, y, MatvecOrder::Fast, stream());
+  else
+    matvec_batch(w.type, matrix, w.rows, w.cols, acts, static_cast<int>(n), y, ldy, stream());
 }
 
 }  // namespace ds4::cuda

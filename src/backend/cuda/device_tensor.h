@@ -1,10 +1,11 @@
 // Weights on a GPU and the products the forward pass takes with them.
 //   DeviceTensor: a matrix (or a 3-D stack of them) copied as stored, in its
 //     ggml type's bytes; upload_f32: a vector (norm, sinks) as f32.
-//   DeviceProducts: Y = X W^T for n tokens, the way the CPU backend splits
-//     them: one token through the decode matrix-vector kernel (activations
-//     quantized on the GPU to the form the CPU dots the type with), several
-//     through cuBLAS (gemm.h).
+//   DeviceProducts: Y = X W^T for n tokens: up to kMatvecTokens through the
+//     decode matrix-vector kernels (activations quantized on the GPU to the
+//     form the CPU dots the type with; each token's result bit-identical to
+//     its product alone, so a batched decode step equals each session's
+//     alone), more through cuBLAS (gemm.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,6 +19,9 @@
 #include "model/deepseek4_weights.h"
 
 namespace ds4::cuda {
+
+// Products of at most this many tokens take the decode kernels.
+inline constexpr int64_t kMatvecTokens = 16;
 
 struct DeviceTensor {
   GgmlType type = GgmlType::F32;
@@ -54,7 +58,7 @@ class DeviceProducts {
  private:
   GemmRunner gemm_;
   backend::Numerics numerics_;
-  DeviceBuffer act_;  // one token's quantized activation
+  DeviceBuffer act_;  // the tokens' quantized activations
 };
 
 }  // namespace ds4::cuda

@@ -114,8 +114,8 @@ void DeviceMoeLayer::forward(const float* X, const int32_t* token_ids, int64_t n
   route_rows(route, numerics_, stream);
 
   ActQuant forms[3];
-  if (n == 1 && expert_forms(gate_exps_, up_exps_, down_exps_, numerics_, forms))
-    routed_decode(xn, ids, weights, down, P);
+  if (n <= kMatvecTokens && expert_forms(gate_exps_, up_exps_, down_exps_, numerics_, forms))
+    routed_decode(xn, ids, weights, n, down, P);
   else
     routed_prefill(xn, ids, weights, n, down, P);
 
@@ -140,12 +140,12 @@ void DeviceMoeLayer::forward(const float* X, const int32_t* token_ids, int64_t n
                "cudaMemcpyAsync", current_device());
 }
 
-// One token's k pairs: each product one launch, the expert ids read on the
-// device (no host round trip).
-void DeviceMoeLayer::routed_decode(const float* xn, const int32_t* ids, const float* weights, float* down,
+// A few tokens' n x k pairs: each product one launch, the expert ids read on
+// the device (no host round trip); each pair's rows equal that token's alone.
+void DeviceMoeLayer::routed_decode(const float* xn, const int32_t* ids, const float* weights, int64_t n, float* down,
                                    DeviceProducts& P) const {
   const cudaStream_t stream = P.stream();
-  const int k = n_used_;
+  const int k = static_cast<int>(n) * n_used_;  // pairs
   ActQuant forms[3];
   expert_forms(gate_exps_, up_exps_, down_exps_, numerics_, forms);
   const int64_t act_bytes = std::max({activation_row_bytes(forms[0], n_embd_), activation_row_bytes(forms[1], n_embd_),
@@ -161,9 +161,10 @@ void DeviceMoeLayer::routed_decode(const float* xn, const int32_t* ids, const fl
   float* u = g + static_cast<int64_t>(k) * n_ff_;
   float* m = u + static_cast<int64_t>(k) * n_ff_;
   for (int p = 0; p < k; ++p)
-    cuda_check(cudaMemcpyAsync(rep + static_cast<int64_t>(p) * n_embd_, xn, static_cast<size_t>(n_embd_) * 4,
-                               cudaMemcpyDeviceToDevice, stream),
-               "cudaMemcpyAsync", current_device());
+    cuda_check(
+        cudaMemcpyAsync(rep + static_cast<int64_t>(p) * n_embd_, xn + static_cast<int64_t>(p / n_used_) * n_embd_,
+                        static_cast<size_t>(n_embd_) * 4, cudaMemcpyDeviceToDevice, stream),
+        "cudaMemcpyAsync", current_device());
   quantize_activations(forms[0], rep, acts, k, n_embd_, stream);
   matvec_experts(gate_exps_.type, gate_exps_.data.data(), n_ff_, n_embd_, ids, k, acts, g, n_ff_, stream);
   quantize_activations(forms[1], rep, acts, k, n_embd_, stream);

@@ -1,8 +1,9 @@
 // One layer's MoE sublayer on a GPU (backend/cpu/moe_layer.h, MODEL.md 4.8)
 // for a batch of tokens: RMSNorm, router and routing (hash table or biased
-// top-k, route.cu), the routed experts with clamped SwiGLU (decode: one
-// launch per product over the token's k (token, expert) pairs, the expert ids
-// read on the device; prefill: each active expert once over its tokens
+// top-k, route.cu), the routed experts with clamped SwiGLU (up to
+// kMatvecTokens tokens with quantized experts: one launch per product over
+// all (token, expert) pairs, the expert ids read on the device, each pair as
+// its token alone gets it; more: each active expert once over its tokens
 // through cuBLAS, expert_products.h), the shared expert, and the sum in the
 // CPU's slot order. Within the GPU products' and ops' error of the CPU
 // layer: the check is test_cuda_layers.
@@ -33,7 +34,7 @@ class DeviceMoeLayer {
                int32_t* ids = nullptr, float* weights = nullptr) const;
 
  private:
-  void routed_decode(const float* xn, const int32_t* ids, const float* weights, float* down,
+  void routed_decode(const float* xn, const int32_t* ids, const float* weights, int64_t n, float* down,
                      DeviceProducts& products) const;
   void routed_prefill(const float* xn, const int32_t* ids, const float* weights, int64_t n, float* down,
                       DeviceProducts& products) const;
