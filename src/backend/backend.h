@@ -2,7 +2,8 @@
 // (DESIGN.md "Seams"): per-session state, and the evaluation of a batch of
 // (session, token span) pairs over a range of layers. The runtime, the
 // server and the engine see only this; the CPU backend (backend/cpu)
-// implements it, and CUDA and the distributed runner are to plug in here.
+// implements it, as do the CUDA backend (backend/cuda) and the distributed
+// runners (dist/).
 #pragma once
 
 #include <cstdint>
