@@ -557,19 +557,24 @@ TEST(CudaOps, IndexerScoresMatchTheCpuAndSelectTheCpusRows) {
 
 TEST(CudaOps, IndexerSelectionBreaksTiesAsTheCpu) {
   REQUIRE_GPU();
-  // Scores with many exact ties, a NaN and an infinity; 2 tokens of 600 and 300 rows, top-k 256.
+  // Scores with many exact ties (-0 and +0 among them), NaNs and an
+  // infinity; 2 tokens of 600 and 300 rows, top-k 256; then a third token
+  // whose NaNs must fill the last places.
   const int max_rows = 600, top_k = 256;
-  std::vector<float> scores = quant::test::gaussian(static_cast<size_t>(2 * max_rows), 61);
+  std::vector<float> scores = quant::test::gaussian(static_cast<size_t>(3 * max_rows), 61);
   for (size_t i = 0; i < scores.size(); i += 2) scores[i] = std::round(scores[i]);
+  for (size_t i = 1; i < scores.size(); i += 9) scores[i] = (i / 9) % 2 ? -0.0f : 0.0f;
   scores[7] = std::numeric_limits<float>::quiet_NaN();
   scores[max_rows + 3] = std::numeric_limits<float>::infinity();
-  const std::vector<int32_t> counts = {600, 300};
+  for (int i = 0; i < max_rows; i += 2)
+    scores[static_cast<size_t>(2 * max_rows + i)] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<int32_t> counts = {600, 300, 600};
   const DeviceBuffer ds = to_device(scores), dcounts = to_device(counts);
-  DeviceBuffer dallowed(static_cast<size_t>(2 * top_k) * 4), dn(8);
-  indexer_select_rows(ds.as<float>(), dcounts.as<int32_t>(), 2, max_rows, top_k, dallowed.as<int32_t>(),
+  DeviceBuffer dallowed(static_cast<size_t>(3 * top_k) * 4), dn(12);
+  indexer_select_rows(ds.as<float>(), dcounts.as<int32_t>(), 3, max_rows, top_k, dallowed.as<int32_t>(),
                       dn.as<int32_t>(), nullptr);
-  const std::vector<int32_t> allowed = from_device<int32_t>(dallowed, static_cast<size_t>(2 * top_k));
-  for (int t = 0; t < 2; ++t) {
+  const std::vector<int32_t> allowed = from_device<int32_t>(dallowed, static_cast<size_t>(3 * top_k));
+  for (int t = 0; t < 3; ++t) {
     const std::span<const float> row(scores.data() + t * max_rows, static_cast<size_t>(counts[t]));
     const std::vector<int32_t> want = cpu::indexer_select(row, top_k, Numerics::Default);
     EXPECT_EQ(std::vector<int32_t>(allowed.begin() + t * top_k, allowed.begin() + (t + 1) * top_k), want) << t;

@@ -2,13 +2,12 @@
 //   scores: a thread block per (token, run of rows) with the token's queries
 //     and weights in shared memory; a warp per row, its f16 values converted
 //     once into registers, each head's dot reduced across the warp.
-//   select: a thread block per token; the top_k by k rounds of the block
-//     arg-max the top-k kernel uses (a radix select is the faster way for long
-//     row lists), then each chosen row's place in increasing order by counting
-//     the chosen rows below it.
+//   select: a thread block per token; the top_k-th score by a radix select
+//     (four 8-bit histogram passes over order-preserving keys), then one pass
+//     in row order taking the rows above it and the lowest-indexed rows equal
+//     to it, written in increasing order: O(rows) however large top_k is.
 #include <string>
 
-#include "backend/cuda/block_argmax.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/indexer.h"
 #include "backend/cuda/quant_device.cuh"
@@ -64,38 +63,101 @@ __global__ void scores_kernel(IndexerRows a) {
   }
 }
 
+// Scores as unsigned keys in the selection's order: larger score, larger
+// key; NaN below every number; -0 the same key as +0 (they tie, as in the
+// CPU's float comparison).
+__device__ __forceinline__ unsigned order_key(float v) {
+  if (isnan(v)) return 0u;
+  unsigned bits = __float_as_uint(v);
+  if (bits == 0x80000000u) bits = 0u;
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// Exclusive prefix sum of one int per thread over the block; *total gets
+// the sum. Every thread must call it.
+__device__ int block_exclusive_scan(int v, int* scratch, int* total) {
+  const int tid = static_cast<int>(threadIdx.x);
+  scratch[tid] = v;
+  __syncthreads();
+  for (int offset = 1; offset < kThreads; offset *= 2) {
+    const int add = tid >= offset ? scratch[tid - offset] : 0;
+    __syncthreads();
+    scratch[tid] += add;
+    __syncthreads();
+  }
+  const int inclusive = scratch[tid];
+  *total = scratch[kThreads - 1];
+  __syncthreads();
+  return inclusive - v;
+}
+
+// A thread block per token. The top_k-th key T by four 8-bit radix passes
+// (each a histogram of the keys that share the bits found so far); then, in
+// index order, every row with a key above T and the lowest-indexed rows
+// with key T until top_k are taken, written in increasing row order.
 __global__ void select_kernel(const float* scores, const int32_t* n_rows_all, int max_rows, int top_k,
-                              int32_t* allowed_all, int32_t* n_allowed, unsigned char* taken_all) {
-  extern __shared__ int chosen[];  // top_k
-  __shared__ float best_v[kThreads];
-  __shared__ int best_i[kThreads];
+                              int32_t* allowed_all, int32_t* n_allowed) {
+  __shared__ unsigned hist[256];
+  __shared__ unsigned prefix, mask;
+  __shared__ int need;
+  __shared__ int scan[kThreads];
   const int64_t t = blockIdx.x;
   const int n = n_rows_all[t];
+  const int tid = static_cast<int>(threadIdx.x);
   int32_t* allowed = allowed_all + t * top_k;
   if (n <= top_k) {
-    for (int i = threadIdx.x; i < n; i += kThreads) allowed[i] = i;
-    if (threadIdx.x == 0) n_allowed[t] = n;
+    for (int i = tid; i < n; i += kThreads) allowed[i] = i;
+    if (tid == 0) n_allowed[t] = n;
     return;
   }
   const float* row = scores + t * max_rows;
-  unsigned char* taken = taken_all + t * max_rows;
-  for (int i = threadIdx.x; i < n; i += kThreads) taken[i] = 0;
+  if (tid == 0) {
+    prefix = 0u;
+    mask = 0u;
+    need = top_k;
+  }
   __syncthreads();
-  for (int round = 0; round < top_k; ++round) {
-    const int best = dev::block_argmax<kThreads>([&](int64_t i) { return row[i]; },
-                                                 [&](int64_t i) { return taken[i] != 0; }, n, best_v, best_i);
-    if (threadIdx.x == 0) {
-      chosen[round] = best;
-      taken[best] = 1;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = tid; b < 256; b += kThreads) hist[b] = 0u;
+    __syncthreads();
+    for (int i = tid; i < n; i += kThreads) {
+      const unsigned key = order_key(row[i]);
+      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (tid == 0) {
+      // From the top bin down: the bin holding the need-th largest key.
+      int above = 0;
+      for (int b = 255; b >= 0; --b) {
+        const int count = static_cast<int>(hist[b]);
+        if (above + count >= need) {
+          prefix |= static_cast<unsigned>(b) << shift;
+          mask |= 255u << shift;
+          need -= above;
+          break;
+        }
+        above += count;
+      }
     }
     __syncthreads();
   }
-  for (int i = threadIdx.x; i < top_k; i += kThreads) {
-    int below = 0;
-    for (int j = 0; j < top_k; ++j) below += chosen[j] < chosen[i] ? 1 : 0;
-    allowed[below] = chosen[i];
+  const unsigned threshold = prefix;
+  const int equal_quota = need;  // rows with key == threshold to take, lowest index first
+  int written = 0, equal_taken = 0;
+  for (int start = 0; start < n; start += kThreads) {
+    const int i = start + tid;
+    const unsigned key = i < n ? order_key(row[i]) : 0u;
+    const int above = i < n && key > threshold ? 1 : 0;
+    const int equal = i < n && key == threshold ? 1 : 0;
+    int equal_total = 0, taken_total = 0;
+    const int equal_before = block_exclusive_scan(equal, scan, &equal_total);
+    const int take = above | (equal && equal_taken + equal_before < equal_quota ? 1 : 0);
+    const int taken_before = block_exclusive_scan(take, scan, &taken_total);
+    if (take) allowed[written + taken_before] = i;
+    written += taken_total;
+    equal_taken += equal_total;
   }
-  if (threadIdx.x == 0) n_allowed[t] = top_k;
+  if (tid == 0) n_allowed[t] = top_k;
 }
 
 }  // namespace
@@ -120,16 +182,9 @@ void indexer_select_rows(const float* scores, const int32_t* n_rows, int64_t n_t
   if (top_k < 1 || top_k > kMaxTopK)
     throw Error("indexer select: top_k " + std::to_string(top_k) + " (1.." + std::to_string(kMaxTopK) + " allowed)");
   if (n_tokens == 0) return;
-  // Marks of the rows taken so far, max_rows bytes per token, freed in the
-  // stream's order (cudaFreeAsync).
-  void* taken = nullptr;
-  const size_t marks = static_cast<size_t>(n_tokens) * static_cast<size_t>(max_rows > 0 ? max_rows : 1);
-  cuda_check(cudaMallocAsync(&taken, marks, stream), "cudaMallocAsync", current_device());
-  select_kernel<<<static_cast<unsigned>(n_tokens), kThreads, static_cast<size_t>(top_k) * sizeof(int), stream>>>(
-      scores, n_rows, max_rows, top_k, allowed, n_allowed, static_cast<unsigned char*>(taken));
-  const cudaError_t launch = cudaGetLastError();
-  (void)cudaFreeAsync(taken, stream);
-  cuda_check(launch, "launch of indexer_select", current_device());
+  select_kernel<<<static_cast<unsigned>(n_tokens), kThreads, 0, stream>>>(scores, n_rows, max_rows, top_k, allowed,
+                                                                          n_allowed);
+  cuda_check_launch("indexer_select", current_device());
 }
 
 }  // namespace ds4::cuda
