@@ -45,20 +45,14 @@ ldd "$build/tests/test_cuda_kernels" "$build/bench/ds4-bench-cuda" 2>&1 | grep -
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv >"$out/nvidia-smi.log" 2>&1
 cat "$out/nvidia-smi.log"
 export DS4_REQUIRE_GPU=1
+# Most telling first: a device run is short and may be cut off, so the whole
+# model and its layers come before the per-kernel sweep, the speeds and the
+# sanitizer (the slowest).
 step devices 60 "$build/tests/test_cuda_devices"
-step kernels 300 "$build/tests/test_cuda_kernels"
-step ops 120 "$build/tests/test_cuda_ops"
-step layers 120 "$build/tests/test_cuda_layers"
 step backend 180 "$build/tests/test_cuda_backend"
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-if [ -n "$sanitizer" ]; then
-  step memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_kernels" \
-    --gtest_filter='CudaMatvec.FastOrder*:CudaDequantize.F32*:CudaActivationQuant.*:CudaGemm.*'
-  step memcheck-layers 120 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_layers"
-  step memcheck-ops 120 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_ops" \
-    --gtest_filter='CudaOps.Compressor*:CudaOps.Indexer*:CudaOps.Qat*:CudaOps.Attention*'
-fi
-step bench 300 "$build/bench/ds4-bench-cuda"
+step layers 120 "$build/tests/test_cuda_layers"
+step ops 120 "$build/tests/test_cuda_ops"
+step kernels 300 "$build/tests/test_cuda_kernels"
 # The whole model's speed (when BUILD/bin/ds4-bench and ds4-mkmodel were
 # carried too): a 2-layer bench model in ds4-q2, prefill and decode with
 # --backend cuda (docs/cuda.md); the CSV comes back in OUT.
@@ -70,6 +64,15 @@ if [ -x "$build/bin/ds4-bench" ] && [ -x "$build/bin/ds4-mkmodel" ]; then
     --out "$models/bench-2-ds4-q2.gguf"
   step speed 300 "$build/bin/ds4-bench" -m "$models/bench-2-ds4-q2.gguf" --backend cuda --gpu-ctx 8192 \
     --tokens-file "$models/tokens.json" --ctx-start 512 --ctx-max 4096 -n 64 --warmup --csv "$out/speed.csv"
+fi
+step bench 300 "$build/bench/ds4-bench-cuda"
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if [ -n "$sanitizer" ]; then
+  step memcheck-layers 180 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_layers"
+  step memcheck-ops 120 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_ops" \
+    --gtest_filter='CudaOps.Compressor*:CudaOps.Indexer*:CudaOps.Qat*:CudaOps.Attention*'
+  step memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_kernels" \
+    --gtest_filter='CudaMatvec.FastOrder*:CudaDequantize.F32*:CudaActivationQuant.*:CudaGemm.*'
 fi
 echo "gpu-check: $([ $status -eq 0 ] && echo passed || echo FAILED)"
 exit $status
