@@ -18,6 +18,25 @@ void check_tokens(std::span<const int32_t> tokens, int n_vocab, int64_t held, in
                 std::to_string(n_ctx));
 }
 
+int check_range(std::span<const Part> parts, LayerRange range, int n_layer) {
+  const int end = range.end < 0 ? n_layer : range.end;
+  if (range.begin < 0 || range.begin >= end || end > n_layer)
+    throw Error("eval: layer range [" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
+                ") is not a non-empty range of the model's " + std::to_string(n_layer) + " layers");
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (parts[p].tokens.empty()) continue;
+    if (range.begin > 0 && !parts[p].hidden_in)
+      throw Error("eval: part " + std::to_string(p) + " has no hidden states for a range starting at layer " +
+                  std::to_string(range.begin));
+    if (range.end >= 0 && !parts[p].hidden_out)
+      throw Error("eval: part " + std::to_string(p) + " has no buffer for the hidden states after layer " +
+                  std::to_string(end - 1));
+    if (range.end >= 0 && parts[p].all_logits)
+      throw Error("eval: part " + std::to_string(p) + " asks for logits from a range that ends before the output head");
+  }
+  return end;
+}
+
 void Backend::set_matrix_inputs(MatrixInputs * /*inputs*/) {
   throw Error("the " + name() + " backend cannot report the inputs of its weight matrices");
 }

@@ -93,6 +93,13 @@ struct Part {
 // vocabulary, and room for them all. ds4::Error naming the first offender.
 void check_tokens(std::span<const int32_t> tokens, int n_vocab, int64_t held, int64_t n_ctx);
 
+// The layer-range checks every backend makes before it evaluates: a
+// non-empty range of the model's n_layer layers, and each part with tokens
+// holding the hidden states a range after layer 0 takes, the buffer a range
+// short of the head gives, and no logits buffer there. Returns the range's
+// end layer; ds4::Error naming the part or the range otherwise.
+int check_range(std::span<const Part> parts, LayerRange range, int n_layer);
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "core/error.h"
 #include "model/deepseek4_hparams.h"
 #include "model/quant_mix.h"
+#include "support/compressor_cases.h"
 #include "support/synthetic_model.h"
 
 namespace ds4::backend {
@@ -136,49 +136,37 @@ TEST_F(CompressorPlanModel, BatchesGiveTheCpuCompressorsRowsAndFrontierBitForBit
   const std::vector<int> batch_sizes = {1, 2, 4, 5, 3, 130, 7, 64, 1, 255, 9, 128};
   int total = 0;
   for (int s : batch_sizes) total += s;
-  struct Case {
-    int layer;
-    cpu::CompressorRole role;
-  };
-  const Case cases[] = {
-      {1, cpu::CompressorRole::Attention}, {1, cpu::CompressorRole::Indexer}, {2, cpu::CompressorRole::Attention}};
-  for (const Case& c : cases) {
-    for (Numerics numerics : {Numerics::Default, Numerics::Quality}) {
-      SCOPED_TRACE("layer " + std::to_string(c.layer) + (c.role == cpu::CompressorRole::Indexer ? " indexer" : "") +
-                   (numerics == Numerics::Quality ? " quality" : " default"));
-      cpu::Compressor ref(model_->layer(c.layer), model_->hparams(), c.role, numerics);
-      const cpu::Compressor comp(model_->layer(c.layer), model_->hparams(), c.role, numerics);
-      const int width = ref.state_width();
-      std::mt19937 rng(static_cast<uint32_t>(7 + c.layer));
-      std::normal_distribution<float> g(0.0f, 1.0f);
-      std::vector<float> kv(static_cast<size_t>(total * width)), score(kv.size());
-      for (float& v : kv) v = g(rng);
-      for (float& v : score) v = 2.0f * g(rng);
-      std::vector<float> frontier_kv(ref.state_kv().begin(), ref.state_kv().end());
-      std::vector<float> frontier_score(ref.state_score().begin(), ref.state_score().end());
-      int64_t pos = 0;
-      int windows = 0;
-      for (int size : batch_sizes) {
-        std::vector<std::vector<float>> want;
-        for (int64_t p = pos; p < pos + size; ++p) {
-          const size_t at = static_cast<size_t>(p * width);
-          if (auto row = ref.push(kv.data() + at, score.data() + at, p)) want.push_back(std::move(*row));
-        }
-        const auto first = kv.begin() + pos * width, last = kv.begin() + (pos + size) * width;
-        const std::vector<std::vector<float>> got =
-            run_plan(comp, numerics, pos, std::vector<float>(first, last),
-                     std::vector<float>(score.begin() + pos * width, score.begin() + (pos + size) * width), frontier_kv,
-                     frontier_score);
-        ASSERT_EQ(got.size(), want.size()) << "batch of " << size << " at " << pos;
-        for (size_t w = 0; w < got.size(); ++w)
-          ASSERT_TRUE(same_bits(got[w], want[w])) << "window " << w << " at " << pos;
-        ASSERT_TRUE(same_bits(frontier_kv, ref.state_kv())) << "batch at " << pos;
-        ASSERT_TRUE(same_bits(frontier_score, ref.state_score())) << "batch at " << pos;
-        windows += static_cast<int>(want.size());
-        pos += size;
+  for (const ds4::test::CompressorCase& c : ds4::test::tiny_compressor_cases()) {
+    const Numerics numerics = c.numerics;
+    SCOPED_TRACE(c.name());
+    cpu::Compressor ref(model_->layer(c.layer), model_->hparams(), c.role, numerics);
+    const cpu::Compressor comp(model_->layer(c.layer), model_->hparams(), c.role, numerics);
+    const int width = ref.state_width();
+    const auto [kv, score] = ds4::test::random_compressor_projections(total, width, static_cast<uint32_t>(7 + c.layer));
+    std::vector<float> frontier_kv(ref.state_kv().begin(), ref.state_kv().end());
+    std::vector<float> frontier_score(ref.state_score().begin(), ref.state_score().end());
+    int64_t pos = 0;
+    int windows = 0;
+    for (int size : batch_sizes) {
+      std::vector<std::vector<float>> want;
+      for (int64_t p = pos; p < pos + size; ++p) {
+        const size_t at = static_cast<size_t>(p * width);
+        if (auto row = ref.push(kv.data() + at, score.data() + at, p)) want.push_back(std::move(*row));
       }
-      EXPECT_EQ(windows, total / ref.ratio());
+      const auto first = kv.begin() + pos * width, last = kv.begin() + (pos + size) * width;
+      const std::vector<std::vector<float>> got =
+          run_plan(comp, numerics, pos, std::vector<float>(first, last),
+                   std::vector<float>(score.begin() + pos * width, score.begin() + (pos + size) * width), frontier_kv,
+                   frontier_score);
+      ASSERT_EQ(got.size(), want.size()) << "batch of " << size << " at " << pos;
+      for (size_t w = 0; w < got.size(); ++w)
+        ASSERT_TRUE(same_bits(got[w], want[w])) << "window " << w << " at " << pos;
+      ASSERT_TRUE(same_bits(frontier_kv, ref.state_kv())) << "batch at " << pos;
+      ASSERT_TRUE(same_bits(frontier_score, ref.state_score())) << "batch at " << pos;
+      windows += static_cast<int>(want.size());
+      pos += size;
     }
+    EXPECT_EQ(windows, total / ref.ratio());
   }
 }
 

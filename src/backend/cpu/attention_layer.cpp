@@ -69,25 +69,15 @@ std::span<const float> AttentionLayer::heads(int64_t t) const {
   return pass_row(ps().heads, n_head_ * head_dim_, t);
 }
 
-AttentionLayer::AttentionLayer(const model::LayerWeights &layer, const model::Deepseek4HParams &hp, Numerics numerics)
-    : w_(&layer),
+AttentionLayer::AttentionLayer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp, Numerics numerics)
+    : AttentionDims(layer, hp),
+      w_(&layer),
       numerics_(numerics),
-      ratio_(static_cast<int>(layer.compress_ratio)),
-      n_embd_(static_cast<int>(hp.n_embd)),
-      n_head_(static_cast<int>(hp.n_head)),
-      head_dim_(static_cast<int>(hp.head_dim)),
-      n_rot_(static_cast<int>(hp.n_rot)),
-      q_lora_(static_cast<int>(hp.q_lora_rank)),
-      o_groups_(static_cast<int>(hp.o_groups)),
-      o_lora_(static_cast<int>(hp.o_lora_rank)),
-      eps_(hp.rms_eps),
       rope_(rope_params(hp, layer.compress_ratio, numerics)) {
   attn_norm_ = to_f32(layer.attn_norm, hp.n_embd);
   q_a_norm_ = to_f32(layer.attn_q_a_norm, hp.q_lora_rank);
   kv_norm_ = to_f32(layer.attn_kv_norm, hp.head_dim);
   sinks_ = to_f32(layer.attn_sinks, hp.n_head);
-  if (n_head_ % o_groups_ != 0 || (head_dim_ - n_rot_) % kFp8BlockSize != 0)
-    throw Error("attention layer " + std::to_string(layer.index) + ": heads or head_dim do not fit");
   // The file stores attn_output_a as {H*hd/G, o_lora*G}; row g*o_lora + j is
   // output j of group g (llama.cpp views it {H*hd/G, o_lora, G}). Viewing it
   // 3-D lets matvec pick group g as an "expert".

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/attention_dims.h"
 #include "backend/collective.h"
 #include "backend/matrix_inputs.h"
 #include "backend/cpu/indexer.h"
@@ -26,7 +27,7 @@ class ThreadPool;
 
 namespace ds4::cpu {
 
-class AttentionLayer {
+class AttentionLayer : private backend::AttentionDims {
  public:
   // Binds the layer's attention weights (views into the model's mapping,
   // which must outlive this object); norms and sinks are copied to f32.
@@ -118,9 +119,6 @@ class AttentionLayer {
 
   const model::LayerWeights *w_;
   Numerics numerics_;
-  int ratio_ = 0, n_embd_ = 0, n_head_ = 0, head_dim_ = 0, n_rot_ = 0, q_lora_ = 0;
-  int o_groups_ = 0, o_lora_ = 0;
-  float eps_ = 1e-6f;
   RopeParams rope_;
   model::TensorView out_a_grouped_;  // attn_output_a viewed {H*hd/G, o_lora, G}
   // Tensor parallel: this rank's output groups, and attn_output_b's columns

@@ -155,28 +155,8 @@ void Forward::check(const Session &session, std::span<const int32_t> tokens) con
   backend::check_tokens(tokens, n_vocab_, session.size(), session.n_ctx());
 }
 
-int Forward::check_range(std::span<const backend::Part> parts, backend::LayerRange range) const {
-  const int n_layer = static_cast<int>(attn_.size());
-  const int end = range.end < 0 ? n_layer : range.end;
-  if (range.begin < 0 || range.begin >= end || end > n_layer)
-    throw Error("eval: layer range [" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
-                ") is not a non-empty range of the model's " + std::to_string(n_layer) + " layers");
-  for (size_t p = 0; p < parts.size(); ++p) {
-    if (parts[p].tokens.empty()) continue;
-    if (range.begin > 0 && !parts[p].hidden_in)
-      throw Error("eval: part " + std::to_string(p) + " has no hidden states for a range starting at layer " +
-                  std::to_string(range.begin));
-    if (range.end >= 0 && !parts[p].hidden_out)
-      throw Error("eval: part " + std::to_string(p) + " has no buffer for the hidden states after layer " +
-                  std::to_string(end - 1));
-    if (range.end >= 0 && parts[p].all_logits)
-      throw Error("eval: part " + std::to_string(p) + " asks for logits from a range that ends before the output head");
-  }
-  return end;
-}
-
 void Forward::eval(std::span<const backend::Part> parts, backend::LayerRange range) {
-  layer_end_ = check_range(parts, range);
+  layer_end_ = backend::check_range(parts, range, static_cast<int>(attn_.size()));
   layer_begin_ = range.begin;
   head_ = range.end < 0;
   sessions_.resize(parts.size());

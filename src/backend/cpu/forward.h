@@ -123,7 +123,6 @@ class Forward final : public backend::Backend {
   void check(const Session &session, std::span<const int32_t> tokens) const;
   // ds4::Error unless the range fits the model and every part with tokens
   // has the hidden-state buffers it needs; returns the range's end layer.
-  int check_range(std::span<const backend::Part> parts, backend::LayerRange range) const;
   // Where each token of a batched evaluation goes: its part (index into the
   // parts) and its position in that part's session.
   struct TokenPlace {

@@ -104,24 +104,13 @@ struct DeviceAttentionLayer::RopeTables {
 
 DeviceAttentionLayer::DeviceAttentionLayer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp,
                                            backend::Numerics numerics)
-    : w_(&layer),
+    : AttentionDims(layer, hp),
+      w_(&layer),
       hp_(hp),
-      ratio_(static_cast<int>(layer.compress_ratio)),
-      n_embd_(static_cast<int>(hp.n_embd)),
-      n_head_(static_cast<int>(hp.n_head)),
-      head_dim_(static_cast<int>(hp.head_dim)),
-      n_rot_(static_cast<int>(hp.n_rot)),
-      q_lora_(static_cast<int>(hp.q_lora_rank)),
-      o_groups_(static_cast<int>(hp.o_groups)),
-      o_lora_(static_cast<int>(hp.o_lora_rank)),
-      n_swa_(static_cast<int>(hp.n_swa)),
-      eps_(hp.rms_eps),
       rope_(cpu::rope_params(hp, layer.compress_ratio, numerics)) {
   const std::string where = "GPU attention layer " + std::to_string(layer.index) + ": ";
   if (numerics != backend::Numerics::Default)
     throw Error(where + "Quality numerics (an f32 cache and llama.cpp's attention order) are not built on the GPU");
-  if (n_head_ % o_groups_ != 0 || (head_dim_ - n_rot_) % 64 != 0)
-    throw Error(where + "heads or head_dim do not fit the output groups and the FP8 blocks");
   attn_norm_ = upload_f32(layer.attn_norm, hp.n_embd);
   q_a_norm_ = upload_f32(layer.attn_q_a_norm, hp.q_lora_rank);
   kv_norm_ = upload_f32(layer.attn_kv_norm, hp.head_dim);

@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/attention_dims.h"
 #include "backend/cpu/ops_rope.h"
 #include "backend/cuda/compressor.h"
 #include "backend/cuda/device_tensor.h"
@@ -28,7 +29,7 @@
 
 namespace ds4::cuda {
 
-class DeviceAttentionLayer {
+class DeviceAttentionLayer : private backend::AttentionDims {
  public:
   // Copies `layer`'s attention weights to the current GPU. ds4::Error in
   // Quality numerics (its f32 cache and attention order are not on the GPU)
@@ -75,9 +76,7 @@ class DeviceAttentionLayer {
 
   const model::LayerWeights* w_;
   model::Deepseek4HParams hp_;
-  int ratio_, n_embd_, n_head_, head_dim_, n_rot_, q_lora_, o_groups_, o_lora_, n_swa_;
   int index_heads_ = 0, index_dim_ = 0, top_k_ = 0;
-  float eps_;
   cpu::RopeParams rope_;
   DeviceBuffer attn_norm_, q_a_norm_, kv_norm_, sinks_;
   DeviceTensor q_a_, q_b_, kv_, out_a_, out_b_;

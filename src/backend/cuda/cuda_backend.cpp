@@ -213,10 +213,7 @@ void CudaBackend::check(const CudaSession& session, std::span<const int32_t> tok
 }
 
 void CudaBackend::eval(std::span<const backend::Part> parts, backend::LayerRange range) {
-  const int end = range.end < 0 ? n_layer_ : range.end;
-  if (range.begin < 0 || range.begin >= end || end > n_layer_)
-    throw Error("eval: layer range [" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
-                ") is not a non-empty range of the model's " + std::to_string(n_layer_) + " layers");
+  const int end = backend::check_range(parts, range, n_layer_);
   std::vector<CudaSession*> sessions;
   std::vector<int32_t> tokens;
   std::vector<TokenPlace> places;
@@ -225,16 +222,6 @@ void CudaBackend::eval(std::span<const backend::Part> parts, backend::LayerRange
     for (const CudaSession* q : sessions)
       if (q == &s) throw Error("eval: two parts name the same session");
     check(s, parts[p].tokens);
-    if (!parts[p].tokens.empty()) {
-      if (range.begin > 0 && !parts[p].hidden_in)
-        throw Error("eval: part " + std::to_string(p) + " has no hidden states for a range starting at layer " +
-                    std::to_string(range.begin));
-      if (range.end >= 0 && !parts[p].hidden_out)
-        throw Error("eval: part " + std::to_string(p) + " has no buffer for the hidden states after layer " +
-                    std::to_string(end - 1));
-      if (range.end >= 0 && parts[p].all_logits)
-        throw Error("eval: part " + std::to_string(p) + " asks for logits from a range that ends before the head");
-    }
     sessions.push_back(&s);
     // The parts flattened in order: a session's tokens stay together and in
     // position order, which is all the layers need.
