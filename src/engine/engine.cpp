@@ -70,11 +70,10 @@ cpu::ExpertCacheOptions expert_cache_options(const EngineOptions &o, const model
 // what stands in the way: a build without CUDA, options only the CPU
 // backend has, no usable GPU, a layout that does not fit).
 std::unique_ptr<backend::Backend> cuda_backend(const EngineOptions& options, const model::Deepseek4Model& model) {
-  const char* cpu_only = options.ssd_streaming                            ? "--ssd-streaming"
-                         : !options.dist_listen.empty()                   ? "--dist-listen"
-                         : options.dist_mpi != nullptr                    ? "--dist mpi"
-                         : options.numerics != backend::Numerics::Default ? "--quality"
-                                                                          : nullptr;
+  const char* cpu_only = options.ssd_streaming          ? "--ssd-streaming"
+                         : !options.dist_listen.empty() ? "--dist-listen"
+                         : options.dist_mpi != nullptr  ? "--dist mpi"
+                                                        : nullptr;
   if (cpu_only) throw Error(std::string("--backend cuda: ") + cpu_only + " runs on the CPU backend only");
 #if DS4_WITH_CUDA
   cuda::CudaBackendOptions o;

@@ -1,6 +1,6 @@
 // The whole model on a GPU (backend/cuda/cuda_backend.h) against the CPU
-// backend on the tiny synthetic model (f32 and ds4-q2 weights): the logits
-// after a prompt and after every prompt token, greedy decoding bit-stable
+// backend on the tiny synthetic model (f32 and ds4-q2 weights, both
+// numerics): the logits after a prompt and after every prompt token, greedy decoding bit-stable
 // run to run, batched steps of several sessions equal to each alone,
 // snapshots, and sessions moved between the backends through the session
 // payload both ways. Needs a GPU: skipped without one, a
@@ -53,14 +53,21 @@ CudaBackendOptions options(int64_t ctx) {
   return o;
 }
 
-TEST(CudaBackend, LogitsFollowTheCpuBackend) {
+class CudaBackendNumerics : public ::testing::TestWithParam<Numerics> {};
+
+INSTANTIATE_TEST_SUITE_P(Both, CudaBackendNumerics, ::testing::Values(Numerics::Default, Numerics::Quality),
+                         [](const auto& info) { return info.param == Numerics::Quality ? "Quality" : "Default"; });
+
+TEST_P(CudaBackendNumerics, LogitsFollowTheCpuBackend) {
   REQUIRE_GPU();
+  const Numerics numerics = GetParam();
   for (model::QuantMix mix : {model::QuantMix::F32, model::QuantMix::Ds4Q2}) {
     SCOPED_TRACE(std::string(model::quant_mix_name(mix)));
     const ds4::test::SyntheticModel m(model::preset_tiny(), mix, /*seed=*/21);
     const int n_vocab = static_cast<int>(m.hparams().n_vocab);
-    cpu::Forward cpu(m.model(), Numerics::Default, nullptr);
-    CudaBackend gpu(m.model(), Numerics::Default, options(512));
+    cpu::Forward cpu(m.model(), numerics, nullptr);
+    CudaBackend gpu(m.model(), numerics, options(512));
+    EXPECT_EQ(gpu.numerics(), numerics);
     const std::vector<int32_t> prompt = prompt_tokens(70, n_vocab);
     std::vector<float> cpu_rows(prompt.size() * static_cast<size_t>(n_vocab)), gpu_rows(cpu_rows.size());
     auto cs = cpu.new_session(512);
@@ -154,12 +161,13 @@ TEST(CudaBackend, BatchedStepsLeaveEachSessionAsItsStepAlone) {
   EXPECT_EQ(std::memcmp(chunk->logits().data(), single->logits().data(), n_vocab * 4u), 0);
 }
 
-TEST(CudaBackend, SessionsMoveBetweenTheBackendsThroughThePayload) {
+TEST_P(CudaBackendNumerics, SessionsMoveBetweenTheBackendsThroughThePayload) {
   REQUIRE_GPU();
+  const Numerics numerics = GetParam();
   const ds4::test::SyntheticModel m(model::preset_tiny(), model::QuantMix::F32, /*seed=*/23);
   const int n_vocab = static_cast<int>(m.hparams().n_vocab);
-  cpu::Forward cpu(m.model(), Numerics::Default, nullptr);
-  CudaBackend gpu(m.model(), Numerics::Default, options(256));
+  cpu::Forward cpu(m.model(), numerics, nullptr);
+  CudaBackend gpu(m.model(), numerics, options(256));
   const std::vector<int32_t> prompt = prompt_tokens(45, n_vocab), more = {5, 77, 301};
   // GPU -> CPU: the CPU continues from the GPU's state as from its own.
   auto gs = gpu.new_session(256);
@@ -186,12 +194,27 @@ TEST(CudaBackend, SessionsMoveBetweenTheBackendsThroughThePayload) {
   gpu.eval(*reloaded, more);
   gpu.eval(*from_cpu, more);
   EXPECT_EQ(std::memcmp(reloaded->logits().data(), from_cpu->logits().data(), n_vocab * 4u), 0);
+  // A state of the other numerics loads as the CPU's would: a Quality
+  // state's f32 rows are refused by a Default session (not f16 values), the
+  // session untouched; a Default state's f16 rows are f32 values too.
+  const Numerics other = numerics == Numerics::Quality ? Numerics::Default : Numerics::Quality;
+  cpu::Forward other_cpu(m.model(), other, nullptr);
+  auto other_session = other_cpu.new_session(256);
+  other_cpu.eval(*other_session, prompt);
+  const std::vector<uint8_t> other_state = other_cpu.save_state(*other_session);
+  const int64_t before = reloaded->size();
+  if (numerics == Numerics::Default) {
+    EXPECT_THROW(gpu.load_state(other_state, *reloaded), Error);
+    EXPECT_EQ(reloaded->size(), before);
+  } else {
+    gpu.load_state(other_state, *reloaded);
+    EXPECT_EQ(reloaded->size(), static_cast<int64_t>(prompt.size()));
+  }
 }
 
 TEST(CudaBackend, RefusesWhatItCannotRun) {
   REQUIRE_GPU();
   const ds4::test::SyntheticModel m(model::preset_tiny(), model::QuantMix::F32, /*seed=*/24);
-  EXPECT_THROW(CudaBackend(m.model(), Numerics::Quality, options(64)), Error);
   CudaBackend gpu(m.model(), Numerics::Default, options(64));
   EXPECT_THROW(gpu.new_session(65), Error);
   auto s = gpu.new_session(64);

@@ -3,7 +3,7 @@
 // (backend/cuda/compressor.h) against cpu::Compressor fed token by token, and
 // the attention sublayer with its KV state (backend/cuda/attention_layer.h,
 // layer_kv.h) against cpu::AttentionLayer and cpu::LayerKvState on every kind
-// of layer, including a state saved from and loaded into the CPU's, and the
+// of layer in both numerics, including a state saved from and loaded into the CPU's, and the
 // MoE sublayer (backend/cuda/moe_layer.h) against cpu::MoeLayer, hash and
 // top-k layers, decode and prefill, f32 and ds4-q2 experts.
 // Needs a GPU: skipped without one, a failure with DS4_REQUIRE_GPU=1.
@@ -156,52 +156,55 @@ TEST_F(CudaLayers, AttentionLayerMatchesTheCpuLayerAndItsState) {
   const std::vector<int> batch_sizes = {1, 3, 17, 1, 40, 2, 90};
   const model::Deepseek4HParams& hp = model_->hparams();
   const int64_t n_embd = hp.n_embd, n_ctx = 512;
-  for (int il : {0, 1, 2}) {
-    const model::LayerWeights& layer = model_->layer(il);
-    SCOPED_TRACE("layer " + std::to_string(il) + " ratio " + std::to_string(layer.compress_ratio));
-    cpu::AttentionLayer cpu_layer(layer, hp, Numerics::Default);
-    cpu::LayerKvState cpu_state(layer, hp, Numerics::Default, n_ctx);
-    const DeviceAttentionLayer gpu_layer(layer, hp, Numerics::Default);
-    DeviceLayerKv gpu_state = gpu_layer.new_state(n_ctx, nullptr);
-    DeviceProducts products(nullptr, Numerics::Default);
-    std::mt19937 rng(static_cast<uint32_t>(29 + il));
-    std::normal_distribution<float> g(0.0f, 1.0f);
-    int64_t pos = 0;
-    const auto step = [&](int size, cpu::AttentionLayer& cl, cpu::LayerKvState& cs, DeviceLayerKv& gs) {
-      std::vector<float> x(static_cast<size_t>(size * n_embd));
-      for (float& v : x) v = g(rng);
-      std::vector<float> want(x.size()), got(x.size());
-      cl.forward_batch(x.data(), size, pos, cs, want.data());
-      DeviceBuffer dx(x.size() * 4), dout(x.size() * 4);
-      dx.upload(x.data(), x.size() * 4);
-      gpu_layer.forward(dx.as<float>(), size, pos, gs, dout.as<float>(), products);
-      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      dout.download(got.data(), got.size() * 4);
-      // Sums in other orders and CUDA's expf; a value an ulp from an FP8 /
-      // FP4 boundary lands a grid step away, and the indexer may then swap
-      // two near-equal rows: most tokens within 1e-3, none far off.
-      const RowErrors e = row_errors(got, want, n_embd, 1e-3);
-      EXPECT_LT(e.worst, 5e-2) << "batch of " << size << " at " << pos;
-      EXPECT_LE(e.above_good, 0.1) << "batch of " << size << " at " << pos;
-      pos += size;
-    };
-    for (int size : batch_sizes) {
-      step(size, cpu_layer, cpu_state, gpu_state);
-      // The GPU state as a CPU state: the same rows (f16), counts and ring.
-      cpu::LayerKvState saved(layer, hp, Numerics::Default, n_ctx);
-      gpu_state.save(saved);
-      ASSERT_EQ(saved.raw_count(), cpu_state.raw_count());
-      ASSERT_EQ(saved.n_compressed(), cpu_state.n_compressed());
-      ASSERT_EQ(saved.n_index(), cpu_state.n_index());
-      for (int i = 0; i < saved.raw_count(); ++i) ASSERT_EQ(saved.raw_pos(i), cpu_state.raw_pos(i));
-      const RowErrors e = row_errors(state_rows(saved), state_rows(cpu_state), hp.head_dim, 1e-3);
-      EXPECT_LT(e.worst, 5e-2) << "state at " << pos;
+  for (const Numerics numerics : {Numerics::Default, Numerics::Quality})
+    for (int il : {0, 1, 2}) {
+      const model::LayerWeights& layer = model_->layer(il);
+      SCOPED_TRACE("layer " + std::to_string(il) + " ratio " + std::to_string(layer.compress_ratio) +
+                   (numerics == Numerics::Quality ? " quality" : " default"));
+      cpu::AttentionLayer cpu_layer(layer, hp, numerics);
+      cpu::LayerKvState cpu_state(layer, hp, numerics, n_ctx);
+      const DeviceAttentionLayer gpu_layer(layer, hp, numerics);
+      DeviceLayerKv gpu_state = gpu_layer.new_state(n_ctx, nullptr);
+      EXPECT_EQ(gpu_state.f32_rows(), numerics == Numerics::Quality);
+      DeviceProducts products(nullptr, numerics);
+      std::mt19937 rng(static_cast<uint32_t>(29 + il));
+      std::normal_distribution<float> g(0.0f, 1.0f);
+      int64_t pos = 0;
+      const auto step = [&](int size, cpu::AttentionLayer& cl, cpu::LayerKvState& cs, DeviceLayerKv& gs) {
+        std::vector<float> x(static_cast<size_t>(size * n_embd));
+        for (float& v : x) v = g(rng);
+        std::vector<float> want(x.size()), got(x.size());
+        cl.forward_batch(x.data(), size, pos, cs, want.data());
+        DeviceBuffer dx(x.size() * 4), dout(x.size() * 4);
+        dx.upload(x.data(), x.size() * 4);
+        gpu_layer.forward(dx.as<float>(), size, pos, gs, dout.as<float>(), products);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        dout.download(got.data(), got.size() * 4);
+        // Sums in other orders and CUDA's expf; a value an ulp from an FP8 /
+        // FP4 boundary lands a grid step away, and the indexer may then swap
+        // two near-equal rows: most tokens within 1e-3, none far off.
+        const RowErrors e = row_errors(got, want, n_embd, 1e-3);
+        EXPECT_LT(e.worst, 5e-2) << "batch of " << size << " at " << pos;
+        EXPECT_LE(e.above_good, 0.1) << "batch of " << size << " at " << pos;
+        pos += size;
+      };
+      for (int size : batch_sizes) {
+        step(size, cpu_layer, cpu_state, gpu_state);
+        // The GPU state as a CPU state: the same rows (f16 / f32), counts and ring.
+        cpu::LayerKvState saved(layer, hp, numerics, n_ctx);
+        gpu_state.save(saved);
+        ASSERT_EQ(saved.raw_count(), cpu_state.raw_count());
+        ASSERT_EQ(saved.n_compressed(), cpu_state.n_compressed());
+        ASSERT_EQ(saved.n_index(), cpu_state.n_index());
+        for (int i = 0; i < saved.raw_count(); ++i) ASSERT_EQ(saved.raw_pos(i), cpu_state.raw_pos(i));
+        const RowErrors e = row_errors(state_rows(saved), state_rows(cpu_state), hp.head_dim, 1e-3);
+        EXPECT_LT(e.worst, 5e-2) << "state at " << pos;
+      }
+      // The CPU's state loaded onto the GPU continues as the CPU does.
+      DeviceLayerKv loaded = gpu_layer.new_state(n_ctx, nullptr);
+      loaded.load(cpu_state, nullptr);
+      step(9, cpu_layer, cpu_state, loaded);
     }
-    // The CPU's state loaded onto the GPU continues as the CPU does.
-    DeviceLayerKv loaded = gpu_layer.new_state(n_ctx, nullptr);
-    loaded.load(cpu_state, nullptr);
-    step(9, cpu_layer, cpu_state, loaded);
-  }
 }
 
 TEST_F(CudaLayers, MoeLayerMatchesTheCpuLayer) {

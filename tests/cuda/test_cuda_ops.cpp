@@ -321,10 +321,11 @@ TEST(CudaOps, RoutingChoosesTheCpusExpertsWithItsWeights) {
   }
 }
 
-TEST(CudaOps, AttentionWithSinkOverF16RowsMatchesTheCpu) {
+TEST(CudaOps, AttentionWithSinkOverStoredRowsMatchesTheCpu) {
   REQUIRE_GPU();
-  // 300 f16 rows of 512; token 0 attends to 128 of them, token 1 to 200
-  // (in a scattered order), token 2 to none (the sink alone).
+  // 300 rows of 512 (f16 in Default, f32 in Quality); token 0 attends to 128
+  // of them, token 1 to 200 (in a scattered order), token 2 to none (the
+  // sink alone).
   const int dim = 512, n_head = 3, pool_rows = 300;
   const std::vector<float> pool_f = quant::test::gaussian(static_cast<size_t>(pool_rows * dim), 21);
   std::vector<uint16_t> pool(pool_f.size());
@@ -337,44 +338,58 @@ TEST(CudaOps, AttentionWithSinkOverF16RowsMatchesTheCpu) {
   const std::vector<float> q = quant::test::gaussian(static_cast<size_t>(tokens * n_head * dim), 22);
   const std::vector<float> sinks = {0.5f, -1.0f, 3.0f};
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-  const DeviceBuffer dpool = to_device(pool), dq = to_device(q), dsinks = to_device(sinks);
-  std::vector<const uint16_t*> ptrs(static_cast<size_t>(tokens * max_rows), nullptr);
-  std::vector<int32_t> counts;
-  for (int64_t t = 0; t < tokens; ++t) {
-    counts.push_back(static_cast<int32_t>(lists[t].size()));
-    for (size_t r = 0; r < lists[t].size(); ++r) ptrs[t * max_rows + r] = dpool.as<uint16_t>() + lists[t][r] * dim;
-  }
-  const DeviceBuffer dptrs = to_device(ptrs), dcounts = to_device(counts);
-  DeviceBuffer dout(q.size() * 4);
-  AttentionRows a;
-  a.q = dq.as<float>();
-  a.rows = dptrs.as<const uint16_t*>();
-  a.n_rows = dcounts.as<int32_t>();
-  a.max_rows = max_rows;
-  a.sinks = dsinks.as<float>();
-  a.scale = scale;
-  a.n_tokens = tokens;
-  a.n_head = n_head;
-  a.dim = dim;
-  a.out = dout.as<float>();
-  attention_with_sink_f16_rows(a, nullptr);
-  const std::vector<float> gpu = from_device<float>(dout, q.size());
-  double worst = 0, scale_out = 0;
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::vector<const uint16_t*> rows;
-    for (int r : lists[t]) rows.push_back(pool.data() + r * dim);
-    for (int h = 0; h < n_head; ++h) {
-      std::vector<float> scores(std::max<size_t>(rows.size(), 1)), out(static_cast<size_t>(dim));
-      cpu::attention_with_sink_f16(std::span<const float>(q.data() + (t * n_head + h) * dim, static_cast<size_t>(dim)),
-                                   rows, sinks[h], scale, scores, out);
-      for (int d = 0; d < dim; ++d) {
-        const double g = gpu[(t * n_head + h) * dim + d];
-        worst = std::max(worst, std::fabs(g - out[d]));
-        scale_out = std::max(scale_out, std::fabs(static_cast<double>(out[d])));
+  const DeviceBuffer dpool = to_device(pool), dpool_f = to_device(pool_f), dq = to_device(q), dsinks = to_device(sinks);
+  for (const Numerics numerics : kBoth) {
+    const bool quality = numerics == Numerics::Quality;
+    SCOPED_TRACE(quality ? "quality" : "default");
+    std::vector<const void*> ptrs(static_cast<size_t>(tokens * max_rows), nullptr);
+    std::vector<int32_t> counts;
+    for (int64_t t = 0; t < tokens; ++t) {
+      counts.push_back(static_cast<int32_t>(lists[t].size()));
+      for (size_t r = 0; r < lists[t].size(); ++r)
+        ptrs[t * max_rows + r] = quality ? static_cast<const void*>(dpool_f.as<float>() + lists[t][r] * dim)
+                                         : static_cast<const void*>(dpool.as<uint16_t>() + lists[t][r] * dim);
+    }
+    const DeviceBuffer dptrs = to_device(ptrs), dcounts = to_device(counts);
+    DeviceBuffer dout(q.size() * 4);
+    AttentionRows a;
+    a.q = dq.as<float>();
+    a.rows = dptrs.as<const void*>();
+    a.n_rows = dcounts.as<int32_t>();
+    a.max_rows = max_rows;
+    a.sinks = dsinks.as<float>();
+    a.scale = scale;
+    a.n_tokens = tokens;
+    a.n_head = n_head;
+    a.dim = dim;
+    a.out = dout.as<float>();
+    a.numerics = numerics;
+    attention_with_sink_rows(a, nullptr);
+    const std::vector<float> gpu = from_device<float>(dout, q.size());
+    double worst = 0, scale_out = 0;
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<const uint16_t*> rows;
+      std::vector<const float*> rows_f;
+      for (int r : lists[t]) {
+        rows.push_back(pool.data() + r * dim);
+        rows_f.push_back(pool_f.data() + r * dim);
+      }
+      for (int h = 0; h < n_head; ++h) {
+        std::vector<float> scores(std::max<size_t>(rows.size(), 1)), out(static_cast<size_t>(dim));
+        const std::span<const float> qh(q.data() + (t * n_head + h) * dim, static_cast<size_t>(dim));
+        if (quality)
+          cpu::attention_with_sink(qh, rows_f, sinks[h], scale, scores, out, Numerics::Quality, {});
+        else
+          cpu::attention_with_sink_f16(qh, rows, sinks[h], scale, scores, out);
+        for (int d = 0; d < dim; ++d) {
+          const double g = gpu[(t * n_head + h) * dim + d];
+          worst = std::max(worst, std::fabs(g - out[d]));
+          scale_out = std::max(scale_out, std::fabs(static_cast<double>(out[d])));
+        }
       }
     }
+    EXPECT_LT(worst, 2e-5 * std::max(scale_out, 1e-30)) << "worst " << worst << " of " << scale_out;
   }
-  EXPECT_LT(worst, 2e-5 * std::max(scale_out, 1e-30)) << "worst " << worst << " of " << scale_out;
 }
 
 TEST(CudaOps, TopKEqualsTheCpuWithTiesAndNaNs) {
@@ -552,6 +567,25 @@ TEST(CudaOps, IndexerScoresMatchTheCpuAndSelectTheCpusRows) {
     ASSERT_EQ(n_allowed[t], static_cast<int32_t>(want.size())) << "token " << t;
     EXPECT_EQ(std::vector<int32_t>(allowed.begin() + t * top_k, allowed.begin() + t * top_k + n_allowed[t]), want)
         << "token " << t;
+  }
+  // Quality's f32 rows: the same scores over the f32 values.
+  const DeviceBuffer dpool_f = to_device(pool_f);
+  a.rows = dpool_f.as<float>();
+  a.f32_rows = true;
+  indexer_scores_rows(a, nullptr);
+  const std::vector<float> gpu_f = from_device<float>(dscores, static_cast<size_t>(tokens * max_rows));
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<const float*> rows;
+    for (int r = 0; r < sizes[t]; ++r) rows.push_back(pool_f.data() + r * dim);
+    std::vector<float> cpu(rows.size());
+    cpu::indexer_scores(std::span<const float>(q.data() + t * n_head * dim, static_cast<size_t>(n_head * dim)),
+                        std::span<const float>(w.data() + t * n_head, static_cast<size_t>(n_head)), dim, rows, cpu,
+                        Numerics::Quality);
+    double scale = 0;
+    for (float v : cpu) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    for (size_t r = 0; r < cpu.size(); ++r)
+      EXPECT_NEAR(gpu_f[static_cast<size_t>(t * max_rows) + r], cpu[r], 1e-5 * scale)
+          << "f32 token " << t << " row " << r;
   }
 }
 

@@ -47,18 +47,18 @@ __global__ void gather_u16_rows_kernel(const uint16_t* const* src, uint16_t* dst
 
 // Token t's attention rows: its window rows (window[t * n_swa + i], i <
 // window_count[t]), then rows of its session's compressed cache
-// (compressed[t]): allowed[t * top_k + j] for j < n_allowed[t] when allowed
-// is given, else rows 0 .. n_allowed[t] - 1.
+// (compressed[t], row_bytes apart): allowed[t * top_k + j] for j <
+// n_allowed[t] when allowed is given, else rows 0 .. n_allowed[t] - 1.
 struct RowListArgs {
-  const uint16_t* const* window;
+  const void* const* window;
   const int32_t* window_count;
   int n_swa;
-  const uint16_t* const* compressed;  // each token's session's compressed rows
-  int head_dim;
+  const char* const* compressed;  // each token's session's compressed rows
+  int64_t row_bytes;
   const int32_t* allowed;
   const int32_t* n_allowed;
   int top_k;
-  const uint16_t** rows;
+  const void** rows;
   int32_t* n_rows;
   int max_rows;
   int64_t n_tokens;
@@ -69,22 +69,28 @@ __global__ void row_list_kernel(RowListArgs a) {
   if (t >= a.n_tokens) return;
   const int w = a.window_count[t];
   const int c = a.n_allowed ? a.n_allowed[t] : 0;
-  const uint16_t** rows = a.rows + t * a.max_rows;
+  const void** rows = a.rows + t * a.max_rows;
   for (int i = threadIdx.x; i < w + c; i += kThreads) {
     if (i < w) {
       rows[i] = a.window[t * a.n_swa + i];
     } else {
       const int j = i - w;
       const int64_t row = a.allowed ? a.allowed[t * a.top_k + j] : j;
-      rows[i] = a.compressed[t] + row * a.head_dim;
+      rows[i] = a.compressed[t] + row * a.row_bytes;
     }
   }
   if (threadIdx.x == 0) a.n_rows[t] = w + c;
 }
 
-void to_f16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
+// n f32 values into the cache's form: f16 bits (Default) or f32 (Quality).
+void store_rows(const float* x, void* y, int64_t n, backend::Numerics numerics, cudaStream_t stream) {
   if (n == 0) return;
-  to_f16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
+  if (numerics == backend::Numerics::Quality) {
+    cuda_check(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream),
+               "cudaMemcpyAsync", current_device());
+    return;
+  }
+  to_f16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, static_cast<uint16_t*>(y), n);
   cuda_check_launch("to_f16", current_device());
 }
 
@@ -107,10 +113,9 @@ DeviceAttentionLayer::DeviceAttentionLayer(const model::LayerWeights& layer, con
     : AttentionDims(layer, hp),
       w_(&layer),
       hp_(hp),
+      numerics_(numerics),
       rope_(cpu::rope_params(hp, layer.compress_ratio, numerics)) {
   const std::string where = "GPU attention layer " + std::to_string(layer.index) + ": ";
-  if (numerics != backend::Numerics::Default)
-    throw Error(where + "Quality numerics (an f32 cache and llama.cpp's attention order) are not built on the GPU");
   attn_norm_ = upload_f32(layer.attn_norm, hp.n_embd);
   q_a_norm_ = upload_f32(layer.attn_q_a_norm, hp.q_lora_rank);
   kv_norm_ = upload_f32(layer.attn_kv_norm, hp.head_dim);
@@ -141,7 +146,7 @@ DeviceAttentionLayer::DeviceAttentionLayer(const model::LayerWeights& layer, con
 }
 
 DeviceLayerKv DeviceAttentionLayer::new_state(int64_t n_ctx, cudaStream_t stream) const {
-  return DeviceLayerKv(*w_, hp_, n_ctx, attn_comp_.get(), index_comp_.get(), stream);
+  return DeviceLayerKv(*w_, hp_, numerics_, n_ctx, attn_comp_.get(), index_comp_.get(), stream);
 }
 
 void DeviceAttentionLayer::forward(const float* X, int64_t n, int64_t pos0, DeviceLayerKv& st, float* OUT,
@@ -190,7 +195,7 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
   const std::vector<Run> runs = runs_of(states, pos);  // everything checked before any work
   const cudaStream_t stream = P.stream();
   const int device = current_device();
-  const backend::Numerics numerics = backend::Numerics::Default;
+  const backend::Numerics numerics = numerics_;
   const int64_t hq = static_cast<int64_t>(n_head_) * head_dim_;
   const int64_t low_width = static_cast<int64_t>(o_groups_) * o_lora_;
   const int64_t group_in = hq / o_groups_;
@@ -231,17 +236,19 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
   rope.data.upload(0, tables.data(), tables.size() * sizeof(float));
 
   // Queries: each head normed (unweighted) and roped; the KV row normed,
-  // roped and FP8-rounded on its non-rope dims.
+  // roped and (Default) FP8-rounded on its non-rope dims.
   rms_norm_rows(q, nullptr, q, n * n_head_, head_dim_, eps_, numerics, stream);
   rms_norm_rows(kv, kv_norm_.as<float>(), kv, n, head_dim_, eps_, numerics, stream);
   rope_heads_rows(q, rope.cos(), rope.sin(n), n, n_head_, head_dim_, n_pairs, fused, stream);
   rope_heads_rows(kv, rope.cos(), rope.sin(n), n, 1, head_dim_, n_pairs, fused, stream);
-  fp8_e4m3_round_trip_rows(kv, n, head_dim_, head_dim_ - n_rot_, stream);
+  if (numerics == backend::Numerics::Default) fp8_e4m3_round_trip_rows(kv, n, head_dim_, head_dim_ - n_rot_, stream);
 
   // Store: the tokens' raw rows, then the rows each session's closed windows
   // compress (the projections for all tokens at once, the frontiers run by run).
-  const StreamScratch raw(static_cast<size_t>(n * head_dim_) * sizeof(uint16_t), stream);
-  to_f16(kv, raw.as<uint16_t>(), n * head_dim_, stream);
+  const int64_t row_bytes = static_cast<int64_t>(head_dim_) * (numerics == backend::Numerics::Quality ? 4 : 2);
+  const StreamScratch raw(static_cast<size_t>(n * row_bytes), stream);
+  store_rows(kv, raw.as<char>(), n * head_dim_, numerics, stream);
+  const auto raw_row = [&](int64_t t) { return raw.as<const char>() + t * row_bytes; };
   std::vector<int64_t> compressed_before, index_before;
   for (const Run& r : runs) {
     compressed_before.push_back(r.state->n_compressed);
@@ -265,7 +272,8 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
           comp.push_batch(index ? *st.index_frontier : *st.attn_frontier, pkv + r.t0 * width, pscore + r.t0 * width,
                           r.pos0, r.t1 - r.t0, rows, stream);
       int64_t& count = index ? st.n_index : st.n_compressed;
-      to_f16(rows, (index ? st.index() : st.compressed()) + count * comp.dim(), plan.n_windows() * comp.dim(), stream);
+      store_rows(rows, index ? st.index_row(count) : st.compressed_row(count), plan.n_windows() * comp.dim(), numerics,
+                 stream);
       count += plan.n_windows();
       rows += plan.n_windows() * comp.dim();
     }
@@ -275,7 +283,8 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
 
   // Which rows each token sees: per token its window's rows, its session's
   // compressed rows and the counts (window, compressed seen, index seen).
-  std::vector<const uint16_t*> window(static_cast<size_t>(n * n_swa_), nullptr), compressed(static_cast<size_t>(n));
+  std::vector<const void*> window(static_cast<size_t>(n * n_swa_), nullptr);
+  std::vector<const char*> compressed(static_cast<size_t>(n));
   std::vector<int32_t> counts(static_cast<size_t>(3 * n));
   std::vector<backend::AttentionBatchPlan> plans;
   int64_t max_compressed = 0, max_index = 0;
@@ -291,10 +300,9 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
       for (int64_t j = b; j < e; ++j) {
         const backend::WindowRow& w = plan.window[static_cast<size_t>(j)];
         window[static_cast<size_t>(t * n_swa_ + j - b)] =
-            w.from_batch ? raw.as<const uint16_t>() + (r.t0 + w.index) * head_dim_
-                         : st.ring() + static_cast<int64_t>(w.index) * head_dim_;
+            w.from_batch ? raw_row(r.t0 + w.index) : st.ring_row(w.index);
       }
-      compressed[static_cast<size_t>(t)] = st.compressed();
+      compressed[static_cast<size_t>(t)] = st.compressed_row(0);
       counts[static_cast<size_t>(t)] = static_cast<int32_t>(e - b);
       counts[static_cast<size_t>(n + t)] = static_cast<int32_t>(plan.compressed_visible[static_cast<size_t>(i)]);
       counts[static_cast<size_t>(2 * n + t)] = static_cast<int32_t>(plan.index_visible[static_cast<size_t>(i)]);
@@ -302,8 +310,8 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
       max_index = std::max(max_index, plan.index_visible[static_cast<size_t>(i)]);
     }
   }
-  const size_t window_bytes = window.size() * sizeof(const uint16_t*);
-  const size_t compressed_bytes = compressed.size() * sizeof(const uint16_t*);
+  const size_t window_bytes = window.size() * sizeof(const void*);
+  const size_t compressed_bytes = compressed.size() * sizeof(const char*);
   const StreamScratch lists(window_bytes + compressed_bytes + counts.size() * sizeof(int32_t), stream);
   lists.upload(0, window.data(), window_bytes);
   lists.upload(window_bytes, compressed.data(), compressed_bytes);
@@ -318,7 +326,7 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
   const StreamScratch allowed(scoring ? static_cast<size_t>(n * (top_k_ + 1)) * sizeof(int32_t) : 0, stream);
   if (scoring) {
     std::vector<IndexRun> index_runs;
-    for (const Run& r : runs) index_runs.push_back({r.t0, r.t1, r.state->index()});
+    for (const Run& r : runs) index_runs.push_back({r.t0, r.t1, r.state->index_row(0)});
     select_rows(xn, qr, n, rope, index_runs, index_seen, max_index, allowed.as<int32_t>(),
                 allowed.as<int32_t>() + n * top_k_, P);
   }
@@ -331,15 +339,15 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
     const int64_t m = std::min(block, n - t0);
     const StreamScratch rows(static_cast<size_t>(m) * (static_cast<size_t>(max_rows) * 8 + 4), stream);
     RowListArgs a;
-    a.window = lists.as<const uint16_t* const>() + t0 * n_swa_;
+    a.window = lists.as<const void* const>() + t0 * n_swa_;
     a.window_count = window_count + t0;
     a.n_swa = n_swa_;
-    a.compressed = lists.as<const uint16_t* const>(window_bytes) + t0;
-    a.head_dim = head_dim_;
+    a.compressed = lists.as<const char* const>(window_bytes) + t0;
+    a.row_bytes = row_bytes;
     a.allowed = scoring ? allowed.as<int32_t>() + t0 * top_k_ : nullptr;
     a.n_allowed = scoring ? allowed.as<int32_t>() + n * top_k_ + t0 : (ratio_ == 0 ? nullptr : compressed_seen + t0);
     a.top_k = top_k_;
-    a.rows = rows.as<const uint16_t*>();
+    a.rows = rows.as<const void*>();
     a.n_rows = rows.as<int32_t>(static_cast<size_t>(m * max_rows) * 8);
     a.max_rows = max_rows;
     a.n_tokens = m;
@@ -349,6 +357,7 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
     att.q = q + t0 * hq;
     att.rows = a.rows;
     att.n_rows = a.n_rows;
+    att.numerics = numerics;
     att.max_rows = max_rows;
     att.sinks = sinks_.as<float>();
     att.scale = scale;
@@ -356,7 +365,7 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
     att.n_head = n_head_;
     att.dim = head_dim_;
     att.out = heads + t0 * hq;
-    attention_with_sink_f16_rows(att, stream);
+    attention_with_sink_rows(att, stream);
   }
   rope_heads_rows(heads, rope.cos(), rope.inverse_sin(n), n, n_head_, head_dim_, n_pairs, fused, stream);
 
@@ -376,15 +385,16 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
     const Run& r = runs[ri];
     DeviceLayerKv& st = *r.state;
     const backend::AttentionBatchPlan& plan = plans[ri];
-    std::vector<const uint16_t*> sources;
+    std::vector<const void*> sources;
     sources.reserve(static_cast<size_t>(n_swa_));
     for (const backend::WindowRow& w : plan.ring_after)
-      sources.push_back(w.from_batch ? raw.as<const uint16_t>() + (r.t0 + w.index) * head_dim_
-                                     : st.ring() + static_cast<int64_t>(w.index) * head_dim_);
-    const StreamScratch ring_table(sources.size() * sizeof(const uint16_t*), stream);
-    ring_table.upload(0, sources.data(), sources.size() * sizeof(const uint16_t*));
-    gather_u16_rows_kernel<<<blocks_for(static_cast<int64_t>(n_swa_) * head_dim_), kThreads, 0, stream>>>(
-        ring_table.as<const uint16_t* const>(), st.next_ring(), n_swa_, head_dim_);
+      sources.push_back(w.from_batch ? raw_row(r.t0 + w.index) : st.ring_row(w.index));
+    const StreamScratch ring_table(sources.size() * sizeof(const void*), stream);
+    ring_table.upload(0, sources.data(), sources.size() * sizeof(const void*));
+    // Rows copied as 16-bit words (an f32 row is twice as many).
+    const int words = static_cast<int>(row_bytes / 2);
+    gather_u16_rows_kernel<<<blocks_for(static_cast<int64_t>(n_swa_) * words), kThreads, 0, stream>>>(
+        ring_table.as<const uint16_t* const>(), reinterpret_cast<uint16_t*>(st.next_ring()), n_swa_, words);
     cuda_check_launch("attention ring", device);
     st.swap_ring();
     for (size_t s = 0; s < plan.ring_after.size(); ++s)
@@ -408,7 +418,8 @@ void DeviceAttentionLayer::select_rows(const float* xn, const float* qr, int64_t
   P.run(index_q_b_, 0, qr, n, q, iq);
   P.run(index_proj_, 0, xn, n, w, index_heads_);
   rope_heads_rows(q, rope.cos(), rope.sin(n), n, index_heads_, index_dim_, rope.n_pairs, rope.fused, stream);
-  hadamard128_rows(q, n, iq, index_heads_, /*with_fp4=*/true, stream);
+  // Quality: llama.cpp rotates but does not round (cpu::Indexer::finish_query).
+  hadamard128_rows(q, n, iq, index_heads_, /*with_fp4=*/numerics_ == backend::Numerics::Default, stream);
   scale_kernel<<<blocks_for(n * index_heads_), kThreads, 0, stream>>>(
       w, n * index_heads_, 1.0f / std::sqrt(static_cast<float>(index_heads_ * index_dim_)));
   cuda_check_launch("indexer weights", current_device());
@@ -423,6 +434,7 @@ void DeviceAttentionLayer::select_rows(const float* xn, const float* qr, int64_t
       a.q = q + t0 * iq;
       a.weights = w + t0 * index_heads_;
       a.rows = r.rows;
+      a.f32_rows = numerics_ == backend::Numerics::Quality;
       a.row_stride = index_dim_;
       a.n_rows = index_visible + t0;
       a.max_rows = static_cast<int>(max_visible);

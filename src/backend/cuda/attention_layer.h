@@ -1,8 +1,9 @@
 // One layer's attention sublayer on a GPU (backend/cpu/attention_layer.h,
-// MODEL.md 4.2-4.7), for a batch of consecutive tokens of one session, Default
-// numerics: the q LoRA and kv projections with their norms, RoPE and the KV
-// rows' FP8 step; the batch's raw rows and the rows its closed windows
-// compress stored first (f16, as the CPU's cache keeps them); then, per
+// MODEL.md 4.2-4.7), for a batch of consecutive tokens of one session, in
+// either numerics: the q LoRA and kv projections with their norms, RoPE and
+// (Default) the KV rows' FP8 step; the batch's raw rows and the rows its
+// closed windows compress stored first (as the CPU's cache keeps them: f16
+// in Default, f32 in Quality); then, per
 // token, the rows it may see (backend/attention_batch_plan.h: its window,
 // and the compressed rows the indexer allows on ratio-4 layers, all of them
 // on ratio 128) and attention with the sink; inverse RoPE and the grouped
@@ -31,9 +32,8 @@ namespace ds4::cuda {
 
 class DeviceAttentionLayer : private backend::AttentionDims {
  public:
-  // Copies `layer`'s attention weights to the current GPU. ds4::Error in
-  // Quality numerics (its f32 cache and attention order are not on the GPU)
-  // and on shapes the CPU layer refuses.
+  // Copies `layer`'s attention weights to the current GPU. ds4::Error on
+  // shapes the CPU layer refuses.
   DeviceAttentionLayer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp, backend::Numerics numerics);
 
   // A session's empty state for this layer, for n_ctx tokens.
@@ -66,7 +66,7 @@ class DeviceAttentionLayer : private backend::AttentionDims {
   // A session's tokens and its index cache.
   struct IndexRun {
     int64_t t0, t1;
-    const uint16_t* rows;
+    const char* rows;
   };
   // Indices of the compressed rows each token may attend to (the indexer's
   // top-k on ratio-4 layers once a token sees more than top_k rows).
@@ -76,6 +76,7 @@ class DeviceAttentionLayer : private backend::AttentionDims {
 
   const model::LayerWeights* w_;
   model::Deepseek4HParams hp_;
+  backend::Numerics numerics_;
   int index_heads_ = 0, index_dim_ = 0, top_k_ = 0;
   cpu::RopeParams rope_;
   DeviceBuffer attn_norm_, q_a_norm_, kv_norm_, sinks_;

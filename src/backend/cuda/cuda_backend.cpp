@@ -90,13 +90,9 @@ size_t CudaSession::state_bytes() const {
 
 CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics numerics,
                          const CudaBackendOptions& options)
-    : model_(&model) {
+    : model_(&model), numerics_(numerics) {
   const model::Deepseek4HParams& hp = model.hparams();
   const model::Deepseek4Weights& w = model.weights();
-  if (numerics != backend::Numerics::Default)
-    throw Error(
-        "--backend cuda runs Default numerics only (Quality's f32 KV cache and llama.cpp's attention order are not "
-        "built on the GPU)");
   if (hp.hc_count != static_cast<uint32_t>(kHcStreams))
     throw Error("cuda: " + std::to_string(hp.hc_count) + " hyper-connection streams; only 4 are supported");
   n_layer_ = static_cast<int>(hp.n_layer);
@@ -124,7 +120,8 @@ CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics n
     capacities.push_back({d, it->name, it->free_bytes});
   }
   const backend::PlacementRequest request =
-      backend::placement_request(w, hp, static_cast<uint64_t>(max_ctx_), /*kv_elem_bytes=*/2, kScratchBytes);
+      backend::placement_request(w, hp, static_cast<uint64_t>(max_ctx_),
+                                 /*kv_elem_bytes=*/numerics == backend::Numerics::Quality ? 4 : 2, kScratchBytes);
   shares_ = backend::place_layers(request, capacities, options.vram);
 
   layer_gpu_.assign(static_cast<size_t>(n_layer_), -1);
@@ -133,7 +130,7 @@ CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics n
     const ScopedDevice scope(share.device);
     auto gpu = std::make_unique<Gpu>();
     gpu->device = share.device;
-    gpu->products = std::make_unique<DeviceProducts>(nullptr, backend::Numerics::Default);
+    gpu->products = std::make_unique<DeviceProducts>(nullptr, numerics);
     gpus_.push_back(std::move(gpu));
     for (int il = share.layer_begin; il < share.layer_end; ++il)
       layer_gpu_[static_cast<size_t>(il)] = static_cast<int>(gpus_.size()) - 1;
@@ -342,16 +339,16 @@ void CudaBackend::finish_chunk(std::span<const backend::Part> parts, std::span<C
 }
 
 void CudaBackend::hc_pre(ChunkBuffers& b, int64_t m, const HcWeights& w, Gpu& gpu) {
-  rms_norm_rows(b.H(), nullptr, b.flat.as<float>(), m, hc_dim_, rms_eps_, backend::Numerics::Default, nullptr);
+  rms_norm_rows(b.H(), nullptr, b.flat.as<float>(), m, hc_dim_, rms_eps_, numerics_, nullptr);
   gpu.products->run(w.fn, 0, b.flat.as<float>(), m, b.mix.as<float>(), kHcMixes);
   hc_split_rows(b.mix.as<float>(), w.scale.as<float>(), w.base.as<float>(), hc_eps_, sinkhorn_iters_, b.pre.as<float>(),
-                b.post.as<float>(), b.comb.as<float>(), m, backend::Numerics::Default, nullptr);
-  hc_weighted_sum_rows(b.H(), b.pre.as<float>(), b.x.as<float>(), m, n_embd_, backend::Numerics::Default, nullptr);
+                b.post.as<float>(), b.comb.as<float>(), m, numerics_, nullptr);
+  hc_weighted_sum_rows(b.H(), b.pre.as<float>(), b.x.as<float>(), m, n_embd_, numerics_, nullptr);
 }
 
 void CudaBackend::hc_post(ChunkBuffers& b, int64_t m) {
-  hc_post_rows(b.f.as<float>(), b.H(), b.post.as<float>(), b.comb.as<float>(), b.next_H(), m, n_embd_,
-               backend::Numerics::Default, nullptr);
+  hc_post_rows(b.f.as<float>(), b.H(), b.post.as<float>(), b.comb.as<float>(), b.next_H(), m, n_embd_, numerics_,
+               nullptr);
   b.cur = 1 - b.cur;
 }
 
@@ -361,7 +358,7 @@ void CudaBackend::head_rows(const float* H, int64_t g, float* logits_host) {
   DeviceBuffer flat(static_cast<size_t>(g) * static_cast<size_t>(hc_dim_) * 4);
   DeviceBuffer mix(static_cast<size_t>(g * kHcStreams) * 4), weights(static_cast<size_t>(g * kHcStreams) * 4);
   DeviceBuffer x(static_cast<size_t>(g * n_embd_) * 4), logits(static_cast<size_t>(g * n_vocab_) * 4);
-  const auto numerics = backend::Numerics::Default;
+  const auto numerics = numerics_;
   rms_norm_rows(H, nullptr, flat.as<float>(), g, hc_dim_, rms_eps_, numerics, nullptr);
   gpu.products->run(hc_head_.fn, 0, flat.as<float>(), g, mix.as<float>(), kHcStreams);
   hc_head_weights_rows(mix.as<float>(), hc_head_.scale.as<float>(), hc_head_.base.as<float>(), hc_eps_,
@@ -385,7 +382,7 @@ void CudaBackend::eval_head(const float* hidden, int64_t n, float* logits) {
 cpu::Session CudaBackend::to_cpu(const CudaSession& session) const {
   if (session.backend_ != this) throw Error("cuda: the session belongs to another backend");
   if (!session.consistent_) throw Error("cuda: the session was left incomplete by a cancelled evaluation");
-  cpu::Session out(*model_, backend::Numerics::Default, session.n_ctx_);
+  cpu::Session out(*model_, numerics_, session.n_ctx_);
   for (int il = 0; il < n_layer_; ++il) {
     const ScopedDevice scope(gpu_of_layer(il).device);
     session.layers_[static_cast<size_t>(il)].save(out.layers()[static_cast<size_t>(il)]);
@@ -397,7 +394,7 @@ cpu::Session CudaBackend::to_cpu(const CudaSession& session) const {
 
 void CudaBackend::from_cpu(const cpu::Session& in, CudaSession& session) const {
   if (session.backend_ != this) throw Error("cuda: the session belongs to another backend");
-  if (&in.model() != model_ || in.numerics() != backend::Numerics::Default)
+  if (&in.model() != model_ || in.numerics() != numerics_)
     throw Error("cuda: the state belongs to another model or numerics");
   if (in.size() > session.n_ctx_)
     throw Error("cuda: " + std::to_string(in.size()) + " tokens do not fit the context of " +
@@ -437,7 +434,7 @@ std::vector<uint8_t> CudaBackend::save_state(const backend::Session& session) co
 
 void CudaBackend::load_state(std::span<const uint8_t> payload, backend::Session& session) const {
   CudaSession& s = cuda_session(session, "load state");
-  cpu::Session state(*model_, backend::Numerics::Default, s.n_ctx_);
+  cpu::Session state(*model_, numerics_, s.n_ctx_);
   cpu::deserialize_payload(payload, state);
   from_cpu(state, s);
 }
@@ -460,7 +457,7 @@ void CudaBackend::save_session_file(const std::string& path, const backend::Sess
 
 void CudaBackend::load_session_file(const std::string& path, backend::Session& session) const {
   CudaSession& s = cuda_session(session, path.c_str());
-  cpu::Session state(*model_, backend::Numerics::Default, s.n_ctx_);
+  cpu::Session state(*model_, numerics_, s.n_ctx_);
   cpu::load_session_file(path, state);
   from_cpu(state, s);
 }

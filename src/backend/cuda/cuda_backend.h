@@ -7,7 +7,8 @@
 // backend's format (the state is copied to a cpu::Session and back), so a
 // session saved here loads on the CPU and the other way round.
 //
-// Default numerics only (the GPU attention keeps the f16 cache). A batch's
+// Either numerics: Default (f16 KV cache, ds4's steps) or Quality (f32 KV
+// cache, llama.cpp's steps, as the CPU's --quality). A batch's
 // parts run together, as on the CPU: every weight read once for all
 // sessions' tokens; each session's attention over its own state. Up to
 // kMatvecTokens tokens a chunk take the decode kernels, whose per-token
@@ -73,13 +74,13 @@ class CudaBackend final : public backend::Backend {
  public:
   // Places and loads `model` (which must outlive this object). ds4::Error
   // when no usable GPU is there, a device is not usable, the layout does not
-  // fit (naming the GPU and the shortfall), or numerics is Quality.
+  // fit (naming the GPU and the shortfall).
   CudaBackend(const model::Deepseek4Model& model, backend::Numerics numerics, const CudaBackendOptions& options);
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
   const model::Deepseek4Model& model() const override { return *model_; }
-  backend::Numerics numerics() const override { return backend::Numerics::Default; }
+  backend::Numerics numerics() const override { return numerics_; }
   int64_t hidden_size() const override { return hc_dim_; }
   std::unique_ptr<backend::Session> new_session(int64_t n_ctx) const override;
   bool owns(const backend::Session& session) const override;
@@ -134,6 +135,7 @@ class CudaBackend final : public backend::Backend {
   void fill_layers(CudaSession& session) const;
 
   const model::Deepseek4Model* model_;
+  backend::Numerics numerics_;
   int n_layer_ = 0, n_embd_ = 0, hc_dim_ = 0, n_vocab_ = 0, sinkhorn_iters_ = 20;
   float rms_eps_ = 1e-6f, hc_eps_ = 1e-6f;
   int64_t max_ctx_ = 0;

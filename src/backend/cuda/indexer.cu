@@ -1,7 +1,7 @@
 // Kernels of backend/cuda/indexer.h.
 //   scores: a thread block per (token, run of rows) with the token's queries
-//     and weights in shared memory; a warp per row, its f16 values converted
-//     once into registers, each head's dot reduced across the warp.
+//     and weights in shared memory; a warp per row, its stored values (f16
+//     bits or f32) read once into registers, each head's dot reduced across the warp.
 //   select: a thread block per token; the top_k-th score by a radix select
 //     (four 8-bit histogram passes over order-preserving keys), then one pass
 //     in row order taking the rows above it and the lowest-indexed rows equal
@@ -25,6 +25,11 @@ constexpr size_t kSharedLimit = 48 * 1024;
 constexpr int kMaxTopK = 4096;
 constexpr unsigned kFullMask = 0xffffffffu;
 
+__device__ __forceinline__ float stored_value(const uint16_t* row, int d) { return dev::f16_to_f32(row[d]); }
+__device__ __forceinline__ float stored_value(const float* row, int d) { return row[d]; }
+
+// Row: uint16_t (f16 bits) or float.
+template <typename Row>
 __global__ void scores_kernel(IndexerRows a) {
   extern __shared__ float shared[];  // q (n_head x dim), then weights (n_head)
   const int64_t t = blockIdx.x;
@@ -40,12 +45,12 @@ __global__ void scores_kernel(IndexerRows a) {
   for (int k = 0; k < kRowsPerWarp; ++k) {
     const int r = static_cast<int>(blockIdx.y) * kRowsPerBlock + k * kWarps + warp;
     if (r >= n_rows) break;
-    const uint16_t* row = a.rows + static_cast<int64_t>(r) * a.row_stride;
+    const Row* row = static_cast<const Row*>(a.rows) + static_cast<int64_t>(r) * a.row_stride;
     float x[kMaxDimPerLane];  // unrolled whole so that it stays in registers
 #pragma unroll
     for (int e = 0; e < kMaxDimPerLane; ++e) {
       const int d = lane + 32 * e;
-      x[e] = e < per_lane && d < a.dim ? dev::f16_to_f32(row[d]) : 0.0f;
+      x[e] = e < per_lane && d < a.dim ? stored_value(row, d) : 0.0f;
     }
     float score = 0.0f;
     for (int h = 0; h < a.n_head; ++h) {
@@ -173,7 +178,10 @@ void indexer_scores_rows(const IndexerRows& rows, cudaStream_t stream) {
   if (rows.n_tokens == 0 || rows.max_rows == 0) return;
   const dim3 grid(static_cast<unsigned>(rows.n_tokens),
                   static_cast<unsigned>((rows.max_rows + kRowsPerBlock - 1) / kRowsPerBlock));
-  scores_kernel<<<grid, kThreads, shared, stream>>>(rows);
+  if (rows.f32_rows)
+    scores_kernel<float><<<grid, kThreads, shared, stream>>>(rows);
+  else
+    scores_kernel<uint16_t><<<grid, kThreads, shared, stream>>>(rows);
   cuda_check_launch("indexer_scores", current_device());
 }
 

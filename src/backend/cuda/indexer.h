@@ -18,7 +18,8 @@ namespace ds4::cuda {
 struct IndexerRows {
   const float* q = nullptr;        // n_tokens x n_head x dim
   const float* weights = nullptr;  // n_tokens x n_head
-  const uint16_t* rows = nullptr;  // the index cache: rows of dim f16 values, row_stride values apart
+  const void* rows = nullptr;      // the index cache: rows of dim stored values, row_stride values apart
+  bool f32_rows = false;           // values f32 (Quality) or f16 bits (Default)
   int64_t row_stride = 0;
   const int32_t* n_rows = nullptr;  // n_tokens: the cache rows each token sees (<= max_rows)
   int max_rows = 0;
