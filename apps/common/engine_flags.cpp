@@ -58,8 +58,7 @@ CLI::Option* add_engine_flags(CLI::App& app, engine::EngineOptions& eo, const st
 }
 
 void add_backend_flags(CLI::App& app, engine::EngineOptions& eo) {
-  app.add_option("--backend", eo.backend,
-                 "cpu, or cuda: the model on NVIDIA GPUs (builds where nvcc was found; Default numerics)")
+  app.add_option("--backend", eo.backend, "cpu, or cuda: the model on NVIDIA GPUs (builds where nvcc was found)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--gpu-devices", eo.gpu_devices,
@@ -70,11 +69,18 @@ void add_backend_flags(CLI::App& app, engine::EngineOptions& eo) {
   app.add_option("--gpu-ctx", eo.gpu_ctx,
                  "with --backend cuda: the longest session context; its KV state is reserved on the GPUs")
       ->capture_default_str();
+  app.add_flag("--gpu-tensor-parallel", eo.gpu_tensor_parallel,
+               "with --backend cuda: GPUs in pairs splitting each layer's routed experts; --gpu-devices lists the "
+               "homes, then their partners in the same order (\"0,2,1,3\" pairs 0 with 1 and 2 with 3); default: "
+               "all GPUs");
 }
 
 void check_engine_flags(const engine::EngineOptions& eo) {
-  if (eo.backend != "cuda" && (!eo.gpu_devices.empty() || !eo.gpu_vram.empty()))
-    throw Error(std::string(eo.gpu_devices.empty() ? "--gpu-vram" : "--gpu-devices") + " needs --backend cuda");
+  if (eo.backend != "cuda" && (!eo.gpu_devices.empty() || !eo.gpu_vram.empty() || eo.gpu_tensor_parallel))
+    throw Error(std::string(!eo.gpu_devices.empty() ? "--gpu-devices"
+                            : !eo.gpu_vram.empty()  ? "--gpu-vram"
+                                                    : "--gpu-tensor-parallel") +
+                " needs --backend cuda");
   if (eo.gpu_ctx < 1) throw Error("--gpu-ctx must be at least 1 (got " + std::to_string(eo.gpu_ctx) + ")");
   if (eo.threads < 1) throw Error("--threads must be at least 1 (got " + std::to_string(eo.threads) + ")");
   if (!eo.ssd_streaming && (eo.ssd_cache_slots > 0 || eo.ssd_cache_bytes > 0)) {

@@ -30,4 +30,22 @@ ExpertGroups group_pairs_by_expert(std::span<const int32_t> ids, int n_expert) {
   return g;
 }
 
+int share_expert_count(int n_expert, int rank, int size) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw Error("expert share " + std::to_string(rank) + " of " + std::to_string(size));
+  return n_expert > rank ? (n_expert - rank + size - 1) / size : 0;
+}
+
+std::vector<int32_t> share_local_ids(std::span<const int32_t> ids, int n_expert, int rank, int size) {
+  const int others = share_expert_count(n_expert, rank, size);
+  std::vector<int32_t> local(ids.size());
+  for (size_t p = 0; p < ids.size(); ++p) {
+    if (ids[p] < 0 || ids[p] >= n_expert)
+      throw Error("expert id " + std::to_string(ids[p]) + " of pair " + std::to_string(p) + " is outside 0.." +
+                  std::to_string(n_expert - 1));
+    local[p] = ids[p] % size == rank ? ids[p] / size : others;
+  }
+  return local;
+}
+
 }  // namespace ds4::backend

@@ -21,4 +21,12 @@ struct ExpertGroups {
 // ds4::Error naming the pair and the id when an id is outside [0, n_expert).
 ExpertGroups group_pairs_by_expert(std::span<const int32_t> ids, int n_expert);
 
+// Tensor parallel (backend::TensorShare): the experts of n_expert that rank
+// of size owns (e % size == rank), and each pair's expert as the share
+// numbers its own: e / size, or share_expert_count(...) (one past them: the
+// group of the pairs whose experts are another rank's) for the others.
+// ds4::Error naming the pair and the id when an id is outside [0, n_expert).
+int share_expert_count(int n_expert, int rank, int size);
+std::vector<int32_t> share_local_ids(std::span<const int32_t> ids, int n_expert, int rank, int size);
+
 }  // namespace ds4::backend

@@ -32,6 +32,19 @@ uint64_t sum(const std::vector<uint64_t>& v, size_t begin, size_t end) {
                          uint64_t{0});
 }
 
+// What a GPU may hold: its free memory less the reserve (auto), or the
+// --gpu-vram size (ds4::Error when that is more than it has free).
+uint64_t budget_of(const GpuCapacity& gpu, const VramBudget& vram, size_t g) {
+  if (vram.gib.empty()) return gpu.free_bytes > kAutoVramReserve ? gpu.free_bytes - kAutoVramReserve : 0;
+  const auto budget = static_cast<uint64_t>(vram.gib[g] * static_cast<double>(1ull << 30));
+  if (budget > gpu.free_bytes)
+    throw Error("--gpu-vram asks " + format_size(budget) + " of " + gpu_name(gpu) + ", which has " +
+                format_size(gpu.free_bytes) + " free");
+  return budget;
+}
+
+std::string layer_span(int begin, int end) { return std::to_string(begin) + "-" + std::to_string(end - 1); }
+
 }  // namespace
 
 std::vector<int> parse_gpu_devices(std::string_view list, int n_visible) {
@@ -78,6 +91,12 @@ PlacementRequest placement_request(const model::Deepseek4Weights& weights, const
     uint64_t bytes = model::kv_layer_state_bytes(hp, layer.index, n_ctx, kv_elem_bytes).total();
     for (const model::TensorView* t : layer.all()) bytes += t->nbytes;
     request.layer_bytes.push_back(bytes);
+    // The odd experts: n_expert / 2 of them, each 1 / n_expert of a tensor.
+    uint64_t partner = 0;
+    if (hp.n_expert > 0)
+      for (const model::TensorView* t : {&layer.ffn_gate_exps, &layer.ffn_up_exps, &layer.ffn_down_exps})
+        partner += t->nbytes / hp.n_expert * (hp.n_expert / 2);
+    request.layer_partner_bytes.push_back(partner);
   }
   request.input_bytes = weights.token_embd.nbytes;
   for (const model::TensorView* t : {&weights.output_hc_fn, &weights.output_hc_base, &weights.output_hc_scale,
@@ -102,15 +121,7 @@ std::vector<GpuShare> place_layers(const PlacementRequest& request, const std::v
   for (size_t g = 0; g < n_gpu; ++g) {
     shares[g].device = gpus[g].device;
     shares[g].name = gpus[g].name;
-    uint64_t budget;
-    if (vram.gib.empty()) {
-      budget = gpus[g].free_bytes > kAutoVramReserve ? gpus[g].free_bytes - kAutoVramReserve : 0;
-    } else {
-      budget = static_cast<uint64_t>(vram.gib[g] * static_cast<double>(1ull << 30));
-      if (budget > gpus[g].free_bytes)
-        throw Error("--gpu-vram asks " + format_size(budget) + " of " + gpu_name(gpus[g]) + ", which has " +
-                    format_size(gpus[g].free_bytes) + " free");
-    }
+    const uint64_t budget = budget_of(gpus[g], vram, g);
     shares[g].budget = budget;
     room[g] = budget > request.scratch_bytes ? budget - request.scratch_bytes : 0;
   }
@@ -177,8 +188,65 @@ std::vector<GpuShare> place_layers(const PlacementRequest& request, const std::v
   return shares;
 }
 
+PairPlacement place_pairs(const PlacementRequest& request, const std::vector<GpuCapacity>& gpus, const VramBudget& vram,
+                          bool one_gpu_pairs) {
+  if (gpus.empty() || gpus.size() % 2 != 0)
+    throw Error(
+        "--gpu-tensor-parallel needs an even number of GPUs (homes first, then their partners in the same "
+        "order), not " +
+        std::to_string(gpus.size()));
+  if (!vram.gib.empty() && vram.gib.size() != gpus.size())
+    throw Error("--gpu-vram gives " + std::to_string(vram.gib.size()) + " sizes for " + std::to_string(gpus.size()) +
+                " GPUs");
+  if (request.layer_partner_bytes.size() != request.layer_bytes.size())
+    throw Error("GPU placement: the request does not say what the partners hold");
+  const size_t pairs = gpus.size() / 2;
+  for (size_t i = 0; i < pairs; ++i)
+    if (gpus[i].device == gpus[pairs + i].device && !one_gpu_pairs)
+      throw Error("--gpu-tensor-parallel: " + gpu_name(gpus[i]) + " is paired with itself");
+  // The homes hold each layer less its odd experts.
+  PlacementRequest home_request = request;
+  for (size_t l = 0; l < request.layer_bytes.size(); ++l) home_request.layer_bytes[l] -= request.layer_partner_bytes[l];
+  const std::vector<GpuCapacity> homes(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(pairs));
+  VramBudget home_vram, partner_vram;
+  if (!vram.gib.empty()) {
+    home_vram.gib.assign(vram.gib.begin(), vram.gib.begin() + static_cast<std::ptrdiff_t>(pairs));
+    partner_vram.gib.assign(vram.gib.begin() + static_cast<std::ptrdiff_t>(pairs), vram.gib.end());
+  }
+  PairPlacement placement;
+  placement.homes = place_layers(home_request, homes, home_vram);
+  for (size_t i = 0; i < pairs; ++i) {
+    const GpuShare& home = placement.homes[i];
+    const GpuCapacity& gpu = gpus[pairs + i];
+    GpuShare partner;
+    partner.device = gpu.device;
+    partner.name = gpu.name;
+    partner.partner_of = home.device;
+    partner.layer_begin = home.layer_begin;
+    partner.layer_end = home.layer_end;
+    partner.budget = budget_of(gpu, partner_vram, i);
+    const uint64_t experts =
+        sum(request.layer_partner_bytes, static_cast<size_t>(home.layer_begin), static_cast<size_t>(home.layer_end));
+    partner.bytes = home.layer_end > home.layer_begin ? experts + request.scratch_bytes : 0;
+    if (partner.bytes > partner.budget)
+      throw Error(gpu_name(gpu) + ", the partner of GPU " + std::to_string(home.device) +
+                  ", would hold the odd routed experts of layers " + layer_span(home.layer_begin, home.layer_end) +
+                  " and scratch, " + format_size(partner.bytes) + "; it holds " + format_size(partner.budget) +
+                  ": short by " + format_size(partner.bytes - partner.budget));
+    placement.partners.push_back(partner);
+  }
+  return placement;
+}
+
 std::string describe(const GpuShare& share) {
   std::string line = "GPU " + std::to_string(share.device) + " (" + share.name + "): ";
+  if (share.partner_of >= 0) {
+    line += share.layer_end > share.layer_begin
+                ? "odd routed experts of layers " + layer_span(share.layer_begin, share.layer_end)
+                : std::string("no layers");
+    return line + " (partner of GPU " + std::to_string(share.partner_of) + "), " + format_size(share.bytes) + " of " +
+           format_size(share.budget);
+  }
   if (share.layer_end > share.layer_begin)
     line += "layers " + std::to_string(share.layer_begin) + "-" + std::to_string(share.layer_end - 1);
   else

@@ -39,6 +39,9 @@ VramBudget parse_gpu_vram(std::string_view text);
 // What one model and context need, layer by layer.
 struct PlacementRequest {
   std::vector<uint64_t> layer_bytes;  // weights + KV state of each layer
+  // Of layer_bytes, the routed experts a tensor-parallel partner holds
+  // (backend::TensorShare rank 1 of 2: the odd experts of the three tensors).
+  std::vector<uint64_t> layer_partner_bytes;
   uint64_t input_bytes = 0;           // token embedding: on the first GPU used
   uint64_t output_bytes = 0;          // output norm, HC head, vocab projection: with the last layer
   uint64_t scratch_bytes = 0;         // activations and kernel scratch, on every GPU used
@@ -56,6 +59,7 @@ struct GpuShare {
   std::string name;
   int layer_begin = 0, layer_end = 0;  // [begin, end); empty when the GPU gets none
   bool input = false, output = false;
+  int partner_of = -1;  // tensor parallel: the home GPU whose layers' odd experts this one holds
   uint64_t bytes = 0;   // what it will hold, scratch included
   uint64_t budget = 0;  // what it may hold
 };
@@ -71,7 +75,25 @@ inline constexpr uint64_t kAutoVramReserve = 512ull << 20;
 std::vector<GpuShare> place_layers(const PlacementRequest& request, const std::vector<GpuCapacity>& gpus,
                                    const VramBudget& vram);
 
-// "GPU 0 (NVIDIA H100): layers 0-20, token embedding, 40.20 GiB of 78.50 GiB"
+// Tensor parallel in pairs (--gpu-tensor-parallel, ds4's
+// --cuda-tensor-parallel): the first half of `gpus` are homes, the second
+// half their partners in the same order (list the closest peer GPUs at
+// matching places). The homes take whole layers as place_layers places them,
+// less the routed experts their partners hold; each partner holds the odd
+// routed experts of its home's layers (and scratch). ds4::Error (one line)
+// for an odd count, a --gpu-vram list of another length, or a partner that
+// cannot hold its share (naming it, its home and the shortfall).
+struct PairPlacement {
+  std::vector<GpuShare> homes, partners;  // partners[i] pairs with homes[i]
+};
+// one_gpu_pairs: a home may be its own partner (tests' stand-in where one
+// GPU is all there is; the caller halves its free memory between the two).
+PairPlacement place_pairs(const PlacementRequest& request, const std::vector<GpuCapacity>& gpus, const VramBudget& vram,
+                          bool one_gpu_pairs = false);
+
+// "GPU 0 (NVIDIA H100): layers 0-20, token embedding, 40.20 GiB of 78.50 GiB";
+// a partner: "GPU 1 (NVIDIA H100): odd routed experts of layers 0-20 (partner
+// of GPU 0), 36.00 GiB of 78.50 GiB"
 std::string describe(const GpuShare& share);
 
 }  // namespace ds4::backend

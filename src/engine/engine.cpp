@@ -79,8 +79,10 @@ std::unique_ptr<backend::Backend> cuda_backend(const EngineOptions& options, con
   cuda::CudaBackendOptions o;
   const cuda::GpuList gpus = cuda::list_gpus();
   if (gpus.devices.empty()) throw Error("--backend cuda: " + gpus.unavailable);
-  if (!options.gpu_devices.empty())
-    o.devices = backend::parse_gpu_devices(options.gpu_devices, static_cast<int>(gpus.devices.size()));
+  if (!options.gpu_devices.empty() || options.gpu_tensor_parallel)
+    o.devices = backend::parse_gpu_devices(options.gpu_devices.empty() ? "all" : options.gpu_devices,
+                                           static_cast<int>(gpus.devices.size()));
+  o.tensor_parallel = options.gpu_tensor_parallel;
   if (!options.gpu_vram.empty()) o.vram = backend::parse_gpu_vram(options.gpu_vram);
   o.max_ctx = options.gpu_ctx;
   auto cuda = std::make_unique<cuda::CudaBackend>(model, options.numerics, o);

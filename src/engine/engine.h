@@ -109,10 +109,13 @@ struct EngineOptions {
   // was found): the GPUs of --gpu-devices ("0,1", "all"; empty: GPU 0) with
   // --gpu-vram ("auto" or GiB per GPU) each, whole layers per GPU with KV
   // state reserved for gpu_ctx tokens (the longest session then allowed).
+  // gpu_tensor_parallel: the GPUs in pairs splitting each layer's routed
+  // experts (homes first, then partners; empty gpu_devices: all GPUs).
   std::string backend = "cpu";
   std::string gpu_devices;
   std::string gpu_vram;
   int64_t gpu_ctx = 32768;
+  bool gpu_tensor_parallel = false;
 };
 
 

@@ -16,6 +16,7 @@
 
 #include "backend/cpu/forward.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_devices.h"
 #include "core/error.h"
 #include "cuda/gpu_test.h"
 #include "model/deepseek4_hparams.h"
@@ -224,6 +225,81 @@ TEST(CudaBackend, RefusesWhatItCannotRun) {
   CudaBackendOptions tiny_vram = options(64);
   tiny_vram.vram.gib = {0.001};
   EXPECT_THROW(CudaBackend(m.model(), Numerics::Default, tiny_vram), Error);
+}
+
+// Logits of a prompt's every row, and the greedy continuation after it.
+struct ModelRun {
+  std::vector<float> rows;
+  std::vector<int32_t> greedy;
+};
+ModelRun run_model(CudaBackend& gpu, const std::vector<int32_t>& prompt, int n_vocab) {
+  ModelRun r;
+  r.rows.resize(prompt.size() * static_cast<size_t>(n_vocab));
+  auto s = gpu.new_session(256);
+  gpu.eval(*s, prompt, r.rows.data());
+  r.greedy = gpu.generate_greedy(*s, 12);
+  return r;
+}
+
+CudaBackendOptions pair_options(std::vector<int> devices) {
+  CudaBackendOptions o = options(256);
+  o.tensor_parallel = true;
+  o.devices = std::move(devices);
+  o.one_gpu_pairs = o.devices[0] == o.devices[1];
+  return o;
+}
+
+// Tensor parallel in a pair (the home routes, each GPU evaluates its half of
+// the routed experts, the partner's part added onto the home's): the whole
+// model as on one GPU, but for the order the experts' rows are added in.
+// Here the pair is one GPU named twice (device copies stand in for NCCL).
+TEST(CudaTensorParallel, APairOnOneGpuFollowsOneGpu) {
+  REQUIRE_GPU();
+  for (model::QuantMix mix : {model::QuantMix::F32, model::QuantMix::Ds4Q2}) {
+    SCOPED_TRACE(std::string(model::quant_mix_name(mix)));
+    const ds4::test::SyntheticModel m(model::preset_tiny(), mix, /*seed=*/26);
+    const int n_vocab = static_cast<int>(m.hparams().n_vocab);
+    const std::vector<int32_t> prompt = prompt_tokens(40, n_vocab);
+    CudaBackend one(m.model(), Numerics::Default, options(256));
+    CudaBackend pair(m.model(), Numerics::Default, pair_options({0, 0}));
+    ASSERT_EQ(pair.placement().size(), 2u);
+    EXPECT_EQ(pair.placement()[1].partner_of, 0);
+    EXPECT_NE(backend::describe(pair.placement()[1]).find("odd routed experts of layers 0-"), std::string::npos);
+    const ModelRun a = run_model(one, prompt, n_vocab), b = run_model(pair, prompt, n_vocab);
+    int same = 0;
+    double worst = 0;
+    for (size_t t = 0; t < prompt.size(); ++t) {
+      const std::span<const float> x(a.rows.data() + t * n_vocab, static_cast<size_t>(n_vocab));
+      const std::span<const float> y(b.rows.data() + t * n_vocab, static_cast<size_t>(n_vocab));
+      same += argmax(x) == argmax(y) ? 1 : 0;
+      worst = std::max(worst, relative_max(y, x));
+    }
+    EXPECT_GE(same, static_cast<int>(prompt.size()) * 9 / 10) << same << " of " << prompt.size();
+    EXPECT_LT(worst, mix == model::QuantMix::F32 ? 1e-2 : 1e-1);
+    // Bit-stable run to run.
+    const ModelRun again = run_model(pair, prompt, n_vocab);
+    EXPECT_EQ(std::memcmp(again.rows.data(), b.rows.data(), b.rows.size() * 4), 0);
+    EXPECT_EQ(again.greedy, b.greedy);
+  }
+}
+
+// Two GPUs over NCCL give what the one-GPU stand-in gives: the same kernels
+// on each part, and a sum of two is the same bits either way. Needs two GPUs
+// of one kind (skipped otherwise).
+TEST(CudaTensorParallel, APairOverNcclEqualsTheStandIn) {
+  REQUIRE_GPU();
+  const GpuList list = list_gpus();
+  if (list.devices.size() < 2 || list.devices[0].name != list.devices[1].name)
+    GTEST_SKIP() << "needs two GPUs of one kind";
+  const ds4::test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, /*seed=*/27);
+  const int n_vocab = static_cast<int>(m.hparams().n_vocab);
+  const std::vector<int32_t> prompt = prompt_tokens(30, n_vocab);
+  CudaBackend stand_in(m.model(), Numerics::Default, pair_options({0, 0}));
+  CudaBackend nccl(m.model(), Numerics::Default, pair_options({0, 1}));
+  EXPECT_EQ(nccl.placement()[1].device, 1);
+  const ModelRun a = run_model(stand_in, prompt, n_vocab), b = run_model(nccl, prompt, n_vocab);
+  EXPECT_EQ(std::memcmp(a.rows.data(), b.rows.data(), a.rows.size() * 4), 0);
+  EXPECT_EQ(a.greedy, b.greedy);
 }
 
 }  // namespace

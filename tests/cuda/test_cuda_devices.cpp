@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_devices.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/nccl_library.h"
 #include "core/error.h"
 
 namespace ds4::cuda {
@@ -65,6 +66,24 @@ TEST(CudaErrors, AllocationWithoutAGpuIsAnErrorNotACrash) {
   } catch (const ds4::Error& e) {
     const std::string what = e.what();
     EXPECT_EQ(what.rfind("cudaGetDevice: ", 0), 0u) << what;
+  }
+}
+
+// NCCL is opened, not linked (nccl_library.h): it loads from the toolkit the
+// build found (no GPU needed) and its version is the header's; its errors
+// become one-line ds4::Errors naming the call and NCCL's text.
+TEST(CudaNccl, OpensTheToolkitsLibraryAndNamesItsErrors) {
+  const std::string version = nccl_version();
+  EXPECT_EQ(version.rfind(std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + ".", 0), 0u) << version;
+  EXPECT_NO_THROW(nccl_check(ncclSuccess, "nothing"));
+  try {
+    nccl_check(ncclInvalidArgument, "ncclBroadcast from GPU 0 and its partner GPU 1");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("ncclBroadcast from GPU 0 and its partner GPU 1: ", 0), 0u) << m;
+    EXPECT_NE(m.find("(NCCL result 4)"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
 }
 

@@ -267,5 +267,51 @@ TEST_F(CudaLayers, MoeLayerMatchesTheCpuLayer) {
   EXPECT_THROW(hash_layer.forward(dx.as<float>(), &bad, 1, dx.as<float>(), products), Error);
 }
 
+// Tensor parallel's split of a MoE sublayer (MoePart): the home routes and
+// evaluates the even experts and the shared one, the partner the odd
+// experts from the home's routing; their parts add up to the whole layer's
+// output (but for the order the rows are added in), decode and prefill.
+TEST_F(CudaLayers, MoeLayerPartsAddUpToTheWholeLayer) {
+  REQUIRE_GPU();
+  const ds4::test::SyntheticModel q2(model::preset_tiny(), model::QuantMix::Ds4Q2, /*seed=*/13);
+  for (const ds4::test::SyntheticModel* m : {static_cast<const ds4::test::SyntheticModel*>(model_), &q2}) {
+    const model::Deepseek4HParams& hp = m->hparams();
+    const int64_t d = hp.n_embd, k = hp.n_expert_used;
+    for (int il : {0, 3}) {
+      SCOPED_TRACE("layer " + std::to_string(il) + (m == model_ ? " f32" : " ds4-q2"));
+      const DeviceMoeLayer whole(m->layer(il), hp, Numerics::Default);
+      const DeviceMoeLayer home(m->layer(il), hp, Numerics::Default, MoePart::Home);
+      const DeviceMoeLayer partner(m->layer(il), hp, Numerics::Default, MoePart::Partner);
+      DeviceProducts products(nullptr, Numerics::Default);
+      std::mt19937 rng(static_cast<uint32_t>(51 + il));
+      std::normal_distribution<float> g(0.0f, 1.0f);
+      for (int n : {1, 5, 37}) {
+        std::vector<float> x(static_cast<size_t>(n * d));
+        for (float& v : x) v = g(rng);
+        std::vector<int32_t> tokens(static_cast<size_t>(n));
+        for (int t = 0; t < n; ++t) tokens[static_cast<size_t>(t)] = (t * 89 + 3) % static_cast<int>(hp.n_vocab);
+        DeviceBuffer dx(x.size() * 4), dwhole(x.size() * 4), dxn(x.size() * 4), dhome(x.size() * 4),
+            dpart(x.size() * 4), dids(static_cast<size_t>(n * k) * 4), dw(static_cast<size_t>(n * k) * 4);
+        dx.upload(x.data(), x.size() * 4);
+        whole.forward(dx.as<float>(), tokens.data(), n, dwhole.as<float>(), products);
+        home.route(dx.as<float>(), tokens.data(), n, dxn.as<float>(), dids.as<int32_t>(), dw.as<float>(), products);
+        home.experts(dxn.as<float>(), dids.as<int32_t>(), dw.as<float>(), n, dhome.as<float>(), products);
+        partner.experts(dxn.as<float>(), dids.as<int32_t>(), dw.as<float>(), n, dpart.as<float>(), products);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<float> want(x.size()), a(x.size()), b(x.size()), sum(x.size());
+        dwhole.download(want.data(), want.size() * 4);
+        dhome.download(a.data(), a.size() * 4);
+        dpart.download(b.data(), b.size() * 4);
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] = a[i] + b[i];
+        const RowErrors e = row_errors(sum, want, d, 1e-5);
+        EXPECT_LT(e.worst, 1e-4) << n << " tokens";
+        // Each part alone is not the whole: both hold some of the routed experts.
+        EXPECT_GT(row_errors(a, want, d, 1e-5).worst, 1e-3) << n << " tokens";
+      }
+      EXPECT_THROW(partner.route(nullptr, nullptr, 1, nullptr, nullptr, nullptr, products), Error);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ds4::cuda

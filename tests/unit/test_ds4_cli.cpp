@@ -298,6 +298,10 @@ TEST(Ds4CliErrors, BadOptionValues) {
   expect_tokens_error(ok, {"--greedy", "0"}, {"--greedy"});
   expect_tokens_error(ok, {"--threads", "many"}, {"--threads"});
   expect_tokens_error(ok, {"--no-such-option"}, {"--no-such-option"});
+  // The GPU options need the GPU backend.
+  expect_tokens_error(ok, {"--gpu-devices", "0"}, {"--gpu-devices", "--backend cuda"});
+  expect_tokens_error(ok, {"--gpu-vram", "auto"}, {"--gpu-vram", "--backend cuda"});
+  expect_tokens_error(ok, {"--gpu-tensor-parallel"}, {"--gpu-tensor-parallel", "--backend cuda"});
 }
 
 TEST(Ds4CliErrors, MissingOrConflictingOptions) {

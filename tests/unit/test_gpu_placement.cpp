@@ -132,6 +132,71 @@ TEST(GpuPlacement, ASmallGpuTakesFewerLayers) {
   EXPECT_EQ(shares[1].bytes, 5 * kGiB + kMiB * 512);
 }
 
+// Ten 1 GiB layers whose odd experts take half a GiB each.
+PlacementRequest ten_layers_with_experts() {
+  PlacementRequest r = ten_layers(kGiB, kGiB / 2);
+  r.layer_partner_bytes.assign(10, kGiB / 2);
+  return r;
+}
+
+TEST(GpuPairPlacement, HomesTakeTheLayersLessTheOddExpertsAndPartnersHoldThem) {
+  // Four GPUs, 9 GiB room each after the reserve and scratch. The homes
+  // (0, 1) need 6 GiB (ten 0.5 GiB layer halves, embedding, head): 3 each,
+  // layers 0-4 and 5-9; the partners (2, 3) hold 5 x 0.5 GiB + scratch.
+  const std::vector<GpuCapacity> gpus = {
+      {0, "A", 10 * kGiB}, {1, "B", 10 * kGiB}, {2, "C", 10 * kGiB}, {3, "D", 10 * kGiB}};
+  const PairPlacement p = place_pairs(ten_layers_with_experts(), gpus, {});
+  ASSERT_EQ(p.homes.size(), 2u);
+  ASSERT_EQ(p.partners.size(), 2u);
+  EXPECT_EQ(p.homes[0].layer_end, 5);
+  EXPECT_EQ(p.homes[1].layer_begin, 5);
+  EXPECT_TRUE(p.homes[0].input);
+  EXPECT_TRUE(p.homes[1].output);
+  EXPECT_EQ(p.homes[0].bytes, 7 * kGiB / 2);  // 3 + scratch
+  EXPECT_EQ(p.partners[0].device, 2);
+  EXPECT_EQ(p.partners[0].partner_of, 0);
+  EXPECT_EQ(p.partners[1].partner_of, 1);
+  EXPECT_EQ(p.partners[1].layer_begin, 5);
+  EXPECT_EQ(p.partners[1].layer_end, 10);
+  EXPECT_FALSE(p.partners[0].input || p.partners[1].output);
+  EXPECT_EQ(p.partners[0].bytes, 3 * kGiB);  // 2.5 + scratch
+  EXPECT_EQ(describe(p.homes[0]), "GPU 0 (A): layers 0-4, token embedding, 3.50 GiB of 9.50 GiB");
+  EXPECT_EQ(describe(p.partners[0]),
+            "GPU 2 (C): odd routed experts of layers 0-4 (partner of GPU 0), 3.00 GiB of 9.50 GiB");
+  // One pair holds everything: the partner all ten layers' odd experts.
+  const PairPlacement one = place_pairs(ten_layers_with_experts(), {{0, "A", 10 * kGiB}, {1, "B", 10 * kGiB}}, {});
+  EXPECT_EQ(one.homes[0].layer_end, 10);
+  EXPECT_EQ(one.partners[0].bytes, 11 * kGiB / 2);
+}
+
+TEST(GpuPairPlacement, RefusalsNameTheGpus) {
+  const PlacementRequest r = ten_layers_with_experts();
+  EXPECT_EQ(error_of([&] {
+              place_pairs(r, {{0, "A", 10 * kGiB}, {1, "B", 10 * kGiB}, {2, "C", 10 * kGiB}}, {});
+            }),
+            "--gpu-tensor-parallel needs an even number of GPUs (homes first, then their partners in the same order), "
+            "not 3");
+  EXPECT_EQ(error_of([&] {
+              place_pairs(r, {{0, "A", 10 * kGiB}, {0, "A", 10 * kGiB}}, {});
+            }),
+            "--gpu-tensor-parallel: GPU 0 (A) is paired with itself");
+  // The partner's 1.5 GiB budget cannot hold 5.5 GiB of experts and scratch.
+  EXPECT_EQ(
+      error_of([&] {
+        place_pairs(r, {{0, "A", 10 * kGiB}, {1, "B", 2 * kGiB}}, {});
+      }),
+      "GPU 1 (B), the partner of GPU 0, would hold the odd routed experts of layers 0-9 and scratch, 5.50 GiB; it "
+      "holds 1.50 GiB: short by 4.00 GiB");
+  EXPECT_EQ(error_of([&] {
+              place_pairs(r, {{0, "A", 10 * kGiB}, {1, "B", 10 * kGiB}}, parse_gpu_vram("8"));
+            }),
+            "--gpu-vram gives 1 sizes for 2 GPUs");
+  // --gpu-vram sizes: homes first, then partners.
+  const PairPlacement p = place_pairs(r, {{0, "A", 10 * kGiB}, {1, "B", 10 * kGiB}}, parse_gpu_vram("8,6"));
+  EXPECT_EQ(p.homes[0].budget, 8 * kGiB);
+  EXPECT_EQ(p.partners[0].budget, 6 * kGiB);
+}
+
 TEST(GpuPlacement, RequestFromAModelCountsEveryTensorAndTheKvStateOnce) {
   const test::SyntheticModel m(model::preset_tiny(), model::QuantMix::Ds4Q2, 41);
   const model::Deepseek4Weights& w = m.model().weights();
@@ -145,6 +210,15 @@ TEST(GpuPlacement, RequestFromAModelCountsEveryTensorAndTheKvStateOnce) {
   EXPECT_EQ(placed, tensors + model::kv_state_bytes(m.hparams(), n_ctx, 4).total());
   EXPECT_EQ(r.input_bytes, w.token_embd.nbytes);
   EXPECT_GT(r.output_bytes, w.output.nbytes);  // the HC head and norm too
+  // A partner's share: half of each routed-expert tensor (an even count of experts).
+  ASSERT_EQ(m.hparams().n_expert % 2, 0u);
+  ASSERT_EQ(r.layer_partner_bytes.size(), r.layer_bytes.size());
+  for (size_t l = 0; l < r.layer_bytes.size(); ++l) {
+    const model::LayerWeights& layer = w.layers[l];
+    EXPECT_EQ(r.layer_partner_bytes[l],
+              (layer.ffn_gate_exps.nbytes + layer.ffn_up_exps.nbytes + layer.ffn_down_exps.nbytes) / 2);
+    EXPECT_LT(r.layer_partner_bytes[l], r.layer_bytes[l]);
+  }
 
   // One GPU with exactly enough (scratch and the auto reserve on top) fits;
   // a byte less is refused by that byte.

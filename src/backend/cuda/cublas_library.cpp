@@ -14,8 +14,8 @@ constexpr const char* kLibrary = "libcublas.so.13";
 void* open_library() {
   if (void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL)) return handle;
   const std::string first = dlerror();
-#ifdef DS4_CUBLAS_DIR
-  const std::string configured = std::string(DS4_CUBLAS_DIR) + "/" + kLibrary;
+#ifdef DS4_CUDA_LIB_DIR
+  const std::string configured = std::string(DS4_CUDA_LIB_DIR) + "/" + kLibrary;
   if (void* handle = dlopen(configured.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
 #endif
   throw Error(std::string("cuBLAS: cannot load ") + kLibrary + " (" + first +

@@ -51,6 +51,27 @@ struct CudaBackend::ChunkBuffers {
   DeviceBuffer x, f, flat, mix, pre, post, comb;
 };
 
+// A chunk's exchange buffers for one pair: the routed inputs (normed input,
+// weights, ids: all 4-byte values) on both GPUs, the partner's part.
+struct CudaBackend::PairBuffers {
+  PairBuffers(int64_t m, int n_embd, int k, int home, int partner) : floats(m * n_embd), pairs(m * k) {
+    const size_t in_bytes = static_cast<size_t>(floats + 2 * pairs) * 4;
+    {
+      const ScopedDevice on(home);
+      home_in = DeviceBuffer(in_bytes);
+    }
+    const ScopedDevice on(partner);
+    partner_in = DeviceBuffer(in_bytes);
+    partner_out = DeviceBuffer(static_cast<size_t>(floats) * 4);
+  }
+  // The three inputs within one of the in buffers.
+  static float* xn(const DeviceBuffer& in) { return in.as<float>(); }
+  float* weights(const DeviceBuffer& in) const { return in.as<float>() + floats; }
+  int32_t* ids(const DeviceBuffer& in) const { return reinterpret_cast<int32_t*>(in.as<float>() + floats + pairs); }
+  int64_t floats, pairs;
+  DeviceBuffer home_in, partner_in, partner_out;
+};
+
 // ---- sessions ----
 
 CudaSession::CudaSession(const CudaBackend& backend, int64_t n_ctx) : backend_(&backend), n_ctx_(n_ctx) {}
@@ -117,15 +138,28 @@ CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics n
       throw Error("--backend cuda: there is no GPU " + std::to_string(d) + " (" + std::to_string(list.devices.size()) +
                   " visible)");
     if (!it->unsupported.empty()) throw Error("--backend cuda: " + describe(*it));
-    capacities.push_back({d, it->name, it->free_bytes});
+    // A GPU named twice (tests' one-GPU pairs) shares its memory between its two places.
+    const auto times = std::count(devices.begin(), devices.end(), d);
+    capacities.push_back({d, it->name, it->free_bytes / static_cast<uint64_t>(times)});
   }
   const backend::PlacementRequest request =
       backend::placement_request(w, hp, static_cast<uint64_t>(max_ctx_),
                                  /*kv_elem_bytes=*/numerics == backend::Numerics::Quality ? 4 : 2, kScratchBytes);
-  shares_ = backend::place_layers(request, capacities, options.vram);
+  std::vector<backend::GpuShare> homes, partners;
+  if (options.tensor_parallel) {
+    backend::PairPlacement placed = backend::place_pairs(request, capacities, options.vram, options.one_gpu_pairs);
+    homes = std::move(placed.homes);
+    partners = std::move(placed.partners);
+  } else {
+    homes = backend::place_layers(request, capacities, options.vram);
+  }
+  shares_ = homes;
+  shares_.insert(shares_.end(), partners.begin(), partners.end());
 
   layer_gpu_.assign(static_cast<size_t>(n_layer_), -1);
-  for (const backend::GpuShare& share : shares_) {
+  layer_pair_.assign(static_cast<size_t>(n_layer_), -1);
+  for (size_t i = 0; i < homes.size(); ++i) {
+    const backend::GpuShare& share = homes[i];
     if (share.layer_begin == share.layer_end && !share.input && !share.output) continue;
     const ScopedDevice scope(share.device);
     auto gpu = std::make_unique<Gpu>();
@@ -135,13 +169,32 @@ CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics n
     for (int il = share.layer_begin; il < share.layer_end; ++il)
       layer_gpu_[static_cast<size_t>(il)] = static_cast<int>(gpus_.size()) - 1;
     if (share.input) token_embd_ = upload_matrix(w.token_embd);
+    if (partners.empty() || share.layer_begin == share.layer_end) continue;
+    Pair pair;
+    {
+      const ScopedDevice on_partner(partners[i].device);
+      pair.partner = std::make_unique<Gpu>();
+      pair.partner->device = partners[i].device;
+      pair.partner->products = std::make_unique<DeviceProducts>(nullptr, numerics);
+    }
+    pair.link = std::make_unique<PairLink>(share.device, partners[i].device);
+    pairs_.push_back(std::move(pair));
+    for (int il = share.layer_begin; il < share.layer_end; ++il)
+      layer_pair_[static_cast<size_t>(il)] = static_cast<int>(pairs_.size()) - 1;
   }
   const uint64_t mixes = hp.hc_mix_dim();
   for (int il = 0; il < n_layer_; ++il) {
     const model::LayerWeights& layer = w.layers[static_cast<size_t>(il)];
+    const int pair = layer_pair_[static_cast<size_t>(il)];
     const ScopedDevice scope(gpu_of_layer(il).device);
     attn_.push_back(std::make_unique<DeviceAttentionLayer>(layer, hp, numerics));
-    moe_.push_back(std::make_unique<DeviceMoeLayer>(layer, hp, numerics));
+    moe_.push_back(std::make_unique<DeviceMoeLayer>(layer, hp, numerics, pair >= 0 ? MoePart::Home : MoePart::Whole));
+    if (pair >= 0) {
+      const ScopedDevice on_partner(pairs_[static_cast<size_t>(pair)].partner->device);
+      partner_moe_.push_back(std::make_unique<DeviceMoeLayer>(layer, hp, numerics, MoePart::Partner));
+    } else {
+      partner_moe_.push_back(nullptr);
+    }
     hc_attn_.push_back(
         {upload_matrix(layer.hc_attn_fn), upload_f32(layer.hc_attn_scale, 3), upload_f32(layer.hc_attn_base, mixes)});
     hc_ffn_.push_back(
@@ -155,6 +208,10 @@ CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics n
   for (const auto& gpu : gpus_) {
     const ScopedDevice on(gpu->device);
     cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", gpu->device);
+  }
+  for (const Pair& pair : pairs_) {
+    const ScopedDevice on(pair.partner->device);
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", pair.partner->device);
   }
 }
 
@@ -265,6 +322,7 @@ void CudaBackend::eval_chunk(std::span<const backend::Part> parts, std::span<Cud
   }
   std::vector<DeviceLayerKv*> states(static_cast<size_t>(m));
   std::vector<int64_t> pos(static_cast<size_t>(m));
+  std::vector<std::unique_ptr<PairBuffers>> pair_buffers(pairs_.size());
   for (int64_t t = 0; t < m; ++t) pos[static_cast<size_t>(t)] = places[static_cast<size_t>(t)].pos;
   for (int il = begin; il < end; ++il) {
     Gpu& layer_gpu = gpu_of_layer(il);
@@ -286,7 +344,7 @@ void CudaBackend::eval_chunk(std::span<const backend::Part> parts, std::span<Cud
     attn_[l]->forward_tokens(b->x.as<float>(), m, states, pos, b->f.as<float>(), *gpu->products);
     hc_post(*b, m);
     hc_pre(*b, m, hc_ffn_[l], *gpu);
-    moe_[l]->forward(b->x.as<float>(), tokens.data(), m, b->f.as<float>(), *gpu->products);
+    moe(il, *b, tokens, *gpu, pair_buffers);
     hc_post(*b, m);
     if (progress_) {
       progress_done_ += m;
@@ -336,6 +394,39 @@ void CudaBackend::finish_chunk(std::span<const backend::Part> parts, std::span<C
                      tokens.begin() + static_cast<ptrdiff_t>(e));
     a = e;
   }
+}
+
+void CudaBackend::moe(int il, ChunkBuffers& b, std::span<const int32_t> tokens, Gpu& gpu,
+                      std::vector<std::unique_ptr<PairBuffers>>& pair_buffers) {
+  const auto l = static_cast<size_t>(il);
+  const auto m = static_cast<int64_t>(tokens.size());
+  const DeviceMoeLayer& home = *moe_[l];
+  const int p = layer_pair_[l];
+  if (p < 0) {
+    home.forward(b.x.as<float>(), tokens.data(), m, b.f.as<float>(), *gpu.products);
+    return;
+  }
+  Pair& pair = pairs_[static_cast<size_t>(p)];
+  Gpu& partner = *pair.partner;
+  auto& buffers = pair_buffers[static_cast<size_t>(p)];
+  if (!buffers) buffers = std::make_unique<PairBuffers>(m, n_embd_, home.n_used(), gpu.device, partner.device);
+  PairBuffers& pb = *buffers;
+  // The home routes; its normed input and routing go to the partner; each
+  // evaluates its experts (the home its shared expert too); the partner's
+  // part is added onto the home's.
+  home.route(b.x.as<float>(), tokens.data(), m, PairBuffers::xn(pb.home_in), pb.ids(pb.home_in), pb.weights(pb.home_in),
+             *gpu.products);
+  pair.link->to_partner(pb.home_in.data(), pb.partner_in.data(), pb.home_in.size(), gpu.products->stream(),
+                        partner.products->stream());
+  home.experts(PairBuffers::xn(pb.home_in), pb.ids(pb.home_in), pb.weights(pb.home_in), m, b.f.as<float>(),
+               *gpu.products);
+  {
+    const ScopedDevice on(partner.device);
+    partner_moe_[l]->experts(PairBuffers::xn(pb.partner_in), pb.ids(pb.partner_in), pb.weights(pb.partner_in), m,
+                             pb.partner_out.as<float>(), *partner.products);
+  }
+  pair.link->add_partner_part(b.f.as<float>(), pb.partner_out.as<float>(), static_cast<size_t>(pb.floats),
+                              gpu.products->stream(), partner.products->stream());
 }
 
 void CudaBackend::hc_pre(ChunkBuffers& b, int64_t m, const HcWeights& w, Gpu& gpu) {

@@ -7,6 +7,12 @@
 // backend's format (the state is copied to a cpu::Session and back), so a
 // session saved here loads on the CPU and the other way round.
 //
+// --gpu-tensor-parallel (backend::place_pairs): GPUs in pairs, the home
+// holding the layers less their odd routed experts, the partner those; per
+// MoE sublayer the home routes, sends the normed input and routing to the
+// partner (PairLink: NCCL), both evaluate their experts, and the partner's
+// part is added onto the home's. The partner holds no session state.
+//
 // Either numerics: Default (f16 KV cache, ds4's steps) or Quality (f32 KV
 // cache, llama.cpp's steps, as the CPU's --quality). A batch's
 // parts run together, as on the CPU: every weight read once for all
@@ -28,6 +34,7 @@
 #include "backend/cuda/device_tensor.h"
 #include "backend/cuda/layer_kv.h"
 #include "backend/cuda/moe_layer.h"
+#include "backend/cuda/pair_link.h"
 #include "backend/gpu_placement.h"
 #include "backend/numerics.h"
 
@@ -41,6 +48,12 @@ struct CudaBackendOptions {
   std::vector<int> devices;  // CUDA device numbers, in layer order; empty: device 0
   backend::VramBudget vram;  // --gpu-vram; empty: auto
   int64_t max_ctx = 4096;    // the longest session context the placement reserves KV state for
+  // --gpu-tensor-parallel: devices are homes, then their partners in the same
+  // order (backend::place_pairs); each pair splits its layers' routed experts.
+  bool tensor_parallel = false;
+  // Tests' stand-in where one GPU is all there is: a pair may name one GPU
+  // twice (its memory halved between the two; device copies, no NCCL).
+  bool one_gpu_pairs = false;
 };
 
 class CudaBackend;
@@ -113,6 +126,13 @@ class CudaBackend final : public backend::Backend {
     DeviceBuffer scale, base;  // f32
   };
   struct ChunkBuffers;
+  // A tensor-parallel pair: the partner GPU of a home, the link between them,
+  // the partner's part of each of the home's layers.
+  struct Pair {
+    std::unique_ptr<Gpu> partner;
+    std::unique_ptr<PairLink> link;
+  };
+  struct PairBuffers;
 
   CudaSession& session_of(const backend::Part& part, size_t index) const;
   void check(const CudaSession& session, std::span<const int32_t> tokens) const;
@@ -129,6 +149,10 @@ class CudaBackend final : public backend::Backend {
                     bool head);
   void hc_pre(ChunkBuffers& b, int64_t m, const HcWeights& w, Gpu& gpu);
   void hc_post(ChunkBuffers& b, int64_t m);
+  // The MoE sublayer of layer il on b.x into b.f: on its GPU, or split
+  // across its pair (the routed inputs to the partner, its part added back).
+  void moe(int il, ChunkBuffers& b, std::span<const int32_t> tokens, Gpu& gpu,
+           std::vector<std::unique_ptr<PairBuffers>>& pair_buffers);
   // Logits (g x n_vocab, host) of g hidden states on the last GPU.
   void head_rows(const float* H, int64_t g, float* logits_host);
   Gpu& gpu_of_layer(int il) const;
@@ -145,8 +169,11 @@ class CudaBackend final : public backend::Backend {
   std::vector<backend::GpuShare> shares_;
   std::vector<std::unique_ptr<Gpu>> gpus_;
   std::vector<int> layer_gpu_;  // index into gpus_
+  std::vector<Pair> pairs_;     // tensor parallel: one per home GPU (gpus_ order)
+  std::vector<int> layer_pair_;  // index into pairs_, -1 for a layer alone on its GPU
   std::vector<std::unique_ptr<DeviceAttentionLayer>> attn_;
   std::vector<std::unique_ptr<DeviceMoeLayer>> moe_;
+  std::vector<std::unique_ptr<DeviceMoeLayer>> partner_moe_;  // tensor parallel: the odd experts, on the partner
   std::vector<HcWeights> hc_attn_, hc_ffn_;
   DeviceTensor token_embd_;
   HcWeights hc_head_;

@@ -9,7 +9,11 @@
 
 namespace ds4::cuda {
 
-DeviceTensor upload_tensor(const model::TensorView& t, int64_t rows, int64_t n_mats) {
+namespace {
+
+// ds4::Error naming `t` unless it is present, its type has device kernels
+// and it is n_mats matrices of `rows` rows.
+void check_view(const model::TensorView& t, int64_t rows, int64_t n_mats) {
   const std::string name(t.name);
   if (!t.present()) throw Error("tensor " + name + " is absent");
   if (!weight_type_supported(t.type))
@@ -17,14 +21,41 @@ DeviceTensor upload_tensor(const model::TensorView& t, int64_t rows, int64_t n_m
   if (rows < 1 || n_mats < 1 || static_cast<uint64_t>(rows * n_mats) != t.n_rows)
     throw Error("tensor " + name + ": " + std::to_string(t.n_rows) + " rows are not " + std::to_string(n_mats) +
                 " matrices of " + std::to_string(rows));
+}
+
+DeviceTensor shape_of(const model::TensorView& t, int64_t rows, int64_t n_mats) {
   DeviceTensor d;
   d.type = t.type;
   d.cols = static_cast<int64_t>(t.ne[0]);
   d.rows = rows;
   d.n_mats = n_mats;
   d.matrix_bytes = t.row_bytes * static_cast<uint64_t>(rows);
+  return d;
+}
+
+}  // namespace
+
+DeviceTensor upload_tensor(const model::TensorView& t, int64_t rows, int64_t n_mats) {
+  check_view(t, rows, n_mats);
+  DeviceTensor d = shape_of(t, rows, n_mats);
   d.data = DeviceBuffer(static_cast<size_t>(t.nbytes));
   d.data.upload(t.data, static_cast<size_t>(t.nbytes));
+  return d;
+}
+
+DeviceTensor upload_expert_share(const model::TensorView& t, int64_t rows, int64_t n_mats, int rank, int size) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw Error("tensor " + std::string(t.name) + ": share " + std::to_string(rank) + " of " + std::to_string(size));
+  if (size == 1) return upload_tensor(t, rows, n_mats);
+  check_view(t, rows, n_mats);
+  const int64_t owned = (n_mats - rank + size - 1) / size;  // matrices rank, rank + size, ...
+  DeviceTensor d = shape_of(t, rows, owned);
+  const auto bytes = static_cast<int64_t>(d.matrix_bytes);
+  d.data = DeviceBuffer(static_cast<size_t>(bytes * owned));
+  for (int64_t e = rank, local = 0; e < n_mats; e += size, ++local)
+    cuda_check(cudaMemcpy(d.data.as<uint8_t>() + local * bytes, t.data + e * bytes, static_cast<size_t>(bytes),
+                          cudaMemcpyHostToDevice),
+               "cudaMemcpy to the GPU", d.data.device());
   return d;
 }
 

@@ -38,6 +38,10 @@ struct DeviceTensor {
 // whole tensor is one matrix). ds4::Error naming the tensor when its type
 // has no device kernels or the view does not divide it.
 DeviceTensor upload_tensor(const model::TensorView& t, int64_t rows, int64_t n_mats = 1);
+// The matrices of a stack of n_mats (routed experts) that `share` owns
+// (backend::TensorShare: matrix e when e % size == rank), back to back:
+// matrix e is local matrix e / size. Tensor parallel's half of the experts.
+DeviceTensor upload_expert_share(const model::TensorView& t, int64_t rows, int64_t n_mats, int rank, int size);
 // A 2-D tensor as one matrix of ne[1] rows.
 DeviceTensor upload_matrix(const model::TensorView& t);
 // `t` dequantized to n f32 values on the host (ds4::Error naming it unless

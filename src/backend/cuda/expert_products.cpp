@@ -29,8 +29,8 @@ void grow(DeviceBuffer& buffer, size_t bytes) {
 
 }  // namespace
 
-ExpertProducts::ExpertProducts(const backend::ExpertGroups& groups, int k, cudaStream_t stream)
-    : groups_(groups), stream_(stream), n_pairs_(static_cast<int64_t>(groups.pair_of_row.size())) {
+ExpertProducts::ExpertProducts(const backend::ExpertGroups& groups, int k, cudaStream_t stream, int others)
+    : groups_(groups), stream_(stream), others_(others), n_pairs_(static_cast<int64_t>(groups.pair_of_row.size())) {
   if (k < 1) throw Error("expert products: " + std::to_string(k) + " experts per token");
   std::vector<int32_t> token_of_row(groups.pair_of_row.size());
   for (size_t r = 0; r < token_of_row.size(); ++r) token_of_row[r] = groups.pair_of_row[r] / k;
@@ -52,6 +52,12 @@ void ExpertProducts::run(GemmRunner& gemm, GgmlType type, const void* w, int64_t
   for (int32_t e : groups_.active) {
     const int64_t begin = groups_.start[static_cast<size_t>(e)];
     const int64_t count = groups_.start[static_cast<size_t>(e) + 1] - begin;
+    if (e == others_) {
+      cuda_check(cudaMemsetAsync(products_.as<float>() + begin * rows, 0,
+                                 static_cast<size_t>(count * rows) * sizeof(float), stream_),
+                 "cudaMemsetAsync", products_.device());
+      continue;
+    }
     gemm.matmul(type, static_cast<const uint8_t*>(w) + e * matrix_bytes, rows, cols,
                 gathered_.as<float>() + begin * cols, count, products_.as<float>() + begin * rows, rows);
   }

@@ -20,8 +20,9 @@ class ExpertProducts {
  public:
   // One batch's grouping (made on the host from its expert ids; it must
   // outlive this object); uploads its row maps on `stream`, which the GEMM
-  // runner given to run() must queue on too.
-  ExpertProducts(const backend::ExpertGroups& groups, int k, cudaStream_t stream);
+  // runner given to run() must queue on too. others >= 0: the group of pairs
+  // whose experts another GPU holds (tensor parallel); their rows are zero.
+  ExpertProducts(const backend::ExpertGroups& groups, int k, cudaStream_t stream, int others = -1);
 
   // y (pairs x rows, pair order) = for each pair p, the matrix ids[p] of the
   // 3-D weight w (n_expert matrices of rows x cols, back to back) times
@@ -34,6 +35,7 @@ class ExpertProducts {
  private:
   const backend::ExpertGroups& groups_;
   cudaStream_t stream_;
+  int others_;
   int64_t n_pairs_;
   DeviceBuffer token_of_row_, pair_of_row_;  // sorted row -> source row
   DeviceBuffer gathered_, products_;         // scratch, grown on demand

@@ -25,7 +25,8 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // all of them); activation a at act + a * act_stride blocks, its outputs at
 // y + a * ldy. Grid row g (blockIdx.y) takes activations gN .. gN + N - 1
 // and, with ids, the matrix ids[g] of a 3-D weight (matrix_bytes apart: the
-// routed experts of decode's token-slot pairs, N = 1). Each activation's
+// routed experts of decode's token-slot pairs, N = 1; a negative id gives
+// zeros). Each activation's
 // sums follow the same lanes and order whatever N and g are, so its result
 // does not depend on the batch.
 template <typename F, int N>
@@ -36,9 +37,17 @@ __global__ void matvec_fast_kernel(const uint8_t* w, int64_t row_bytes, int n_bl
   if (row >= rows) return;  // whole warps leave together
   using W = typename F::W;
   const int64_t g = blockIdx.y;
-  if (ids) w += ids[g] * matrix_bytes;
   act += g * N * act_stride;
   y += g * N * ldy;
+  if (ids) {
+    // A negative id: another GPU's expert (tensor parallel); this pair's
+    // part here is zero.
+    if (ids[g] < 0) {
+      if (threadIdx.x == 0) y[row] = 0.0f;
+      return;
+    }
+    w += ids[g] * matrix_bytes;
+  }
   const W* wr = reinterpret_cast<const W*>(w + row * row_bytes);
   constexpr int G = F::kItems;
   const int lane = threadIdx.x;

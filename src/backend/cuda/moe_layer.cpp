@@ -33,8 +33,11 @@ bool expert_forms(const DeviceTensor& gate, const DeviceTensor& up, const Device
 }  // namespace
 
 DeviceMoeLayer::DeviceMoeLayer(const model::LayerWeights& layer, const model::Deepseek4HParams& hp,
-                               backend::Numerics numerics)
+                               backend::Numerics numerics, MoePart part)
     : numerics_(numerics),
+      part_(part),
+      share_rank_(part == MoePart::Partner ? 1 : 0),
+      share_size_(part == MoePart::Whole ? 1 : 2),
       index_(static_cast<int>(layer.index)),
       n_embd_(static_cast<int>(hp.n_embd)),
       n_expert_(static_cast<int>(hp.n_expert)),
@@ -50,11 +53,12 @@ DeviceMoeLayer::DeviceMoeLayer(const model::LayerWeights& layer, const model::De
   // The CPU layer's shape checks and their messages.
   const cpu::MoeLayer checked(layer, hp, numerics);
   const uint64_t d = hp.n_embd, ne = hp.n_expert;
+  gate_exps_ = upload_expert_share(layer.ffn_gate_exps, n_ff_, n_expert_, share_rank_, share_size_);
+  up_exps_ = upload_expert_share(layer.ffn_up_exps, n_ff_, n_expert_, share_rank_, share_size_);
+  down_exps_ = upload_expert_share(layer.ffn_down_exps, n_embd_, n_expert_, share_rank_, share_size_);
+  if (part == MoePart::Partner) return;  // the home routes; the shared expert is the home's
   norm_ = upload_f32(layer.ffn_norm, d);
   gate_inp_ = upload_matrix(layer.ffn_gate_inp);
-  gate_exps_ = upload_tensor(layer.ffn_gate_exps, n_ff_, n_expert_);
-  up_exps_ = upload_tensor(layer.ffn_up_exps, n_ff_, n_expert_);
-  down_exps_ = upload_tensor(layer.ffn_down_exps, n_embd_, n_expert_);
   gate_shexp_ = upload_matrix(layer.ffn_gate_shexp);
   up_shexp_ = upload_matrix(layer.ffn_up_shexp);
   down_shexp_ = upload_matrix(layer.ffn_down_shexp);
@@ -77,30 +81,43 @@ DeviceMoeLayer::DeviceMoeLayer(const model::LayerWeights& layer, const model::De
 void DeviceMoeLayer::forward(const float* X, const int32_t* token_ids, int64_t n, float* OUT, DeviceProducts& P,
                              int32_t* ids_out, float* weights_out) const {
   if (n <= 0) return;
+  const cudaStream_t stream = P.stream();
+  const int64_t pairs = n * n_used_;
+  // xn, then weights and ids.
+  const StreamScratch pass(static_cast<size_t>(n * n_embd_ + 2 * pairs) * sizeof(float), stream);
+  float* xn = pass.as<float>();
+  float* weights = xn + n * n_embd_;
+  auto* ids = reinterpret_cast<int32_t*>(weights + pairs);
+  route(X, token_ids, n, xn, ids, weights, P);
+  experts(xn, ids, weights, n, OUT, P);
+  if (ids_out)
+    cuda_check(cudaMemcpyAsync(ids_out, ids, static_cast<size_t>(pairs) * 4, cudaMemcpyDeviceToDevice, stream),
+               "cudaMemcpyAsync", current_device());
+  if (weights_out)
+    cuda_check(cudaMemcpyAsync(weights_out, weights, static_cast<size_t>(pairs) * 4, cudaMemcpyDeviceToDevice, stream),
+               "cudaMemcpyAsync", current_device());
+}
+
+void DeviceMoeLayer::route(const float* X, const int32_t* token_ids, int64_t n, float* xn, int32_t* ids, float* weights,
+                           DeviceProducts& P) const {
+  if (part_ == MoePart::Partner) fail(index_, "a tensor-parallel partner does not route");
+  if (n <= 0) return;
   if (hash_routed_)
     for (int64_t t = 0; t < n; ++t)
       if (token_ids[t] < 0 || token_ids[t] >= n_vocab_)
         fail(index_, "token id " + std::to_string(token_ids[t]) + " outside [0, " + std::to_string(n_vocab_) + ")");
   const cudaStream_t stream = P.stream();
-  const int64_t d = n_embd_, pairs = n * n_used_;
-  // xn, logits, routed down rows (pairs x d), shared (n x d); ids, weights, tokens.
-  const int64_t floats = n * d + n * n_expert_ + pairs * d + n * d + pairs;
-  const StreamScratch pass(static_cast<size_t>(floats) * sizeof(float) + static_cast<size_t>(pairs + n) * 4, stream);
-  float* xn = pass.as<float>();
-  float* logits = xn + n * d;
-  float* down = logits + n * n_expert_;
-  float* shared = down + pairs * d;
-  float* weights = shared + n * d;
-  auto* ids = reinterpret_cast<int32_t*>(weights + pairs);
-  int32_t* tokens = ids + pairs;
-
-  rms_norm_rows(X, norm_.as<float>(), xn, n, d, eps_, numerics_, stream);
+  // logits, then the token ids (hash layers).
+  const StreamScratch pass(static_cast<size_t>(n * n_expert_ + n) * sizeof(float), stream);
+  float* logits = pass.as<float>();
+  auto* tokens = reinterpret_cast<int32_t*>(logits + n * n_expert_);
+  rms_norm_rows(X, norm_.as<float>(), xn, n, n_embd_, eps_, numerics_, stream);
   P.run(gate_inp_, 0, xn, n, logits, n_expert_);
   RouteRows route;
   route.logits = logits;
   route.bias = bias_.size() > 0 ? bias_.as<float>() : nullptr;
   if (hash_routed_) {
-    pass.upload(static_cast<size_t>(floats) * sizeof(float) + static_cast<size_t>(pairs) * 4, token_ids,
+    pass.upload(static_cast<size_t>(n * n_expert_) * sizeof(float), token_ids,
                 static_cast<size_t>(n) * sizeof(int32_t));
     route.tid2eid = tid2eid_.as<int32_t>();
     route.tokens = tokens;
@@ -112,6 +129,18 @@ void DeviceMoeLayer::forward(const float* X, const int32_t* token_ids, int64_t n
   route.ids = ids;
   route.weights = weights;
   route_rows(route, numerics_, stream);
+}
+
+void DeviceMoeLayer::experts(const float* xn, const int32_t* ids, const float* weights, int64_t n, float* OUT,
+                             DeviceProducts& P) const {
+  if (n <= 0) return;
+  const cudaStream_t stream = P.stream();
+  const int64_t d = n_embd_, pairs = n * n_used_;
+  // Routed down rows (pairs x d), shared (n x d).
+  const bool shared_here = part_ != MoePart::Partner;
+  const StreamScratch pass(static_cast<size_t>(pairs * d + (shared_here ? n * d : 0)) * sizeof(float), stream);
+  float* down = pass.as<float>();
+  float* shared = shared_here ? down + pairs * d : nullptr;
 
   ActQuant forms[3];
   if (n <= kMatvecTokens && expert_forms(gate_exps_, up_exps_, down_exps_, numerics_, forms))
@@ -120,7 +149,7 @@ void DeviceMoeLayer::forward(const float* X, const int32_t* token_ids, int64_t n
     routed_prefill(xn, ids, weights, n, down, P);
 
   // The shared expert over every token, unweighted.
-  {
+  if (shared_here) {
     const StreamScratch mid(static_cast<size_t>(3 * n * n_ff_shared_) * sizeof(float), stream);
     float* g = mid.as<float>();
     float* u = g + n * n_ff_shared_;
@@ -132,12 +161,6 @@ void DeviceMoeLayer::forward(const float* X, const int32_t* token_ids, int64_t n
   }
   moe_combine_rows(down, cpu::expert_weight_before_down(numerics_) ? nullptr : weights, shared, OUT, n, n_used_, d,
                    stream);
-  if (ids_out)
-    cuda_check(cudaMemcpyAsync(ids_out, ids, static_cast<size_t>(pairs) * 4, cudaMemcpyDeviceToDevice, stream),
-               "cudaMemcpyAsync", current_device());
-  if (weights_out)
-    cuda_check(cudaMemcpyAsync(weights_out, weights, static_cast<size_t>(pairs) * 4, cudaMemcpyDeviceToDevice, stream),
-               "cudaMemcpyAsync", current_device());
 }
 
 // A few tokens' n x k pairs: each product one launch, the expert ids read on
@@ -165,6 +188,13 @@ void DeviceMoeLayer::routed_decode(const float* xn, const int32_t* ids, const fl
         cudaMemcpyAsync(rep + static_cast<int64_t>(p) * n_embd_, xn + static_cast<int64_t>(p / n_used_) * n_embd_,
                         static_cast<size_t>(n_embd_) * 4, cudaMemcpyDeviceToDevice, stream),
         "cudaMemcpyAsync", current_device());
+  // A share of the experts: each pair's expert as this GPU numbers its own,
+  // -1 (zero rows) for the other GPU's.
+  const StreamScratch local(share_size_ > 1 ? static_cast<size_t>(k) * sizeof(int32_t) : 0, stream);
+  if (share_size_ > 1) {
+    share_expert_ids(ids, local.as<int32_t>(), k, share_rank_, share_size_, stream);
+    ids = local.as<int32_t>();
+  }
   quantize_activations(forms[0], rep, acts, k, n_embd_, stream);
   matvec_experts(gate_exps_.type, gate_exps_.data.data(), n_ff_, n_embd_, ids, k, acts, g, n_ff_, stream);
   quantize_activations(forms[1], rep, acts, k, n_embd_, stream);
@@ -185,8 +215,14 @@ void DeviceMoeLayer::routed_prefill(const float* xn, const int32_t* ids, const f
   cuda_check(cudaMemcpyAsync(host_ids.data(), ids, host_ids.size() * 4, cudaMemcpyDeviceToHost, stream),
              "cudaMemcpyAsync from the GPU", current_device());
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", current_device());
-  const backend::ExpertGroups groups = backend::group_pairs_by_expert(host_ids, n_expert_);
-  ExpertProducts products(groups, n_used_, stream);
+  // A share of the experts: this GPU's numbered as its own, the other's
+  // pairs grouped last and left zero.
+  const int held = backend::share_expert_count(n_expert_, share_rank_, share_size_);
+  const backend::ExpertGroups groups =
+      share_size_ > 1 ? backend::group_pairs_by_expert(
+                            backend::share_local_ids(host_ids, n_expert_, share_rank_, share_size_), held + 1)
+                      : backend::group_pairs_by_expert(host_ids, n_expert_);
+  ExpertProducts products(groups, n_used_, stream, share_size_ > 1 ? held : -1);
   const StreamScratch mid(static_cast<size_t>(3 * pairs * n_ff_) * sizeof(float), stream);
   float* g = mid.as<float>();
   float* u = g + pairs * n_ff_;

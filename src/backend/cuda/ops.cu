@@ -222,6 +222,11 @@ __global__ void top_k_kernel(const float* scores, int32_t* out, int64_t n, int k
   }
 }
 
+__global__ void share_ids_kernel(const int32_t* ids, int32_t* local, int64_t n, int rank, int size) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i < n) local[i] = ids[i] % size == rank ? ids[i] / size : -1;
+}
+
 }  // namespace
 
 void rms_norm_rows(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps, Numerics numerics,
@@ -252,6 +257,12 @@ void scatter_rows(const float* src, const int32_t* index, float* dst, int64_t m,
   if (m * n == 0) return;
   move_rows_kernel<false><<<blocks_for(m * n), kThreads, 0, stream>>>(src, index, dst, m, n);
   cuda_check_launch("scatter_rows", current_device());
+}
+
+void share_expert_ids(const int32_t* ids, int32_t* local, int64_t n, int rank, int size, cudaStream_t stream) {
+  if (n == 0) return;
+  share_ids_kernel<<<blocks_for(n), kThreads, 0, stream>>>(ids, local, n, rank, size);
+  cuda_check_launch("share_expert_ids", current_device());
 }
 
 void moe_combine_rows(const float* down, const float* pair_weight, const float* shared, float* out, int64_t n_tokens,

@@ -45,6 +45,10 @@ void hc_post_rows(const float* f, const float* state, const float* post, const f
 void gather_rows(const float* src, const int32_t* index, float* dst, int64_t m, int64_t n, cudaStream_t stream);
 void scatter_rows(const float* src, const int32_t* index, float* dst, int64_t m, int64_t n, cudaStream_t stream);
 
+// Tensor parallel (backend::TensorShare): local[p] = ids[p] / size where
+// rank owns expert ids[p] (ids[p] % size == rank), else -1 (another GPU's).
+void share_expert_ids(const int32_t* ids, int32_t* local, int64_t n, int rank, int size, cudaStream_t stream);
+
 // The MoE sublayer's sum per token t (cpu::MoeLayer): acc = the k routed
 // experts' down-projection rows down[t * k + slot] added in slot order, each
 // times pair_weight[t * k + slot] when given (Quality; Default weighs before

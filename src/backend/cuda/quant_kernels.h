@@ -65,8 +65,9 @@ void matvec_batch(GgmlType type, const void* w, int64_t rows, int64_t cols, cons
 // Decode's routed experts: for each of n_pairs token-slot pairs p, y[p *
 // ldy + r] = row r of expert matrix ids[p] (device memory; each matrix rows
 // x cols, back to back) . activation p (quantized rows back to back). Each
-// result equals matvec's fast order on that expert's matrix, bit for bit.
-// The quantized types only (the routed experts' types).
+// result equals matvec's fast order on that expert's matrix, bit for bit;
+// a negative id gives that pair zeros (another GPU's expert under tensor
+// parallel). The quantized types only (the routed experts' types).
 void matvec_experts(GgmlType type, const void* w, int64_t rows, int64_t cols, const int32_t* ids, int n_pairs,
                     const void* acts, float* y, int64_t ldy, cudaStream_t stream);
 
