@@ -12,7 +12,7 @@ FUZZ_LONG_SECONDS ?= 3600
 CMAKE_FLAGS ?=
 PREFIX ?= /usr/local
 
-.PHONY: all deps reference server-test-deps web-test-deps configure build test test-unit test-asan test-server server-load fuzz-short fuzz-long run demo bench gpu-build gpu-check install uninstall clean
+.PHONY: all deps reference server-test-deps web-test-deps configure build test test-unit test-asan test-server server-load fuzz-short fuzz-long run demo bench gpu-build gpu-bundle gpu-check install uninstall clean
 
 all: build
 
@@ -101,10 +101,15 @@ bench: configure
 # there (installed-files.txt), which `make uninstall PREFIX=...` removes
 # (it needs no build folder). DESTDIR=... stages both for packaging.
 # The CUDA backend's GPU checks (docs/cuda.md): gpu-build compiles the kernel
-# tests and ds4-bench-cuda (nvcc, no GPU needed); scripts/gpu-check.sh runs
-# them where the GPU is; gpu-check does both on a machine that has one.
+# tests, ds4-bench-cuda and the programs the check runs (nvcc, no GPU needed);
+# gpu-bundle packs them into .gpu-run/gpu-bundle.tar.xz to carry to a GPU
+# machine; scripts/gpu-check.sh runs them where the GPU is; gpu-check does
+# build and check on a machine that has one.
 gpu-build: configure
-	@cmake --build $(BUILD) --target test_cuda_kernels test_cuda_ops test_cuda_layers test_cuda_backend test_cuda_devices ds4-bench-cuda
+	@cmake --build $(BUILD) --target test_cuda_kernels test_cuda_ops test_cuda_layers test_cuda_backend test_cuda_devices ds4-bench-cuda ds4 ds4-bench ds4-mkmodel
+
+gpu-bundle: gpu-build
+	@./scripts/gpu-bundle.sh $(BUILD)
 
 gpu-check: gpu-build
 	@./scripts/gpu-check.sh $(BUILD)

@@ -12,11 +12,23 @@
 # and BUILD/bench/ds4-bench-cuda (and BUILD/bin/ds4-bench, ds4-mkmodel for
 # the whole model's speed).
 #
-# Usage: scripts/gpu-check.sh BUILD_DIR [OUT_DIR]   (default OUT_DIR: $OUT or ./gpu-check)
+# With llama/ in the bundle (scripts/gpu-bundle.sh after
+# scripts/build-llama-cuda.sh), llama.cpp's deepseek4 on the same GPU and file:
+# the logits of 128 tokens against ours in --quality (scripts/compare-logits.py)
+# and prefill/decode speed; summary.json then holds the issue's figures
+# (decode's share of the HBM roofline, prefill over llama.cpp's).
+#
+# Usage: scripts/gpu-check.sh BUILD_DIR|BUNDLE.tar.xz [OUT_DIR]   (default OUT_DIR: $OUT or ./gpu-check)
 set -u
-build=${1:?usage: scripts/gpu-check.sh BUILD_DIR [OUT_DIR]}
+build=${1:?usage: scripts/gpu-check.sh BUILD_DIR|BUNDLE.tar.xz [OUT_DIR]}
 out=${2:-${OUT:-gpu-check}}
 mkdir -p "$out"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [ -f "$build" ]; then  # a bundle from scripts/gpu-bundle.sh
+  unpacked=${TMPDIR:-/tmp}/ds4-gpu-bundle
+  rm -rf "$unpacked" && mkdir -p "$unpacked" && tar -C "$unpacked" -xJf "$build" || { echo "gpu-check: cannot unpack $build"; exit 1; }
+  build=$unpacked
+fi
 
 # cuBLAS 13: the toolkit's, else the pip wheel's.
 for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
@@ -56,14 +68,28 @@ step kernels 300 "$build/tests/test_cuda_kernels"
 # The whole model's speed (when BUILD/bin/ds4-bench and ds4-mkmodel were
 # carried too): a 2-layer bench model in ds4-q2, prefill and decode with
 # --backend cuda (docs/cuda.md); the CSV comes back in OUT.
+models=${TMPDIR:-/tmp}/ds4-gpu-check
+model="$models/bench-2-ds4-q2.gguf"
 if [ -x "$build/bin/ds4-bench" ] && [ -x "$build/bin/ds4-mkmodel" ]; then
-  models=${TMPDIR:-/tmp}/ds4-gpu-check
   mkdir -p "$models"
   python3 -c 'import json; print(json.dumps([(i * 7919 + 13) % 1000 for i in range(4096)]))' >"$models/tokens.json"
-  step mkmodel 300 "$build/bin/ds4-mkmodel" --preset bench --layers 2 --mix ds4-q2 --seed 1 \
-    --out "$models/bench-2-ds4-q2.gguf"
-  step speed 300 "$build/bin/ds4-bench" -m "$models/bench-2-ds4-q2.gguf" --backend cuda --gpu-ctx 8192 \
-    --tokens-file "$models/tokens.json" --ctx-start 512 --ctx-max 4096 -n 64 --warmup --csv "$out/speed.csv"
+  python3 -c 'import json; print(json.dumps([(i * 7919 + 13) % 129280 for i in range(128)]))' >"$models/tokens-128.json"
+  step mkmodel 300 "$build/bin/ds4-mkmodel" --preset bench --layers 2 --mix ds4-q2 --seed 1 --out "$model"
+  step speed 300 "$build/bin/ds4-bench" -m "$model" --backend cuda --gpu-ctx 8192 \
+    --tokens-file "$models/tokens.json" --ctx-start 4096 --ctx-max 4096 -n 64 --warmup --csv "$out/speed.csv"
+fi
+# llama.cpp's CUDA build on the same file and GPU (when the bundle has it).
+if [ -x "$build/llama/ds4-ref-runner" ] && [ -e "$build/llama/libggml-cuda.so" ] && [ -f "$model" ]; then
+  llama=(env DS4_REF_BINS="$build/llama" LD_LIBRARY_PATH="$build/llama:${LD_LIBRARY_PATH:-}"
+    "$build/llama/ds4-ref-runner" --gpu-backend "$build/llama/libggml-cuda.so")
+  step logits-llama 300 "${llama[@]}" logits -m "$model" --tokens "$models/tokens-128.json" --out "$models/llama.bin"
+  if [ -x "$build/bin/ds4" ]; then
+    step logits-ours 300 "$build/bin/ds4" -m "$model" --backend cuda --quality --gpu-ctx 4096 \
+      --tokens-file "$models/tokens-128.json" --dump-logits "$models/ours.bin"
+    step logits-compare 300 python3 "$here/compare-logits.py" "$models/ours.bin" "$models/llama.bin" 129280 \
+      --min-top1 0.9
+  fi
+  step speed-llama 300 "${llama[@]}" bench -m "$model" --tokens "$models/tokens.json" --gen 64 --warmup
 fi
 step bench 300 "$build/bench/ds4-bench-cuda"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
@@ -74,5 +100,39 @@ if [ -n "$sanitizer" ]; then
   step memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_kernels" \
     --gtest_filter='CudaMatvec.FastOrder*:CudaDequantize.F32*:CudaActivationQuant.*:CudaGemm.*'
 fi
+# The issue's figures from the logs: decode's share of the HBM roofline
+# (tokens/s x weight bytes per token / the device's copy read rate) and
+# prefill over llama.cpp's.
+python3 - "$out" >"$out/summary.json" 2>"$out/summary.err" <<'PY'
+import csv, json, os, re, sys
+out = sys.argv[1]
+def text(name):
+    p = os.path.join(out, name)
+    return open(p).read() if os.path.exists(p) else ""
+r = {}
+rows = list(csv.DictReader(open(os.path.join(out, "speed.csv")))) if os.path.exists(os.path.join(out, "speed.csv")) else []
+if rows:
+    r["ours_prefill_tps"] = float(rows[-1]["prefill_tps"])
+    r["ours_gen_tps"] = float(rows[-1]["gen_tps"])
+m = re.search(r"decode weight bytes/token: *([0-9]+)", text("speed.log"))
+if m:
+    r["decode_weight_bytes"] = int(m.group(1))
+for line in text("bench.log").splitlines():
+    if line.startswith("{") and "copy_read_gbps" in line:
+        r["copy_read_gbps"] = json.loads(line)["copy_read_gbps"]
+if all(k in r for k in ("ours_gen_tps", "decode_weight_bytes", "copy_read_gbps")):
+    r["decode_share_of_roofline"] = r["ours_gen_tps"] * r["decode_weight_bytes"] / (r["copy_read_gbps"] * 1e9)
+for line in text("speed-llama.log").splitlines():
+    if line.startswith("{") and "prefill_tps" in line:
+        j = json.loads(line)
+        r["llama_prefill_tps"], r["llama_gen_tps"] = j["prefill_tps"], j.get("gen_tps")
+if "ours_prefill_tps" in r and r.get("llama_prefill_tps"):
+    r["prefill_over_llama"] = r["ours_prefill_tps"] / r["llama_prefill_tps"]
+for line in text("logits-compare.log").splitlines():
+    if line.startswith("{"):
+        r["logits_vs_llama"] = json.loads(line)
+print(json.dumps(r))
+PY
+cat "$out/summary.json"
 echo "gpu-check: $([ $status -eq 0 ] && echo passed || echo FAILED)"
 exit $status

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -137,9 +138,12 @@ struct BatchOwner {
   }
 };
 
+// --gpu-backend: every layer on the GPU (0: all on the CPU).
+int32_t g_gpu_layers = 0;
+
 ModelPtr load_model(const std::string& path, bool vocab_only, bool load_mtp = false) {
   llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
+  mp.n_gpu_layers = g_gpu_layers;
   mp.vocab_only = vocab_only;
   mp.load_mtp = load_mtp;
   llama_model* model = llama_model_load_from_file(path.c_str(), mp);
@@ -858,6 +862,14 @@ void run_model_quantize(const std::string& in_path, const std::string& out_path,
     throw Failure("llama_model_quantize " + preset + " of " + in_path + " failed");
 }
 
+// The folder of the prebuilt libraries: the one this build was configured
+// with, or DS4_REF_BINS where they were carried elsewhere (a GPU machine;
+// LD_LIBRARY_PATH then finds libllama there too).
+std::string bins_dir() {
+  const char* env = std::getenv("DS4_REF_BINS");
+  return env != nullptr && *env != '\0' ? env : DS4_REF_BINS_DIR;
+}
+
 // The CPU library ggml's own choice would load (the best ggml_backend_score
 // of the libggml-cpu-*.so files), but for its sapphirerapids build: that
 // one registers AMX buffers, and on DeepSeek V4 graphs the scheduler then
@@ -866,7 +878,7 @@ void run_model_quantize(const std::string& in_path, const std::string& out_path,
 std::string best_cpu_library() {
   std::string best;
   int best_score = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(DS4_REF_BINS_DIR)) {
+  for (const auto& entry : std::filesystem::directory_iterator(bins_dir())) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("libggml-cpu-", 0) != 0 || name.size() < 3 || name.compare(name.size() - 3, 3, ".so") != 0) continue;
     if (name == "libggml-cpu-sapphirerapids.so") continue;
@@ -900,6 +912,12 @@ int main(int argc, char** argv) {
   app.add_option("--cpu-variant", cpu_variant,
                  "load only libggml-cpu-NAME.so (haswell: the AVX2 build; default: the best for this CPU but the "
                  "AMX build, sapphirerapids, which aborts on these graphs)");
+  // llama.cpp on a GPU: its CUDA backend built from the same source
+  // (scripts/build-llama-cuda.sh), every layer offloaded.
+  std::string gpu_backend;
+  app.add_option("--gpu-backend", gpu_backend,
+                 "load this ggml GPU backend (libggml-cuda.so from scripts/build-llama-cuda.sh) and put every layer "
+                 "on its first GPU");
 
   auto* logits = app.add_subcommand("logits", "all-position logits, f32 [n_tokens][n_vocab]");
   logits->add_option("-m,--model", model, "GGUF model")->required();
@@ -1009,16 +1027,27 @@ int main(int argc, char** argv) {
       if (cpu_variant.empty()) {
         const std::string lib = best_cpu_library();
         if (lib.empty() || ggml_backend_load(lib.c_str()) == nullptr)
-          throw Failure("no libggml-cpu-*.so in " DS4_REF_BINS_DIR " loads on this CPU");
+          throw Failure("no libggml-cpu-*.so in " + bins_dir() + " loads on this CPU");
       } else {
-        const std::string lib = std::string(DS4_REF_BINS_DIR) + "/libggml-cpu-" + cpu_variant + ".so";
+        const std::string lib = bins_dir() + "/libggml-cpu-" + cpu_variant + ".so";
         if (!std::filesystem::exists(lib)) throw Failure("--cpu-variant " + cpu_variant + ": no " + lib);
         // Refused (null) when this CPU lacks the variant's instructions.
         if (ggml_backend_load(lib.c_str()) == nullptr) {
           throw Failure("--cpu-variant " + cpu_variant + ": " + lib + " does not load on this CPU");
         }
       }
-      if (ggml_backend_dev_count() == 0) throw Failure("no ggml backend found in " DS4_REF_BINS_DIR);
+      if (ggml_backend_dev_count() == 0) throw Failure("no ggml backend found in " + bins_dir());
+      if (!gpu_backend.empty()) {
+        if (!std::filesystem::exists(gpu_backend)) throw Failure("--gpu-backend: no " + gpu_backend);
+        if (ggml_backend_load(gpu_backend.c_str()) == nullptr)
+          throw Failure("--gpu-backend: " + gpu_backend +
+                        " does not load (its CUDA runtime and cuBLAS must be on LD_LIBRARY_PATH)");
+        bool gpu = false;
+        for (size_t i = 0; i < ggml_backend_dev_count(); ++i)
+          gpu |= ggml_backend_dev_type(ggml_backend_dev_get(i)) == GGML_BACKEND_DEVICE_TYPE_GPU;
+        if (!gpu) throw Failure("--gpu-backend: " + gpu_backend + " loaded but found no GPU");
+        g_gpu_layers = 999;
+      }
       llama_backend_init();
       TensorDump dump;
       if (*logits && !dump_dir.empty()) {
