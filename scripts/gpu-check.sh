@@ -77,6 +77,10 @@ if [ -x "$build/bin/ds4-bench" ] && [ -x "$build/bin/ds4-mkmodel" ]; then
   step mkmodel 300 "$build/bin/ds4-mkmodel" --preset bench --layers 2 --mix ds4-q2 --seed 1 --out "$model"
   step speed 300 "$build/bin/ds4-bench" -m "$model" --backend cuda --gpu-ctx 8192 \
     --tokens-file "$models/tokens.json" --ctx-start 4096 --ctx-max 4096 -n 64 --warmup --csv "$out/speed.csv"
+  # Where the time goes (DS4_CUDA_PROFILE: every phase waited for, so slower): one line "cuda profile: ..."
+  # for a 2048-token prefill with 16 decode steps.
+  step profile 300 env DS4_CUDA_PROFILE=1 "$build/bin/ds4-bench" -m "$model" --backend cuda --gpu-ctx 4096 \
+    --tokens-file "$models/tokens.json" --ctx-start 2048 --ctx-max 2048 -n 16
 fi
 # llama.cpp's CUDA build on the same file and GPU (when the bundle has it).
 if [ -x "$build/llama/ds4-ref-runner" ] && [ -e "$build/llama/libggml-cuda.so" ] && [ -f "$model" ]; then

@@ -2,12 +2,16 @@
 // why there is none in one line, errors name the call and the device.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_devices.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/nccl_library.h"
+#include "backend/cuda/phase_profile.h"
 #include "core/error.h"
 
 namespace ds4::cuda {
@@ -85,6 +89,33 @@ TEST(CudaNccl, OpensTheToolkitsLibraryAndNamesItsErrors) {
     EXPECT_NE(m.find("(NCCL result 4)"), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
+}
+
+// DS4_CUDA_PROFILE's phase times (no GPU: nothing to wait for): each
+// phase gets the time since the previous mark, the report puts the largest
+// first with its share; unset or "0", nothing is timed.
+TEST(CudaPhaseProfile, TimesPhasesBetweenMarksLargestFirst) {
+  ::setenv("DS4_CUDA_PROFILE", "0", 1);
+  PhaseProfile off;
+  EXPECT_FALSE(off.enabled());
+  off.start({});
+  off.mark("x", {});
+  EXPECT_EQ(off.report(), "");
+  ::setenv("DS4_CUDA_PROFILE", "1", 1);
+  PhaseProfile on;
+  ::unsetenv("DS4_CUDA_PROFILE");
+  ASSERT_TRUE(on.enabled());
+  EXPECT_EQ(on.report(), "");
+  on.start({});
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  on.mark("attention", {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  on.mark("moe", {});
+  on.mark("attention", {});
+  const std::string r = on.report();
+  EXPECT_EQ(r.rfind("attention ", 0), 0u) << r;
+  EXPECT_NE(r.find(", moe "), std::string::npos) << r;
+  EXPECT_NE(r.find(" ms)"), std::string::npos) << r;
 }
 
 }  // namespace

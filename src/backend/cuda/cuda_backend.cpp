@@ -213,6 +213,8 @@ CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics n
     const ScopedDevice on(pair.partner->device);
     cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", pair.partner->device);
   }
+  for (const auto& gpu : gpus_) devices_.push_back(gpu->device);
+  for (const Pair& pair : pairs_) devices_.push_back(pair.partner->device);
 }
 
 CudaBackend::~CudaBackend() = default;
@@ -300,6 +302,7 @@ void CudaBackend::eval_chunk(std::span<const backend::Part> parts, std::span<Cud
   const auto hd = static_cast<size_t>(hc_dim_);
   Gpu* gpu = &gpu_of_layer(begin);
   const ScopedDevice scope(gpu->device);
+  profile_.start(devices_);
   auto b = std::make_unique<ChunkBuffers>(m, hc_dim_, n_embd_);
   if (begin == 0) {
     // Every stream starts as the token's embedding row.
@@ -320,6 +323,7 @@ void CudaBackend::eval_chunk(std::span<const backend::Part> parts, std::span<Cud
     }
     b->h[0].upload(hidden.data(), hidden.size() * 4);
   }
+  profile_.mark("input", devices_);
   std::vector<DeviceLayerKv*> states(static_cast<size_t>(m));
   std::vector<int64_t> pos(static_cast<size_t>(m));
   std::vector<std::unique_ptr<PairBuffers>> pair_buffers(pairs_.size());
@@ -336,16 +340,21 @@ void CudaBackend::eval_chunk(std::span<const backend::Part> parts, std::span<Cud
       cuda_check(cudaMemcpyPeer(moved->H(), gpu->device, b->H(), from, static_cast<size_t>(m) * hd * 4),
                  "cudaMemcpyPeer", gpu->device);
       b = std::move(moved);
+      profile_.mark("handoff", devices_);
     }
     const size_t l = static_cast<size_t>(il);
     for (int64_t t = 0; t < m; ++t)
       states[static_cast<size_t>(t)] = &sessions[places[static_cast<size_t>(t)].part]->layers_[l];
     hc_pre(*b, m, hc_attn_[l], *gpu);
+    profile_.mark("hc", devices_);
     attn_[l]->forward_tokens(b->x.as<float>(), m, states, pos, b->f.as<float>(), *gpu->products);
+    profile_.mark("attention", devices_);
     hc_post(*b, m);
     hc_pre(*b, m, hc_ffn_[l], *gpu);
+    profile_.mark("hc", devices_);
     moe(il, *b, tokens, *gpu, pair_buffers);
     hc_post(*b, m);
+    profile_.mark("hc", devices_);
     if (progress_) {
       progress_done_ += m;
       if (!progress_(progress_done_, progress_total_)) {
@@ -355,6 +364,7 @@ void CudaBackend::eval_chunk(std::span<const backend::Part> parts, std::span<Cud
     }
   }
   finish_chunk(parts, sessions, tokens, places, *b, head);
+  profile_.mark("head", devices_);
 }
 
 // A part's tokens are one run of the chunk: the rows that want logits go
@@ -404,6 +414,7 @@ void CudaBackend::moe(int il, ChunkBuffers& b, std::span<const int32_t> tokens, 
   const int p = layer_pair_[l];
   if (p < 0) {
     home.forward(b.x.as<float>(), tokens.data(), m, b.f.as<float>(), *gpu.products);
+    profile_.mark("moe", devices_);
     return;
   }
   Pair& pair = pairs_[static_cast<size_t>(p)];

@@ -35,6 +35,7 @@
 #include "backend/cuda/layer_kv.h"
 #include "backend/cuda/moe_layer.h"
 #include "backend/cuda/pair_link.h"
+#include "backend/cuda/phase_profile.h"
 #include "backend/gpu_placement.h"
 #include "backend/numerics.h"
 
@@ -171,6 +172,8 @@ class CudaBackend final : public backend::Backend {
   std::vector<int> layer_gpu_;  // index into gpus_
   std::vector<Pair> pairs_;     // tensor parallel: one per home GPU (gpus_ order)
   std::vector<int> layer_pair_;  // index into pairs_, -1 for a layer alone on its GPU
+  std::vector<int> devices_;     // every GPU used, homes and partners (DS4_CUDA_PROFILE waits on them)
+  PhaseProfile profile_;
   std::vector<std::unique_ptr<DeviceAttentionLayer>> attn_;
   std::vector<std::unique_ptr<DeviceMoeLayer>> moe_;
   std::vector<std::unique_ptr<DeviceMoeLayer>> partner_moe_;  // tensor parallel: the odd experts, on the partner
