@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cublas_library.h"
 #include "backend/cuda/cuda_devices.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/nccl_library.h"
@@ -73,10 +74,14 @@ TEST(CudaErrors, AllocationWithoutAGpuIsAnErrorNotACrash) {
   }
 }
 
-// NCCL is opened, not linked (nccl_library.h): it loads from the toolkit the
-// build found (no GPU needed) and its version is the header's; its errors
-// become one-line ds4::Errors naming the call and NCCL's text.
-TEST(CudaNccl, OpensTheToolkitsLibraryAndNamesItsErrors) {
+// cuBLAS and NCCL are opened, not linked (cublas_library.h,
+// nccl_library.h): both load from the toolkit the build found (no GPU
+// needed) with every entry point; NCCL's version is its header's, and its
+// errors become one-line ds4::Errors naming the call and NCCL's text.
+TEST(CudaNccl, OpensTheToolkitsLibrariesAndNamesNcclErrors) {
+  const CublasLibrary& cublas = cublas_library();
+  EXPECT_NE(cublas.gemm_ex, nullptr);
+  EXPECT_STREQ(cublas.status_name(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
   const std::string version = nccl_version();
   EXPECT_EQ(version.rfind(std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + ".", 0), 0u) << version;
   EXPECT_NO_THROW(nccl_check(ncclSuccess, "nothing"));

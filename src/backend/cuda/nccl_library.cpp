@@ -1,9 +1,8 @@
 #include "backend/cuda/nccl_library.h"
 
-#include <dlfcn.h>
-
 #include <string>
 
+#include "backend/cuda/toolkit_library.h"
 #include "core/error.h"
 
 namespace ds4::cuda {
@@ -11,37 +10,24 @@ namespace {
 
 constexpr const char* kLibrary = "libnccl.so.2";
 
-void* open_library() {
-  if (void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL)) return handle;
-  const std::string first = dlerror();
-#ifdef DS4_CUDA_LIB_DIR
-  const std::string configured = std::string(DS4_CUDA_LIB_DIR) + "/" + kLibrary;
-  if (void* handle = dlopen(configured.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
-#endif
-  throw Error(std::string("NCCL: cannot load ") + kLibrary + " (" + first +
-              "); GPU tensor parallel needs it (the CUDA toolkit's NCCL or the nvidia-nccl wheel): add its folder to "
-              "LD_LIBRARY_PATH");
-}
-
-template <typename F>
-F symbol(void* handle, const char* name) {
-  void* p = dlsym(handle, name);
-  if (p == nullptr) throw Error(std::string("NCCL: ") + kLibrary + " lacks " + name);
-  return reinterpret_cast<F>(p);
-}
-
 NcclLibrary load() {
-  void* handle = open_library();  // kept open for the process's life
+  void* handle =
+      open_toolkit_library(kLibrary, "NCCL",
+                           "GPU tensor parallel needs it (the CUDA toolkit's NCCL or the nvidia-nccl wheel): "
+                           "add its folder to LD_LIBRARY_PATH");
+  const auto fn = [&]<typename F>(F& f, const char* symbol) {
+    f = toolkit_function<F>(handle, kLibrary, "NCCL", symbol);
+  };
   NcclLibrary l;
-  l.get_version = symbol<decltype(l.get_version)>(handle, "ncclGetVersion");
-  l.comm_init_all = symbol<decltype(l.comm_init_all)>(handle, "ncclCommInitAll");
-  l.comm_destroy = symbol<decltype(l.comm_destroy)>(handle, "ncclCommDestroy");
-  l.group_start = symbol<decltype(l.group_start)>(handle, "ncclGroupStart");
-  l.group_end = symbol<decltype(l.group_end)>(handle, "ncclGroupEnd");
-  l.broadcast = symbol<decltype(l.broadcast)>(handle, "ncclBroadcast");
-  l.reduce = symbol<decltype(l.reduce)>(handle, "ncclReduce");
-  l.error_string = symbol<decltype(l.error_string)>(handle, "ncclGetErrorString");
-  l.last_error = symbol<decltype(l.last_error)>(handle, "ncclGetLastError");
+  fn(l.get_version, "ncclGetVersion");
+  fn(l.comm_init_all, "ncclCommInitAll");
+  fn(l.comm_destroy, "ncclCommDestroy");
+  fn(l.group_start, "ncclGroupStart");
+  fn(l.group_end, "ncclGroupEnd");
+  fn(l.broadcast, "ncclBroadcast");
+  fn(l.reduce, "ncclReduce");
+  fn(l.error_string, "ncclGetErrorString");
+  fn(l.last_error, "ncclGetLastError");
   return l;
 }
 
