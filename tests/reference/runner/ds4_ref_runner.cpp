@@ -1041,7 +1041,7 @@ int main(int argc, char** argv) {
         if (!std::filesystem::exists(gpu_backend)) throw Failure("--gpu-backend: no " + gpu_backend);
         if (ggml_backend_load(gpu_backend.c_str()) == nullptr)
           throw Failure("--gpu-backend: " + gpu_backend +
-                        " does not load (its CUDA runtime and cuBLAS must be on LD_LIBRARY_PATH)");
+                        " does not load (it needs the GPU driver's libcuda.so.1, and its CUDA runtime and cuBLAS on LD_LIBRARY_PATH)");
         bool gpu = false;
         for (size_t i = 0; i < ggml_backend_dev_count(); ++i)
           gpu |= ggml_backend_dev_type(ggml_backend_dev_get(i)) == GGML_BACKEND_DEVICE_TYPE_GPU;
