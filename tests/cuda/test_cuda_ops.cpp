@@ -392,6 +392,20 @@ TEST(CudaOps, AttentionWithSinkOverStoredRowsMatchesTheCpu) {
   }
 }
 
+TEST(CudaOps, RepeatRowsCopiesEachRowOncePerSlot) {
+  REQUIRE_GPU();
+  // 3 rows of 1000 (NaN and -0 among them) repeated 6 times: exact copies.
+  std::vector<float> src = quant::test::gaussian(3000, 71);
+  src[5] = std::numeric_limits<float>::quiet_NaN();
+  src[1999] = -0.0f;
+  const DeviceBuffer dsrc = to_device(src);
+  DeviceBuffer ddst(18 * 1000 * 4);
+  repeat_rows(dsrc.as<float>(), ddst.as<float>(), 3, 6, 1000, nullptr);
+  const std::vector<float> got = from_device<float>(ddst, 18000);
+  for (int r = 0; r < 18; ++r)
+    ASSERT_EQ(std::memcmp(got.data() + r * 1000, src.data() + (r / 6) * 1000, 4000), 0) << "row " << r;
+}
+
 TEST(CudaOps, TopKEqualsTheCpuWithTiesAndNaNs) {
   REQUIRE_GPU();
   for (auto [n, k] : {std::pair<int64_t, int>{256, 8}, {5000, 512}, {7, 7}}) {

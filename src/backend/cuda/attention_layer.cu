@@ -16,6 +16,7 @@
 #include "backend/cuda/ops.h"
 #include "backend/cuda/qat.h"
 #include "backend/cuda/quant_device.cuh"
+#include "backend/cuda/quant_kernels.h"
 #include "backend/cuda/stream_scratch.h"
 #include "core/error.h"
 
@@ -127,6 +128,10 @@ DeviceAttentionLayer::DeviceAttentionLayer(const model::LayerWeights& layer, con
   if (layer.attn_output_a.ne[0] != hp.o_group_in())
     throw Error(where + "attn_output_a rows are not " + std::to_string(hp.o_group_in()) + " wide");
   out_a_ = upload_tensor(layer.attn_output_a, o_lora_, o_groups_);
+  std::vector<int32_t> groups(static_cast<size_t>(o_groups_));
+  for (int g = 0; g < o_groups_; ++g) groups[static_cast<size_t>(g)] = g;
+  group_ids_ = DeviceBuffer(groups.size() * sizeof(int32_t));
+  group_ids_.upload(groups.data(), groups.size() * sizeof(int32_t));
   out_b_ = upload_matrix(layer.attn_output_b);
   if (ratio_ != 0) {
     attn_comp_ = std::make_unique<DeviceCompressor>(layer, hp, cpu::CompressorRole::Attention, numerics);
@@ -371,12 +376,26 @@ void DeviceAttentionLayer::forward_tokens(const float* X, int64_t n, std::span<D
 
   // Grouped output LoRA: group g's heads (columns g * group_in ..) through
   // matrix g of attn_output_a into columns g * o_lora of low; then attn_output_b.
-  for (int g = 0; g < o_groups_; ++g) {
-    cuda_check(cudaMemcpy2DAsync(group_x, static_cast<size_t>(group_in) * sizeof(float), heads + g * group_in,
-                                 static_cast<size_t>(hq) * sizeof(float), static_cast<size_t>(group_in) * sizeof(float),
-                                 static_cast<size_t>(n), cudaMemcpyDeviceToDevice, stream),
-               "cudaMemcpy2DAsync", device);
-    P.run(out_a_, g, group_x, n, low + static_cast<int64_t>(g) * o_lora_, low_width);
+  ActQuant form;
+  if (n == 1 && activation_quant(out_a_.type, numerics, form)) {
+    // One token (decode): the groups' heads are consecutive rows of group_in
+    // and their outputs consecutive rows of o_lora, so all groups go in one
+    // routed-expert launch (group g as matrix g); each result as the group's
+    // own product (matvec_experts equals matvec's fast order), so equal to
+    // the loop below bit for bit.
+    const StreamScratch acts(static_cast<size_t>(o_groups_ * activation_row_bytes(form, group_in)), stream);
+    quantize_activations(form, heads, acts.as<void>(), o_groups_, group_in, stream);
+    matvec_experts(out_a_.type, out_a_.data.data(), o_lora_, group_in, group_ids_.as<int32_t>(), o_groups_,
+                   acts.as<void>(), low, o_lora_, stream);
+  } else {
+    for (int g = 0; g < o_groups_; ++g) {
+      cuda_check(cudaMemcpy2DAsync(group_x, static_cast<size_t>(group_in) * sizeof(float), heads + g * group_in,
+                                   static_cast<size_t>(hq) * sizeof(float),
+                                   static_cast<size_t>(group_in) * sizeof(float), static_cast<size_t>(n),
+                                   cudaMemcpyDeviceToDevice, stream),
+                 "cudaMemcpy2DAsync", device);
+      P.run(out_a_, g, group_x, n, low + static_cast<int64_t>(g) * o_lora_, low_width);
+    }
   }
   P.run(out_b_, 0, low, n, OUT, n_embd_);
 

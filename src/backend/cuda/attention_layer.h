@@ -80,6 +80,7 @@ class DeviceAttentionLayer : private backend::AttentionDims {
   int index_heads_ = 0, index_dim_ = 0, top_k_ = 0;
   cpu::RopeParams rope_;
   DeviceBuffer attn_norm_, q_a_norm_, kv_norm_, sinks_;
+  DeviceBuffer group_ids_;  // 0 .. o_groups - 1: decode's grouped output as one routed-expert launch
   DeviceTensor q_a_, q_b_, kv_, out_a_, out_b_;
   DeviceTensor comp_kv_, comp_gate_, index_kv_, index_gate_, index_q_b_, index_proj_;
   // Owned by pointer: the sessions' states point at them.

@@ -183,11 +183,7 @@ void DeviceMoeLayer::routed_decode(const float* xn, const int32_t* ids, const fl
   float* g = rep + static_cast<int64_t>(k) * n_embd_;
   float* u = g + static_cast<int64_t>(k) * n_ff_;
   float* m = u + static_cast<int64_t>(k) * n_ff_;
-  for (int p = 0; p < k; ++p)
-    cuda_check(
-        cudaMemcpyAsync(rep + static_cast<int64_t>(p) * n_embd_, xn + static_cast<int64_t>(p / n_used_) * n_embd_,
-                        static_cast<size_t>(n_embd_) * 4, cudaMemcpyDeviceToDevice, stream),
-        "cudaMemcpyAsync", current_device());
+  repeat_rows(xn, rep, n, n_used_, n_embd_, stream);
   // A share of the experts: each pair's expert as this GPU numbers its own,
   // -1 (zero rows) for the other GPU's.
   const StreamScratch local(share_size_ > 1 ? static_cast<size_t>(k) * sizeof(int32_t) : 0, stream);

@@ -78,6 +78,12 @@ __global__ void move_rows_kernel(const float* src, const int32_t* index, float* 
   }
 }
 
+__global__ void repeat_rows_kernel(const float* src, float* dst, int64_t rows, int times, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i >= rows * times * n) return;
+  dst[i] = src[(i / n) / times * n + i % n];
+}
+
 __global__ void moe_combine_kernel(const float* down, const float* pair_weight, const float* shared, float* out,
                                    int64_t n_tokens, int k, int64_t n_embd) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
@@ -257,6 +263,12 @@ void scatter_rows(const float* src, const int32_t* index, float* dst, int64_t m,
   if (m * n == 0) return;
   move_rows_kernel<false><<<blocks_for(m * n), kThreads, 0, stream>>>(src, index, dst, m, n);
   cuda_check_launch("scatter_rows", current_device());
+}
+
+void repeat_rows(const float* src, float* dst, int64_t rows, int times, int64_t n, cudaStream_t stream) {
+  if (rows * times * n == 0) return;
+  repeat_rows_kernel<<<blocks_for(rows * times * n), kThreads, 0, stream>>>(src, dst, rows, times, n);
+  cuda_check_launch("repeat_rows", current_device());
 }
 
 void share_expert_ids(const int32_t* ids, int32_t* local, int64_t n, int rank, int size, cudaStream_t stream) {

@@ -45,6 +45,10 @@ void hc_post_rows(const float* f, const float* state, const float* post, const f
 void gather_rows(const float* src, const int32_t* index, float* dst, int64_t m, int64_t n, cudaStream_t stream);
 void scatter_rows(const float* src, const int32_t* index, float* dst, int64_t m, int64_t n, cudaStream_t stream);
 
+// Rows of n floats, each repeated: dst row r * times + j = src row r (j <
+// times); decode's routed experts read each token's row once per slot.
+void repeat_rows(const float* src, float* dst, int64_t rows, int times, int64_t n, cudaStream_t stream);
+
 // Tensor parallel (backend::TensorShare): local[p] = ids[p] / size where
 // rank owns expert ids[p] (ids[p] % size == rank), else -1 (another GPU's).
 void share_expert_ids(const int32_t* ids, int32_t* local, int64_t n, int rank, int size, cudaStream_t stream);
