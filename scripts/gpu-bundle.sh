@@ -6,7 +6,9 @@
 # stripped; and, when scripts/build-llama-cuda.sh has made llama.cpp's CUDA
 # backend for ARCH, llama/: ds4-ref-runner (from REF_BUILD, default build),
 # the prebuilt libllama / libggml-base / CPU libraries it loads, and
-# libggml-cuda.so with its CUDA runtime.
+# libggml-cuda.so with its CUDA runtime; lib/: the shared libraries the
+# programs need beyond the C and C++ runtimes (the GPU machine's image is not
+# this one's).
 #
 #   scripts/gpu-bundle.sh BUILD [OUT_DIR] [ARCH] [REF_BUILD]   -> OUT_DIR/gpu-bundle.tar.xz (default .gpu-run, 90)
 #
@@ -48,5 +50,19 @@ if [ -e "$llama_cuda/libggml-cuda.so" ] && [ -x "$ref_build/bin/ds4-ref-runner" 
 else
   echo "gpu-bundle: no llama.cpp CUDA backend for sm_$arch (scripts/build-llama-cuda.sh $arch): the comparison with llama.cpp is left out"
 fi
+# The shared libraries the programs load beyond the C and C++ runtimes (ZeroMQ,
+# Open MPI, liburing, PCRE2, OpenSSL, ...): the GPU machine's image need not have
+# them. gpu-check.sh puts lib/ first on its programs' library path only.
+mkdir -p "$stage/lib"
+for exe in "$stage"/tests/* "$stage"/bench/* "$stage"/bin/* "$stage"/llama/ds4-ref-runner; do
+  [ -f "$exe" ] || continue
+  ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so.*|libm.so.*|libstdc++.so.*|libgcc_s.so.*|libpthread.so.*|libdl.so.*|librt.so.*|libresolv.so.*|ld-linux*) ;;  # glibc and the C++ runtime: the machine's own
+    libllama*|libggml*) ;;  # llama/ has them
+    *) cp -L "$lib" "$stage/lib/" ;;
+  esac
+done
 tar -C "$stage" -cJf "$out/gpu-bundle.tar.xz" .
 echo "gpu-bundle: $(du -h "$out/gpu-bundle.tar.xz" | cut -f1) $out/gpu-bundle.tar.xz ($(du -sh "$stage" | cut -f1) unpacked)"
