@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_devices.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/stream_scratch.h"
 #include "core/error.h"
 #include "model/deepseek4_model.h"
 
@@ -162,6 +163,7 @@ CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics n
     const backend::GpuShare& share = homes[i];
     if (share.layer_begin == share.layer_end && !share.input && !share.output) continue;
     const ScopedDevice scope(share.device);
+    keep_scratch_memory(kScratchBytes);  // the placement reserved it
     auto gpu = std::make_unique<Gpu>();
     gpu->device = share.device;
     gpu->products = std::make_unique<DeviceProducts>(nullptr, numerics);
@@ -173,6 +175,7 @@ CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics n
     Pair pair;
     {
       const ScopedDevice on_partner(partners[i].device);
+      keep_scratch_memory(kScratchBytes);
       pair.partner = std::make_unique<Gpu>();
       pair.partner->device = partners[i].device;
       pair.partner->products = std::make_unique<DeviceProducts>(nullptr, numerics);

@@ -6,10 +6,23 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
 
 namespace ds4::cuda {
+
+// Lets the current device's stream-ordered allocator keep up to `bytes` of
+// freed memory for the next allocations instead of returning it at every
+// synchronisation (its default): a decode step synchronises once per token
+// (the logits), and would otherwise map its temporaries afresh each token.
+inline void keep_scratch_memory(uint64_t bytes) {
+  const int device = current_device();
+  cudaMemPool_t pool = nullptr;
+  cuda_check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool", device);
+  cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &bytes), "cudaMemPoolSetAttribute",
+             device);
+}
 
 class StreamScratch {
  public:
