@@ -24,6 +24,11 @@ constexpr int kHcMixes = cpu::kHcMixes;
 // chunk's activations and the kernels' temporaries.
 constexpr uint64_t kScratchBytes = kGemmWeightScratchBytes + (1ull << 30);
 
+// n floats of one step's activations on the current GPU, from its pool.
+DeviceBuffer step_buffer(int64_t n) {
+  return DeviceBuffer(static_cast<size_t>(n) * sizeof(float), Allocation::StreamOrdered);
+}
+
 }  // namespace
 
 // One GPU of the placement. Work is queued on its legacy default stream, which
@@ -37,14 +42,16 @@ struct CudaBackend::Gpu {
 // the other), the sublayer input and output, and the HC mixes.
 struct CudaBackend::ChunkBuffers {
   ChunkBuffers(int64_t m, int hc_dim, int n_embd)
+      // The HC states are copied to the next GPU at a layer boundary
+      // (cudaMemcpyPeer): plain allocations, whatever the pool's peer access.
       : h{DeviceBuffer(static_cast<size_t>(m * hc_dim) * 4), DeviceBuffer(static_cast<size_t>(m * hc_dim) * 4)},
-        x(static_cast<size_t>(m * n_embd) * 4),
-        f(static_cast<size_t>(m * n_embd) * 4),
-        flat(static_cast<size_t>(m * hc_dim) * 4),
-        mix(static_cast<size_t>(m * kHcMixes) * 4),
-        pre(static_cast<size_t>(m * kHcStreams) * 4),
-        post(static_cast<size_t>(m * kHcStreams) * 4),
-        comb(static_cast<size_t>(m * kHcStreams * kHcStreams) * 4) {}
+        x(step_buffer(m * n_embd)),
+        f(step_buffer(m * n_embd)),
+        flat(step_buffer(m * hc_dim)),
+        mix(step_buffer(m * kHcMixes)),
+        pre(step_buffer(m * kHcStreams)),
+        post(step_buffer(m * kHcStreams)),
+        comb(step_buffer(m * kHcStreams * kHcStreams)) {}
   float* H() const { return h[cur].as<float>(); }
   float* next_H() const { return h[1 - cur].as<float>(); }
   DeviceBuffer h[2];
@@ -59,11 +66,11 @@ struct CudaBackend::PairBuffers {
     const size_t in_bytes = static_cast<size_t>(floats + 2 * pairs) * 4;
     {
       const ScopedDevice on(home);
-      home_in = DeviceBuffer(in_bytes);
+      home_in = DeviceBuffer(in_bytes, Allocation::StreamOrdered);
     }
     const ScopedDevice on(partner);
-    partner_in = DeviceBuffer(in_bytes);
-    partner_out = DeviceBuffer(static_cast<size_t>(floats) * 4);
+    partner_in = DeviceBuffer(in_bytes, Allocation::StreamOrdered);
+    partner_out = step_buffer(floats);
   }
   // The three inputs within one of the in buffers.
   static float* xn(const DeviceBuffer& in) { return in.as<float>(); }
@@ -460,9 +467,9 @@ void CudaBackend::hc_post(ChunkBuffers& b, int64_t m) {
 void CudaBackend::head_rows(const float* H, int64_t g, float* logits_host) {
   Gpu& gpu = gpu_of_layer(n_layer_ - 1);
   const ScopedDevice scope(gpu.device);
-  DeviceBuffer flat(static_cast<size_t>(g) * static_cast<size_t>(hc_dim_) * 4);
-  DeviceBuffer mix(static_cast<size_t>(g * kHcStreams) * 4), weights(static_cast<size_t>(g * kHcStreams) * 4);
-  DeviceBuffer x(static_cast<size_t>(g * n_embd_) * 4), logits(static_cast<size_t>(g * n_vocab_) * 4);
+  const DeviceBuffer flat = step_buffer(g * hc_dim_), mix = step_buffer(g * kHcStreams),
+                     weights = step_buffer(g * kHcStreams), x = step_buffer(g * n_embd_),
+                     logits = step_buffer(g * n_vocab_);
   const auto numerics = numerics_;
   rms_norm_rows(H, nullptr, flat.as<float>(), g, hc_dim_, rms_eps_, numerics, nullptr);
   gpu.products->run(hc_head_.fn, 0, flat.as<float>(), g, mix.as<float>(), kHcStreams);

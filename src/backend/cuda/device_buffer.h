@@ -12,14 +12,25 @@
 
 namespace ds4::cuda {
 
+// How a buffer is allocated: cudaMalloc (weights, session state: long-lived),
+// or from the device's stream-ordered pool on its legacy default stream
+// (per-chunk activations: taken and given back every step without the
+// device-wide synchronisation cudaFree implies).
+enum class Allocation { Plain, StreamOrdered };
+
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   // bytes on the current device (ds4::Error naming the device when it
   // cannot be had); 0 bytes: no allocation.
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  explicit DeviceBuffer(size_t bytes, Allocation how = Allocation::Plain)
+      : bytes_(bytes), ordered_(how == Allocation::StreamOrdered) {
     cuda_check(cudaGetDevice(&device_), "cudaGetDevice", -1);
-    if (bytes > 0) cuda_check(cudaMalloc(&data_, bytes), "cudaMalloc", device_);
+    if (bytes == 0) return;
+    if (ordered_)
+      cuda_check(cudaMallocAsync(&data_, bytes, nullptr), "cudaMallocAsync", device_);
+    else
+      cuda_check(cudaMalloc(&data_, bytes), "cudaMalloc", device_);
   }
   ~DeviceBuffer() { release(); }
   DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
@@ -29,6 +40,7 @@ class DeviceBuffer {
       data_ = std::exchange(other.data_, nullptr);
       bytes_ = std::exchange(other.bytes_, 0);
       device_ = other.device_;
+      ordered_ = other.ordered_;
     }
     return *this;
   }
@@ -53,7 +65,16 @@ class DeviceBuffer {
 
  private:
   void release() {
-    if (data_) (void)cudaFree(data_);
+    if (data_ && ordered_) {
+      // On the owning device's legacy stream, after the work queued there.
+      int current = -1;
+      (void)cudaGetDevice(&current);
+      if (current != device_) (void)cudaSetDevice(device_);
+      (void)cudaFreeAsync(data_, nullptr);
+      if (current != device_) (void)cudaSetDevice(current);
+    } else if (data_) {
+      (void)cudaFree(data_);
+    }
     data_ = nullptr;
     bytes_ = 0;
   }
@@ -61,6 +82,7 @@ class DeviceBuffer {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   int device_ = -1;
+  bool ordered_ = false;
 };
 
 }  // namespace ds4::cuda
