@@ -65,12 +65,14 @@ TEST(CudaErrors, MessageNamesTheCallAndTheError) {
 
 TEST(CudaErrors, AllocationWithoutAGpuIsAnErrorNotACrash) {
   if (!list_gpus().devices.empty()) GTEST_SKIP() << "a GPU is present";
-  try {
-    DeviceBuffer buffer(1024);
-    FAIL() << "allocated without a GPU";
-  } catch (const ds4::Error& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(what.rfind("cudaGetDevice: ", 0), 0u) << what;
+  for (const Allocation how : {Allocation::Plain, Allocation::StreamOrdered}) {
+    try {
+      DeviceBuffer buffer(1024, how);
+      FAIL() << "allocated without a GPU";
+    } catch (const ds4::Error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("cudaGetDevice: ", 0), 0u) << what;
+    }
   }
 }
 
