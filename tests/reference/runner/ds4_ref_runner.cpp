@@ -376,7 +376,12 @@ ContextPtr make_context(llama_model* model, uint32_t n_ctx, uint32_t n_batch, ui
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
   const bool fastest = settings == Settings::fastest;
-  cp.flash_attn_type = fastest ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  // On a GPU llama.cpp decides itself (auto: on wherever its CUDA kernels
+  // take the graph's attention; they have head size 512), so that a graph
+  // its kernels do not take falls back instead of running the op on the CPU.
+  cp.flash_attn_type = !fastest           ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                       : g_gpu_layers > 0 ? LLAMA_FLASH_ATTN_TYPE_AUTO
+                                          : LLAMA_FLASH_ATTN_TYPE_ENABLED;
   cp.type_k = fastest ? GGML_TYPE_F16 : GGML_TYPE_F32;
   cp.type_v = fastest ? GGML_TYPE_F16 : GGML_TYPE_F32;
   cp.no_perf = true;
