@@ -6,7 +6,9 @@
 //     L2 cache (default 1 GiB of weight bytes, 7168 columns), median GB/s of
 //     weight bytes over R repeats and its share of the copy's read rate;
 //   - prefill: the cuBLAS product of --tokens activations with a 4096 x 7168
-//     matrix, dequantization included, median TFLOP/s.
+//     matrix, dequantization included, median TFLOP/s; for the quantized
+//     types the int8 tensor-core product too (activation quantization
+//     included) and its speed over cuBLAS's.
 // One JSON line each. Run: ds4-bench-cuda [--bytes N[k|m|g]] [--cols C]
 // [--repeats R] [--tokens T] [--types q8_0,iq2_xxs,...]
 #include <cuda_runtime_api.h>
@@ -124,7 +126,8 @@ int main(int argc, char** argv) {
                               .c_str());
     }
 
-    cuda::GemmRunner gemm(nullptr);
+    cuda::GemmRunner gemm(nullptr), int8(nullptr);
+    int8.use_int8_tensor_cores(backend::Numerics::Default);
     std::stringstream list(types_arg);
     for (std::string name; std::getline(list, name, ',');) {
       const std::optional<GgmlType> type = ggml_type_from_name(name);
@@ -167,6 +170,14 @@ int main(int argc, char** argv) {
         line["prefill_rows"] = gemm_rows;
         line["prefill_tflops"] = 2.0 * static_cast<double>(tokens * gemm_rows * cols) / s / 1e12;
         line["prefill_ms"] = s * 1e3;
+        if (int8.int8_for(*type)) {
+          const double s8 = median_seconds(repeats, [&] {
+            int8.matmul(*type, w.data(), gemm_rows, cols, x.as<float>(), tokens, y.as<float>(), gemm_rows);
+          });
+          line["prefill_int8_tflops"] = 2.0 * static_cast<double>(tokens * gemm_rows * cols) / s8 / 1e12;
+          line["prefill_int8_ms"] = s8 * 1e3;
+          line["prefill_int8_over_cublas"] = s / s8;
+        }
       }
       std::printf("%s\n", line.dump().c_str());
       std::fflush(stdout);

@@ -4,8 +4,9 @@
 # (tests/cuda/test_cuda_backend), the stateful layer pieces (test_cuda_layers),
 # the small ops (test_cuda_ops), every kernel against the CPU's scalar
 # references (test_cuda_kernels), the device tests; then a 2-layer real-width
-# bench model through ds4-bench --backend cuda (and once profiled:
-# DS4_CUDA_PROFILE), the kernels' speeds (ds4-bench-cuda) and
+# bench model through ds4-bench --backend cuda (prefill's quantized products
+# on the int8 tensor cores, then through cuBLAS f16: --gpu-prefill; and once
+# profiled: DS4_CUDA_PROFILE), the kernels' speeds (ds4-bench-cuda) and
 # compute-sanitizer's memcheck over the kernels that index the most. With
 # llama/ in the bundle (scripts/gpu-bundle.sh after scripts/build-llama-cuda.sh),
 # llama.cpp's deepseek4 on the same GPU and file: the logits of 128 tokens
@@ -100,6 +101,10 @@ if [ -x "$build/bin/ds4-bench" ] && [ -x "$build/bin/ds4-mkmodel" ]; then
   step mkmodel 300 "${ours[@]}" "$build/bin/ds4-mkmodel" --preset bench --layers 2 --mix ds4-q2 --seed 1 --out "$model"
   step speed 300 "${ours[@]}" "$build/bin/ds4-bench" -m "$model" --backend cuda --gpu-ctx 8192 \
     --tokens-file "$models/tokens.json" --ctx-start 4096 --ctx-max 4096 -n 64 --warmup --csv "$logs/speed.csv"
+  # Prefill's quantized products through cuBLAS on f16 instead of the int8
+  # tensor cores: which is faster on this GPU.
+  step speed-f16 300 "${ours[@]}" "$build/bin/ds4-bench" -m "$model" --backend cuda --gpu-ctx 8192 --gpu-prefill f16 \
+    --tokens-file "$models/tokens.json" --ctx-start 4096 --ctx-max 4096 -n 16 --warmup --csv "$logs/speed-f16.csv"
   step profile 300 "${ours[@]}" DS4_CUDA_PROFILE=1 "$build/bin/ds4-bench" -m "$model" --backend cuda --gpu-ctx 4096 \
     --tokens-file "$models/tokens.json" --ctx-start 2048 --ctx-max 2048 -n 16
 fi
@@ -124,7 +129,7 @@ if [ -n "$sanitizer" ]; then
   sanitizer_step memcheck-ops 120 "${ours[@]}" "$sanitizer" --tool memcheck --error-exitcode 9 \
     "$build/tests/test_cuda_ops" --gtest_filter='CudaOps.Compressor*:CudaOps.Indexer*:CudaOps.Qat*:CudaOps.Attention*'
   sanitizer_step memcheck 240 "${ours[@]}" "$sanitizer" --tool memcheck --error-exitcode 9 \
-    "$build/tests/test_cuda_kernels" --gtest_filter='CudaMatvec.FastOrder*:CudaDequantize.F32*:CudaActivationQuant.*:CudaGemm.*'
+    "$build/tests/test_cuda_kernels" --gtest_filter='CudaMatvec.FastOrder*:CudaDequantize.F32*:CudaActivationQuant.*:CudaGemm.*:CudaInt8Products.*'
 fi
 # The issue's figures from the logs: decode's share of the HBM roofline
 # (tokens/s x weight bytes per token / the device's copy read rate) and
@@ -141,6 +146,12 @@ rows = list(csv.DictReader(open(speed))) if os.path.exists(speed) else []
 if rows:
     r["ours_prefill_tps"] = float(rows[-1]["prefill_tps"])
     r["ours_gen_tps"] = float(rows[-1]["gen_tps"])
+speed_f16 = os.path.join(logs, "speed-f16.csv")
+rows_f16 = list(csv.DictReader(open(speed_f16))) if os.path.exists(speed_f16) else []
+if rows_f16:
+    r["ours_prefill_tps_f16"] = float(rows_f16[-1]["prefill_tps"])
+    if "ours_prefill_tps" in r:
+        r["prefill_int8_over_f16"] = r["ours_prefill_tps"] / r["ours_prefill_tps_f16"]
 m = re.search(r"decode weight bytes/token: *([0-9]+)", text("speed.log"))
 if m:
     r["decode_weight_bytes"] = int(m.group(1))

@@ -73,13 +73,20 @@ void add_backend_flags(CLI::App& app, engine::EngineOptions& eo) {
                "with --backend cuda: GPUs in pairs splitting each layer's routed experts; --gpu-devices lists the "
                "homes, then their partners in the same order (\"0,2,1,3\" pairs 0 with 1 and 2 with 3); default: "
                "all GPUs");
+  app.add_option("--gpu-prefill", eo.gpu_prefill,
+                 "with --backend cuda: prefill products of quantized weights on the int8 tensor cores (int8: the "
+                 "CPU's sums, exact) or dequantized to f16 through cuBLAS (f16)")
+      ->check(CLI::IsMember({"int8", "f16"}))
+      ->capture_default_str();
 }
 
 void check_engine_flags(const engine::EngineOptions& eo) {
-  if (eo.backend != "cuda" && (!eo.gpu_devices.empty() || !eo.gpu_vram.empty() || eo.gpu_tensor_parallel))
-    throw Error(std::string(!eo.gpu_devices.empty() ? "--gpu-devices"
-                            : !eo.gpu_vram.empty()  ? "--gpu-vram"
-                                                    : "--gpu-tensor-parallel") +
+  if (eo.backend != "cuda" &&
+      (!eo.gpu_devices.empty() || !eo.gpu_vram.empty() || eo.gpu_tensor_parallel || eo.gpu_prefill != "int8"))
+    throw Error(std::string(!eo.gpu_devices.empty()  ? "--gpu-devices"
+                            : !eo.gpu_vram.empty()   ? "--gpu-vram"
+                            : eo.gpu_tensor_parallel ? "--gpu-tensor-parallel"
+                                                     : "--gpu-prefill") +
                 " needs --backend cuda");
   if (eo.gpu_ctx < 1) throw Error("--gpu-ctx must be at least 1 (got " + std::to_string(eo.gpu_ctx) + ")");
   if (eo.threads < 1) throw Error("--threads must be at least 1 (got " + std::to_string(eo.threads) + ")");

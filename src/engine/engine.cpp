@@ -83,6 +83,9 @@ std::unique_ptr<backend::Backend> cuda_backend(const EngineOptions& options, con
     o.devices = backend::parse_gpu_devices(options.gpu_devices.empty() ? "all" : options.gpu_devices,
                                            static_cast<int>(gpus.devices.size()));
   o.tensor_parallel = options.gpu_tensor_parallel;
+  if (options.gpu_prefill != "int8" && options.gpu_prefill != "f16")
+    throw Error("--gpu-prefill: \"" + options.gpu_prefill + "\" is neither int8 nor f16");
+  o.prefill = options.gpu_prefill == "int8" ? cuda::PrefillProducts::Int8TensorCores : cuda::PrefillProducts::Cublas;
   if (!options.gpu_vram.empty()) o.vram = backend::parse_gpu_vram(options.gpu_vram);
   o.max_ctx = options.gpu_ctx;
   auto cuda = std::make_unique<cuda::CudaBackend>(model, options.numerics, o);

@@ -116,6 +116,9 @@ struct EngineOptions {
   std::string gpu_vram;
   int64_t gpu_ctx = 32768;
   bool gpu_tensor_parallel = false;
+  // --gpu-prefill: "int8" (quantized weights' prefill products on the int8
+  // tensor cores, exact to the CPU) or "f16" (dequantized, cuBLAS).
+  std::string gpu_prefill = "int8";
 };
 
 

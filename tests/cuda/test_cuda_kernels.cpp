@@ -417,6 +417,80 @@ TEST(CudaGemm, MatchesADoublePrecisionProductOfTheDequantizedWeights) {
   }
 }
 
+// ---- int8 tensor-core products (prefill) ----
+
+// Rows of 4 steps of 256 values, or of 11 32-value blocks (a step of 8 and a
+// partial one).
+int64_t int8_case_cols(GgmlType type) { return ggml_type_traits(type).block_elems == 256 ? 1024 : 352; }
+
+// The CPU's product of every weight row with every token's activations, in
+// the form `numerics` dots the type with: out[t * rows + r].
+std::vector<float> cpu_products(GgmlType type, Numerics numerics, const std::vector<uint8_t>& w, int64_t rows,
+                                const std::vector<float>& x, int64_t tokens, int64_t cols) {
+  ActQuant form;
+  if (!activation_quant(type, numerics, form)) throw Error("no activation form for " + type_name(type));
+  const int64_t a_row = activation_row_bytes(form, cols);
+  std::vector<uint8_t> act(static_cast<size_t>(tokens * a_row));
+  cpu_quantize(form, x.data(), act.data(), tokens * cols);
+  const ScalarDot dot = scalar_dot(type);
+  std::vector<float> out(static_cast<size_t>(tokens * rows));
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t r = 0; r < rows; ++r)
+      out[static_cast<size_t>(t * rows + r)] = dot(cols, w.data() + r * row_bytes(type, cols), act.data() + t * a_row);
+  return out;
+}
+
+// Every int8 type through GemmRunner's int8 path (the GPU's activation
+// quantizer, then matmul_int8 with the real mma) against the CPU's quantizer
+// and scalar dot, bit for bit: 3 row tiles and 3 token tiles, the last of
+// each partial, and an output stride past the rows.
+TEST(CudaInt8Products, EqualTheCpuScalarKernelBitForBit) {
+  REQUIRE_GPU();
+  const int64_t rows = 150, tokens = 131, ldy = 153;
+  for (Numerics numerics : {Numerics::Default, Numerics::Quality}) {
+    GemmRunner gemm(nullptr);
+    gemm.use_int8_tensor_cores(numerics);
+    for (GgmlType type : kQuantTypes) {
+      if (!int8_tensor_core_type(type)) continue;
+      // Quality changes the rounding of the 32-value activation forms only.
+      if (numerics == Numerics::Quality && type != GgmlType::Q8_0 && type != GgmlType::Q4_1 && type != GgmlType::Q4_K)
+        continue;
+      SCOPED_TRACE(type_name(type) + (numerics == Numerics::Quality ? " quality" : " default"));
+      ASSERT_TRUE(gemm.int8_for(type));
+      const int64_t cols = int8_case_cols(type);
+      const std::vector<uint8_t> w = random_weights(type, rows, cols, 81);
+      const std::vector<float> x = quant::test::gaussian(static_cast<size_t>(tokens * cols), 82);
+      const DeviceBuffer dw = to_device(w), dx = to_device(x);
+      const DeviceBuffer dy = to_device(std::vector<float>(static_cast<size_t>(tokens * ldy), 123.0f));
+      gemm.matmul(type, dw.data(), rows, cols, dx.as<float>(), tokens, dy.as<float>(), ldy);
+      sync();
+      const std::vector<float> y = from_device<float>(dy, static_cast<size_t>(tokens * ldy));
+      const std::vector<float> cpu = cpu_products(type, numerics, w, rows, x, tokens, cols);
+      int bad = 0;
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const float got = y[static_cast<size_t>(t * ldy + r)], want = cpu[static_cast<size_t>(t * rows + r)];
+          if (!same_bits_or_both_nan(got, want) && bad++ < 3)
+            ADD_FAILURE() << "token " << t << " row " << r << ": gpu " << got << " cpu " << want;
+        }
+        for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[static_cast<size_t>(t * ldy + r)], 123.0f) << "past the rows";
+      }
+      EXPECT_EQ(bad, 0);
+    }
+  }
+}
+
+// IQ1_M and float weights keep cuBLAS with the int8 path on.
+TEST(CudaInt8Products, TypesWithoutTheKernelTakeCublas) {
+  REQUIRE_GPU();
+  GemmRunner gemm(nullptr);
+  gemm.use_int8_tensor_cores(Numerics::Default);
+  for (GgmlType type : {GgmlType::IQ1_M, GgmlType::F16, GgmlType::BF16, GgmlType::F32})
+    EXPECT_FALSE(gemm.int8_for(type));
+  GemmRunner off(nullptr);
+  EXPECT_FALSE(off.int8_for(GgmlType::Q4_K));
+}
+
 TEST(CudaExpertProducts, EveryPairGetsItsExpertsProductInPairOrder) {
   REQUIRE_GPU();
   const int64_t tokens = 9, rows = 64, cols = 512;
@@ -452,6 +526,46 @@ TEST(CudaExpertProducts, EveryPairGetsItsExpertsProductInPairOrder) {
         }
       }
       EXPECT_LT(std::sqrt(err2 / ref2), type == GgmlType::MXFP4 ? 6e-3 : 1.5e-3);
+    }
+  }
+}
+
+// The experts' products on the int8 path (activations quantized once for
+// all experts): each pair's row equals the CPU's product with its expert,
+// bit for bit, by token and by pair.
+TEST(CudaExpertProducts, Int8PathEqualsTheCpuForEveryPair) {
+  REQUIRE_GPU();
+  const int64_t tokens = 70, rows = 80, cols = 512;
+  const int k = 3, n_expert = 5;
+  std::vector<int32_t> ids(static_cast<size_t>(tokens * k));
+  for (size_t p = 0; p < ids.size(); ++p) ids[p] = static_cast<int32_t>((p * 7 + p / 3) % 4);  // expert 4 unused
+  const backend::ExpertGroups groups = backend::group_pairs_by_expert(ids, n_expert);
+  GemmRunner gemm(nullptr);
+  gemm.use_int8_tensor_cores(Numerics::Default);
+  ExpertProducts products(groups, k, nullptr);
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::IQ2_XXS, GgmlType::Q8_0, GgmlType::Q2_K}) {
+    for (bool by_token : {true, false}) {
+      SCOPED_TRACE(type_name(type) + (by_token ? " by token" : " by pair"));
+      const std::vector<uint8_t> w = random_weights(type, rows * n_expert, cols, 91);
+      const int64_t n_src = by_token ? tokens : tokens * k;
+      const std::vector<float> x = quant::test::gaussian(static_cast<size_t>(n_src * cols), 92);
+      const DeviceBuffer dw = to_device(w), dx = to_device(x);
+      DeviceBuffer dy(static_cast<size_t>(tokens * k * rows) * 4);
+      products.run(gemm, type, dw.data(), rows, cols, dx.as<float>(), by_token, dy.as<float>());
+      sync();
+      const std::vector<float> y = from_device<float>(dy, static_cast<size_t>(tokens * k * rows));
+      const std::vector<float> all = cpu_products(type, Numerics::Default, w, rows * n_expert, x, n_src, cols);
+      int bad = 0;
+      for (int64_t p = 0; p < tokens * k; ++p) {
+        const int64_t src = by_token ? p / k : p;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float want = all[static_cast<size_t>(src * rows * n_expert + ids[static_cast<size_t>(p)] * rows + r)];
+          const float got = y[static_cast<size_t>(p * rows + r)];
+          if (!same_bits_or_both_nan(got, want) && bad++ < 3)
+            ADD_FAILURE() << "pair " << p << " row " << r << ": gpu " << got << " cpu " << want;
+        }
+      }
+      EXPECT_EQ(bad, 0);
     }
   }
 }

@@ -302,6 +302,8 @@ TEST(Ds4CliErrors, BadOptionValues) {
   expect_tokens_error(ok, {"--gpu-devices", "0"}, {"--gpu-devices", "--backend cuda"});
   expect_tokens_error(ok, {"--gpu-vram", "auto"}, {"--gpu-vram", "--backend cuda"});
   expect_tokens_error(ok, {"--gpu-tensor-parallel"}, {"--gpu-tensor-parallel", "--backend cuda"});
+  expect_tokens_error(ok, {"--gpu-prefill", "f16"}, {"--gpu-prefill", "--backend cuda"});
+  expect_tokens_error(ok, {"--backend", "cuda", "--gpu-prefill", "fp8"}, {"--gpu-prefill", "fp8"});
 }
 
 TEST(Ds4CliErrors, MissingOrConflictingOptions) {

@@ -173,7 +173,7 @@ CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics n
     keep_scratch_memory(kScratchBytes);  // the placement reserved it
     auto gpu = std::make_unique<Gpu>();
     gpu->device = share.device;
-    gpu->products = std::make_unique<DeviceProducts>(nullptr, numerics);
+    gpu->products = std::make_unique<DeviceProducts>(nullptr, numerics, options.prefill);
     gpus_.push_back(std::move(gpu));
     for (int il = share.layer_begin; il < share.layer_end; ++il)
       layer_gpu_[static_cast<size_t>(il)] = static_cast<int>(gpus_.size()) - 1;
@@ -185,7 +185,7 @@ CudaBackend::CudaBackend(const model::Deepseek4Model& model, backend::Numerics n
       keep_scratch_memory(kScratchBytes);
       pair.partner = std::make_unique<Gpu>();
       pair.partner->device = partners[i].device;
-      pair.partner->products = std::make_unique<DeviceProducts>(nullptr, numerics);
+      pair.partner->products = std::make_unique<DeviceProducts>(nullptr, numerics, options.prefill);
     }
     pair.link = std::make_unique<PairLink>(share.device, partners[i].device);
     pairs_.push_back(std::move(pair));

@@ -55,6 +55,9 @@ struct CudaBackendOptions {
   // Tests' stand-in where one GPU is all there is: a pair may name one GPU
   // twice (its memory halved between the two; device copies, no NCCL).
   bool one_gpu_pairs = false;
+  // --gpu-prefill: quantized weights' prefill products on the int8 tensor
+  // cores (exact to the CPU) or through cuBLAS on dequantized f16.
+  PrefillProducts prefill = PrefillProducts::Int8TensorCores;
 };
 
 class CudaBackend;

@@ -71,7 +71,10 @@ DeviceBuffer upload_f32(const model::TensorView& t, uint64_t n) {
   return d;
 }
 
-DeviceProducts::DeviceProducts(cudaStream_t stream, backend::Numerics numerics) : gemm_(stream), numerics_(numerics) {}
+DeviceProducts::DeviceProducts(cudaStream_t stream, backend::Numerics numerics, PrefillProducts prefill)
+    : gemm_(stream), numerics_(numerics) {
+  if (prefill == PrefillProducts::Int8TensorCores) gemm_.use_int8_tensor_cores(numerics);
+}
 
 void DeviceProducts::run(const DeviceTensor& w, int64_t m, const float* x, int64_t n, float* y, int64_t ldy) {
   if (m < 0 || m >= w.n_mats) throw Error("product: matrix " + std::to_string(m) + " of " + std::to_string(w.n_mats));

@@ -5,7 +5,8 @@
 //     decode matrix-vector kernels (activations quantized on the GPU to the
 //     form the CPU dots the type with; each token's result bit-identical to
 //     its product alone, so a batched decode step equals each session's
-//     alone), more through cuBLAS (gemm.h).
+//     alone), more through GemmRunner (gemm.h: the int8 tensor cores on the
+//     same activation form, or cuBLAS).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -50,7 +51,8 @@ DeviceBuffer upload_f32(const model::TensorView& t, uint64_t n);
 
 class DeviceProducts {
  public:
-  DeviceProducts(cudaStream_t stream, backend::Numerics numerics);
+  DeviceProducts(cudaStream_t stream, backend::Numerics numerics,
+                 PrefillProducts prefill = PrefillProducts::Int8TensorCores);
 
   // Y (n x w.rows, row stride ldy) = X (n x w.cols, contiguous) times the
   // transpose of matrix m of w.

@@ -49,6 +49,11 @@ void ExpertProducts::run(GemmRunner& gemm, GgmlType type, const void* w, int64_t
   grow(products_, static_cast<size_t>(n_pairs_ * rows) * sizeof(float));
   gather_rows(src, (by_token ? token_of_row_ : pair_of_row_).as<int32_t>(), gathered_.as<float>(), n_pairs_, cols,
               stream_);
+  // The int8 kernel's activations quantized once for every expert.
+  const bool int8 = gemm.int8_for(type);
+  const auto* quantized =
+      int8 ? static_cast<const uint8_t*>(gemm.quantize_for(type, gathered_.as<float>(), n_pairs_, cols)) : nullptr;
+  const int64_t quantized_row_bytes = int8 ? gemm.quantized_row_bytes(type, cols) : 0;
   for (int32_t e : groups_.active) {
     const int64_t begin = groups_.start[static_cast<size_t>(e)];
     const int64_t count = groups_.start[static_cast<size_t>(e) + 1] - begin;
@@ -58,8 +63,12 @@ void ExpertProducts::run(GemmRunner& gemm, GgmlType type, const void* w, int64_t
                  "cudaMemsetAsync", products_.device());
       continue;
     }
-    gemm.matmul(type, static_cast<const uint8_t*>(w) + e * matrix_bytes, rows, cols,
-                gathered_.as<float>() + begin * cols, count, products_.as<float>() + begin * rows, rows);
+    const uint8_t* matrix = static_cast<const uint8_t*>(w) + e * matrix_bytes;
+    float* out = products_.as<float>() + begin * rows;
+    if (int8)
+      gemm.matmul_quantized(type, matrix, rows, cols, quantized + begin * quantized_row_bytes, count, out, rows);
+    else
+      gemm.matmul(type, matrix, rows, cols, gathered_.as<float>() + begin * cols, count, out, rows);
   }
   scatter_rows(products_.as<float>(), pair_of_row_.as<int32_t>(), y, n_pairs_, rows, stream_);
 }

@@ -48,10 +48,55 @@ void* GemmRunner::scratch(DeviceBuffer& buffer, size_t bytes) {
   return buffer.data();
 }
 
+void GemmRunner::use_int8_tensor_cores(backend::Numerics numerics) {
+  int8_ = true;
+  numerics_ = numerics;
+}
+
+bool GemmRunner::int8_for(GgmlType type) const { return int8_ && int8_tensor_core_type(type); }
+
+namespace {
+
+// The activation form of an int8-product weight type.
+ActQuant int8_form(GgmlType type, backend::Numerics numerics) {
+  ActQuant form;
+  if (!int8_tensor_core_type(type) || !activation_quant(type, numerics, form))
+    throw Error("matmul: " + std::string(ggml_type_name(type)) + " weights do not take the int8 tensor cores");
+  return form;
+}
+
+}  // namespace
+
+int64_t GemmRunner::quantized_row_bytes(GgmlType type, int64_t cols) const {
+  return activation_row_bytes(int8_form(type, numerics_), cols);
+}
+
+const void* GemmRunner::quantize_for(GgmlType type, const float* x, int64_t n_tokens, int64_t cols) {
+  if (!int8_) throw Error("matmul: the int8 tensor cores are off");
+  const ActQuant form = int8_form(type, numerics_);
+  void* acts = scratch(quantized_scratch_, static_cast<size_t>(n_tokens * activation_row_bytes(form, cols)));
+  quantize_activations(form, x, acts, n_tokens, cols, stream_);
+  return acts;
+}
+
+void GemmRunner::matmul_quantized(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* acts,
+                                  int64_t n_tokens, float* y, int64_t ldy) {
+  matmul_int8(type, w, rows, cols, acts, n_tokens, y, ldy, stream_);
+}
+
 void GemmRunner::matmul(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens,
                         float* y, int64_t ldy) {
   if (rows == 0 || n_tokens == 0) return;
   if (ldy < rows) throw Error("matmul: output stride " + std::to_string(ldy) + " is below the row count");
+  if (int8_for(type)) {
+    matmul_quantized(type, w, rows, cols, quantize_for(type, x, n_tokens, cols), n_tokens, y, ldy);
+    return;
+  }
+  cublas_matmul(type, w, rows, cols, x, n_tokens, y, ldy);
+}
+
+void GemmRunner::cublas_matmul(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x,
+                               int64_t n_tokens, float* y, int64_t ldy) {
   const float one = 1.0f, zero = 0.0f;
   // Column-major view: W is cols x rows (lda = cols), X is cols x n_tokens,
   // Y is rows x n_tokens (ldc = ldy): Y = W^T X.

@@ -12,6 +12,14 @@
 // for bit (built with --fmad=false, as the host is with -ffp-contract=off).
 // dequant() writes an item's 32 values with the host dequantizer's float
 // operations (quant/<type>.cpp), bit for bit.
+//
+// The int8 tensor-core products (mmq_tile.cuh) take the formats with
+// kTensorCores, whose item sums are integer dots of 16-value halves:
+// code(w, s, l, t) is the signed integer element l of item s is dotted with
+// (|code| <= 127), and for half h of the item
+//   item(w, a, s).x = sum_h x_multiplier(w, s, h) * sum_{l in h} code * a.qs[32 s + l]
+//   item(w, a, s).y = sum_h y_multiplier(w, s, h) * a.bsums[2 s + h]  (kHasMin; else 0)
+// IQ1_M (its shift term sums activations by 8) has none.
 #pragma once
 
 #include <cstdint>
@@ -153,6 +161,9 @@ struct Format<GgmlType::Q8_0> {
   __device__ static float term(const W& w, const A& a, int2 s) {
     return static_cast<float>(s.x) * (f16_to_f32(w.d) * f16_to_f32(a.d));
   }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int, int l, const QuantTables&) { return w.qs[l]; }
+  __device__ static int x_multiplier(const W&, int, int) { return 1; }
   __device__ static void dequant(const W& w, int, const QuantTables&, float* y) {
     const float d = f16_to_f32(w.d);
     for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(w.qs[j]) * d;
@@ -168,6 +179,9 @@ struct Format<GgmlType::Q4_0> {
   __device__ static int2 item(const W& w, const A& a, int, const QuantTables&) {
     return make_int2(legacy_dot(w.qs, 0, 8, a.qs), 0);
   }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int, int l, const QuantTables&) { return legacy_code(w.qs, 0, l) - 8; }
+  __device__ static int x_multiplier(const W&, int, int) { return 1; }
   __device__ static float term(const W& w, const A& a, int2 s) {
     return static_cast<float>(s.x) * f16_to_f32(w.d) * f16_to_f32(a.d);
   }
@@ -187,6 +201,9 @@ struct Format<GgmlType::Q5_0> {
   __device__ static int2 item(const W& w, const A& a, int, const QuantTables&) {
     return make_int2(legacy_dot(w.qs, qh(w), 16, a.qs), 0);
   }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int, int l, const QuantTables&) { return legacy_code(w.qs, qh(w), l) - 16; }
+  __device__ static int x_multiplier(const W&, int, int) { return 1; }
   __device__ static float term(const W& w, const A& a, int2 s) {
     return (f16_to_f32(w.d) * f16_to_f32(a.d)) * static_cast<float>(s.x);
   }
@@ -206,6 +223,9 @@ struct Format<GgmlType::Q4_1> {
   __device__ static int2 item(const W& w, const A& a, int, const QuantTables&) {
     return make_int2(legacy_dot(w.qs, 0, 0, a.qs), 0);
   }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int, int l, const QuantTables&) { return legacy_code(w.qs, 0, l); }
+  __device__ static int x_multiplier(const W&, int, int) { return 1; }
   __device__ static float term(const W& w, const A& a, int2 s) {
     return (f16_to_f32(w.d) * f16_to_f32(a.d)) * static_cast<float>(s.x) + f16_to_f32(w.m) * f16_to_f32(a.s);
   }
@@ -225,6 +245,9 @@ struct Format<GgmlType::Q5_1> {
   __device__ static int2 item(const W& w, const A& a, int, const QuantTables&) {
     return make_int2(legacy_dot(w.qs, qh(w), 0, a.qs), 0);
   }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int, int l, const QuantTables&) { return legacy_code(w.qs, qh(w), l); }
+  __device__ static int x_multiplier(const W&, int, int) { return 1; }
   __device__ static float term(const W& w, const A& a, int2 s) {
     return (f16_to_f32(w.d) * f16_to_f32(a.d)) * static_cast<float>(s.x) + f16_to_f32(w.m) * f16_to_f32(a.s);
   }
@@ -254,6 +277,11 @@ struct Format<GgmlType::MXFP4> {
     const float d = f16_to_f32(a.d) * e8m0_to_fp32_half(w.e);
     return d * static_cast<float>(s.x);
   }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int, int l, const QuantTables& t) {
+    return t.mxfp4_values[l < 16 ? w.qs[l] & 0xF : w.qs[l - 16] >> 4];
+  }
+  __device__ static int x_multiplier(const W&, int, int) { return 1; }
   __device__ static void dequant(const W& w, int, const QuantTables& t, float* y) {
     const float d = e8m0_to_fp32_half(w.e);
     for (int j = 0; j < 16; ++j) {
@@ -280,6 +308,11 @@ struct Format<GgmlType::IQ4_NL> {
     const float d = f16_to_f32(a.d) * f16_to_f32(w.d);
     return d * static_cast<float>(s.x);
   }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int, int l, const QuantTables& t) {
+    return t.iq4nl_values[l < 16 ? w.qs[l] & 0xF : w.qs[l - 16] >> 4];
+  }
+  __device__ static int x_multiplier(const W&, int, int) { return 1; }
   __device__ static void dequant(const W& w, int, const QuantTables& t, float* y) {
     const float d = f16_to_f32(w.d);
     for (int j = 0; j < 16; ++j) {
@@ -321,6 +354,12 @@ struct Format<GgmlType::Q2_K> {
     return make_int2(isum, min_sum);
   }
   __device__ static float term(const W& w, const A& a, int2 s) { return k_min_term(w, a, s); }
+  static constexpr bool kTensorCores = true, kHasMin = true;
+  __device__ static int code(const W& w, int s, int l, const QuantTables&) {
+    return (w.qs[32 * (s / 4) + l] >> (2 * (s % 4))) & 3;
+  }
+  __device__ static int x_multiplier(const W& w, int s, int h) { return w.scales[2 * s + h] & 0xF; }
+  __device__ static int y_multiplier(const W& w, int s, int h) { return w.scales[2 * s + h] >> 4; }
   __device__ static void dequant(const W& w, int s, const QuantTables&, float* y) {
     const float d = f16_to_f32(w.d), min = f16_to_f32(w.dmin);
     const uint8_t* q2 = w.qs + 32 * (s / 4);
@@ -351,6 +390,10 @@ struct KScaleMinFormat {
     return make_int2(sm.x * group, (a.bsums[2 * s] + a.bsums[2 * s + 1]) * sm.y);
   }
   __device__ static float term(const W& w, const A& a, int2 s) { return k_min_term(w, a, s); }
+  static constexpr bool kTensorCores = true, kHasMin = true;
+  __device__ static int code(const W& w, int s, int l, const QuantTables&) { return Codes::code(w, s, l); }
+  __device__ static int x_multiplier(const W& w, int s, int) { return k_scale_min(s, w.scales).x; }
+  __device__ static int y_multiplier(const W& w, int s, int) { return k_scale_min(s, w.scales).y; }
   __device__ static void dequant(const W& w, int s, const QuantTables&, float* y) {
     const int2 sm = k_scale_min(s, w.scales);
     const float dl = f16_to_f32(w.d) * static_cast<float>(sm.x);
@@ -401,6 +444,9 @@ struct Format<GgmlType::Q6_K> {
   __device__ static float term(const W& w, const A& a, int2 s) {
     return (f16_to_f32(w.d) * a.d) * static_cast<float>(s.x);
   }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int s, int l, const QuantTables&) { return value(w, s, l); }
+  __device__ static int x_multiplier(const W& w, int s, int h) { return w.scales[2 * s + h]; }
   __device__ static void dequant(const W& w, int s, const QuantTables&, float* y) {
     const float d = f16_to_f32(w.d);
     for (int l = 0; l < 32; ++l) y[l] = d * static_cast<float>(w.scales[2 * s + l / 16]) * static_cast<float>(value(w, s, l));
@@ -437,6 +483,9 @@ struct Format<GgmlType::Q3_K> {
   __device__ static float term(const W& w, const A& a, int2 s) {
     return (f16_to_f32(w.d) * a.d) * static_cast<float>(s.x);
   }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int s, int l, const QuantTables&) { return value(w, s, l); }
+  __device__ static int x_multiplier(const W& w, int s, int h) { return scale(w, 2 * s + h); }
   __device__ static void dequant(const W& w, int s, const QuantTables&, float* y) {
     const float d = f16_to_f32(w.d);
     for (int part = 0; part < 2; ++part) {
@@ -469,6 +518,19 @@ struct Format<GgmlType::IQ2_XXS> {
     return make_int2(sum * static_cast<int>(2 * (aux >> 28) + 1), 0);
   }
   __device__ static float term(const W& w, const A& a, int2 s) { return iq_term(w, a, s); }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static uint32_t aux_word(const W& w, int s) {
+    return static_cast<uint32_t>(w.qs[4 * s + 2]) | (static_cast<uint32_t>(w.qs[4 * s + 3]) << 16);
+  }
+  __device__ static int code(const W& w, int s, int l, const QuantTables& t) {
+    const int g = l / 8, j = l % 8;
+    const uint32_t grid = static_cast<uint32_t>(w.qs[4 * s]) | (static_cast<uint32_t>(w.qs[4 * s + 1]) << 16);
+    const int v = grid_ubyte(t.iq2xxs_grid[(grid >> (8 * g)) & 0xFF], j);
+    return (t.signs[(aux_word(w, s) >> (7 * g)) & 127] >> j) & 1 ? -v : v;
+  }
+  __device__ static int x_multiplier(const W& w, int s, int) {
+    return static_cast<int>(2 * (aux_word(w, s) >> 28) + 1);
+  }
   __device__ static void dequant(const W& w, int s, const QuantTables& t, float* y) {
     const uint32_t grid = static_cast<uint32_t>(w.qs[4 * s]) | (static_cast<uint32_t>(w.qs[4 * s + 1]) << 16);
     const uint32_t aux = static_cast<uint32_t>(w.qs[4 * s + 2]) | (static_cast<uint32_t>(w.qs[4 * s + 3]) << 16);
@@ -532,6 +594,13 @@ struct Iq2Format {
     return make_int2(iq2_item_sum(w.scales[s], a.qs + 32 * s, [&](int l) { return Groups::group(w, s, l, t); }), 0);
   }
   __device__ static float term(const W& w, const A& a, int2 s) { return iq_term(w, a, s); }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int s, int l, const QuantTables& t) {
+    const SignedPoint p = Groups::group(w, s, l / 8, t);
+    const int v = grid_ubyte(p.point, l % 8);
+    return (p.signs >> (l % 8)) & 1 ? -v : v;
+  }
+  __device__ static int x_multiplier(const W& w, int s, int h) { return 2 * ((w.scales[s] >> (4 * h)) & 0xf) + 1; }
   __device__ static void dequant(const W& w, int s, const QuantTables& t, float* y) {
     iq2_item_dequant(f16_to_f32(w.d), w.scales[s], y, [&](int l) { return Groups::group(w, s, l, t); });
   }
@@ -596,6 +665,13 @@ struct Format<GgmlType::IQ3_XXS> {
     return make_int2(sum * static_cast<int>(2 * (x >> 28) + 1), 0);
   }
   __device__ static float term(const W& w, const A& a, int2 s) { return iq_term(w, a, s); }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int s, int l, const QuantTables& t) {
+    const int g = l / 8, j = l % 8;
+    const int v = magnitude(w, s, g, j, t);
+    return (t.signs[(aux(w, s) >> (7 * g)) & 127] >> j) & 1 ? -v : v;
+  }
+  __device__ static int x_multiplier(const W& w, int s, int) { return static_cast<int>(2 * (aux(w, s) >> 28) + 1); }
   __device__ static void dequant(const W& w, int s, const QuantTables& t, float* y) {
     const uint32_t x = aux(w, s);
     const float db = f16_to_f32(w.d) * (0.5f + static_cast<float>(x >> 28)) * 0.5f;
@@ -622,6 +698,13 @@ struct Format<GgmlType::IQ3_S> {
     return make_int2(sum * (2 * scale_code(w, s) + 1), 0);
   }
   __device__ static float term(const W& w, const A& a, int2 s) { return iq_term(w, a, s); }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int s, int l, const QuantTables& t) {
+    const int g = l / 8, j = l % 8;
+    const int v = magnitude(w, s, g, j, t);
+    return (w.signs[4 * s + g] >> j) & 1 ? -v : v;
+  }
+  __device__ static int x_multiplier(const W& w, int s, int) { return 2 * scale_code(w, s) + 1; }
   __device__ static void dequant(const W& w, int s, const QuantTables& t, float* y) {
     const float db = f16_to_f32(w.d) * static_cast<float>(1 + 2 * scale_code(w, s));
     iq3_item_dequant(db, y, [&](int g) { return w.signs[4 * s + g]; },
@@ -653,6 +736,14 @@ struct Format<GgmlType::IQ1_S> {
   }
   __device__ static float term(const W& w, const A& a, int2 s) {
     return f16_to_f32(w.d) * a.d * (static_cast<float>(s.x) + 0.125f * static_cast<float>(s.y));
+  }
+  static constexpr bool kTensorCores = true, kHasMin = true;
+  __device__ static int code(const W& w, int s, int l, const QuantTables& t) {
+    return grid_byte(t.iq1_grid[index(w, s, l / 8)], l % 8);
+  }
+  __device__ static int x_multiplier(const W& w, int s, int) { return 2 * ((w.qh[s] >> 12) & 7) + 1; }
+  __device__ static int y_multiplier(const W& w, int s, int) {
+    return (w.qh[s] & 0x8000 ? -1 : 1) * x_multiplier(w, s, 0);
   }
   __device__ static void dequant(const W& w, int s, const QuantTables& t, float* y) {
     const uint16_t h = w.qh[s];
@@ -708,6 +799,7 @@ struct Format<GgmlType::IQ1_M> {
   __device__ static float term(const W& w, const A& a, int2 s) {
     return super_scale(w) * a.d * (static_cast<float>(s.x) + 0.125f * static_cast<float>(s.y));
   }
+  static constexpr bool kTensorCores = false, kHasMin = false;
   __device__ static void dequant(const W& w, int s, const QuantTables& t, float* y) {
     const float d = super_scale(w);
     for (int l = 0; l < 4; ++l) {
@@ -741,6 +833,12 @@ struct Format<GgmlType::IQ4_XS> {
     return make_int2(scale(w, s) * group, 0);
   }
   __device__ static float term(const W& w, const A& a, int2 s) { return iq_term(w, a, s); }
+  static constexpr bool kTensorCores = true, kHasMin = false;
+  __device__ static int code(const W& w, int s, int l, const QuantTables& t) {
+    const uint8_t* qs = w.qs + 16 * s;
+    return t.iq4nl_values[l < 16 ? qs[l] & 0xf : qs[l - 16] >> 4];
+  }
+  __device__ static int x_multiplier(const W& w, int s, int) { return scale(w, s); }
   __device__ static void dequant(const W& w, int s, const QuantTables& t, float* y) {
     const float dl = f16_to_f32(w.d) * static_cast<float>(scale(w, s));
     const uint8_t* qs = w.qs + 16 * s;

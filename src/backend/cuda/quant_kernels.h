@@ -71,4 +71,14 @@ void matvec_batch(GgmlType type, const void* w, int64_t rows, int64_t cols, cons
 void matvec_experts(GgmlType type, const void* w, int64_t rows, int64_t cols, const int32_t* ids, int n_pairs,
                     const void* acts, float* y, int64_t ldy, cudaStream_t stream);
 
+// Prefill on the int8 tensor cores (mmq.cu): every quantized type but IQ1_M.
+bool int8_tensor_core_type(GgmlType type);
+// y[t * ldy + r] = row r of W . activation t for t < n_tokens, the
+// activations quantized in the weight's form back to back (as
+// matvec_batch's). Each result equals matvec's reference order, and so the
+// CPU scalar kernel, bit for bit: the same integer sums and float terms,
+// added in block order.
+void matmul_int8(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* acts, int64_t n_tokens, float* y,
+                 int64_t ldy, cudaStream_t stream);
+
 }  // namespace ds4::cuda
