@@ -166,30 +166,31 @@ void emulate_mma(const int a[32][2], const int b[32], int d[32][4]) {
   }
 }
 
-// mmq_kernel's loop, each thread block and warp run lane by lane.
+// mmq_kernel's loop, each thread block and warp run lane by lane: token
+// tiles of n_tokens, or with tasks (host memory) a column per task.
 template <typename F>
 void emulate_matmul(const uint8_t* w, int64_t rows, int64_t cols, const uint8_t* acts, int64_t n_tokens, float* y,
-                    int64_t ldy) {
+                    int64_t ldy, const std::vector<Int8Task>* tasks = nullptr, int64_t matrix_bytes = 0) {
   using T = mmq::Tile<F>;
   const QuantTables tables = host_tables();
   const int n_blocks = static_cast<int>(cols / T::kBlockValues);
   const int64_t w_row_bytes = n_blocks * static_cast<int64_t>(sizeof(typename F::W));
   const int64_t a_row_bytes = n_blocks * static_cast<int64_t>(sizeof(typename F::A));
   auto sh = std::make_unique<typename T::Shared>();
-  for (int64_t row0 = 0; row0 < rows; row0 += mmq::kTileRows) {
-    for (int64_t token0 = 0; token0 < n_tokens; token0 += mmq::kTileTokens) {
-      mmq::Step step;
-      step.row0 = row0;
-      step.rows = rows;
-      step.token0 = token0;
-      step.n_tokens = n_tokens;
+  const int64_t columns =
+      tasks ? static_cast<int64_t>(tasks->size()) : (n_tokens + mmq::kTileTokens - 1) / mmq::kTileTokens;
+  for (int64_t row_tile = 0; row_tile * mmq::kTileRows < rows; ++row_tile) {
+    for (int64_t column = 0; column < columns; ++column) {
+      const mmq::BlockWork work = mmq::block_work(w, acts, y, rows, n_tokens, row_tile, column,
+                                                  tasks ? tasks->data() : nullptr, matrix_bytes, a_row_bytes, ldy);
+      mmq::Step step = work.step;
       std::vector<mmq::LaneSums> sums(mmq::kThreads, mmq::LaneSums{});
       for (int b0 = 0; b0 < n_blocks; b0 += T::kBlocksPerStep) {
         step.block0 = b0;
         step.n_blocks = std::min(T::kBlocksPerStep, n_blocks - b0);
         std::memset(sh.get(), 0xA5, sizeof(*sh));  // stage must write every byte it reads
         for (int tid = 0; tid < mmq::kThreads; ++tid)
-          T::stage(*sh, step, w, w_row_bytes, acts, a_row_bytes, tid, mmq::kThreads);
+          T::stage(*sh, step, work.w, w_row_bytes, work.acts, a_row_bytes, tid, mmq::kThreads);
         for (int j = 0; j < step.n_blocks; ++j) {
           for (int s = 0; s < F::kItems; ++s) {
             for (int warp = 0; warp < mmq::kWarps; ++warp) {
@@ -219,7 +220,7 @@ void emulate_matmul(const uint8_t* w, int64_t rows, int64_t cols, const uint8_t*
         }
       }
       for (int warp = 0; warp < mmq::kWarps; ++warp)
-        for (int lane = 0; lane < 32; ++lane) T::store(sums[32 * warp + lane], step, warp, lane, y, ldy);
+        for (int lane = 0; lane < 32; ++lane) T::store(sums[32 * warp + lane], step, warp, lane, work.y, ldy);
     }
   }
 }
@@ -322,6 +323,50 @@ TEST(Int8TensorCoreTile, EqualsTheCpuScalarKernelBitForBit) {
   });
 }
 
+// Tasks (prefill's experts in one launch): each task's rows against its
+// matrix, as the CPU's product, bit for bit; rows of no task untouched.
+TEST(Int8TensorCoreTile, TasksTakeTheirMatrixAndRows) {
+  const int64_t rows = 70, cols = 512, n_mats = 3, tokens = 150, ldy = 70;
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::IQ2_XXS}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    const std::vector<float> wv = quant::test::gaussian(static_cast<size_t>(n_mats * rows * cols), 21);
+    std::vector<uint8_t> w(row_bytes(type, cols) * static_cast<size_t>(n_mats * rows));
+    quant::quantize_rows(type, wv.data(), w.data(), n_mats * rows, cols);
+    ActQuant form;
+    ASSERT_TRUE(activation_quant(type, Numerics::Default, form));
+    const std::vector<uint8_t> a =
+        quantize_acts(form, quant::test::gaussian(static_cast<size_t>(tokens * cols), 22), tokens, cols);
+    // Matrix 2: rows 0-63 and 64-99; matrix 0: 100-100; matrix 1: 101-139;
+    // rows 140-149 belong to no task.
+    const std::vector<Int8Task> tasks = {{2, 0, 64}, {2, 64, 36}, {0, 100, 1}, {1, 101, 39}};
+    std::vector<float> y(static_cast<size_t>(tokens * ldy), 123.0f);
+    const int64_t matrix_bytes = static_cast<int64_t>(row_bytes(type, cols)) * rows;
+    dev::visit_quant_format(type, [&](auto format) {
+      using F = decltype(format);
+      if constexpr (F::kTensorCores)
+        emulate_matmul<F>(w.data(), rows, cols, a.data(), 0, y.data(), ldy, &tasks, matrix_bytes);
+    });
+    const ScalarDot dot = scalar_dot(type);
+    const int64_t a_row = activation_row_bytes(form, cols);
+    int bad = 0;
+    for (const Int8Task& task : tasks) {
+      for (int64_t t = task.token0; t < task.token0 + task.n_tokens; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const float want =
+              dot(cols, w.data() + task.matrix * matrix_bytes + r * row_bytes(type, cols), a.data() + t * a_row);
+          const float got = y[static_cast<size_t>(t * ldy + r)];
+          if (std::bit_cast<uint32_t>(got) != std::bit_cast<uint32_t>(want) && bad++ < 3)
+            ADD_FAILURE() << "task matrix " << task.matrix << " token " << t << " row " << r << ": " << got << " vs "
+                          << want;
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0);
+    for (int64_t t = 140; t < tokens; ++t)
+      for (int64_t r = 0; r < ldy; ++r) ASSERT_EQ(y[static_cast<size_t>(t * ldy + r)], 123.0f) << "token " << t;
+  }
+}
+
 // The launcher's refusals come before any device call: checked here.
 TEST(Int8TensorCoreProducts, RefusalsNameTheProblem) {
   const auto* p = reinterpret_cast<const void*>(uintptr_t{256});
@@ -341,6 +386,19 @@ TEST(Int8TensorCoreProducts, RefusalsNameTheProblem) {
   EXPECT_EQ(message(GgmlType::Q4_K, 8, 256, p, 7), "matmul_int8: output stride 7 is below the row count");
   EXPECT_EQ(message(GgmlType::Q4_K, 8, 256, reinterpret_cast<const void*>(uintptr_t{258}), 8),
             "matmul_int8: weights or activations are not aligned to their copy units");
+  auto tasks_message = [&](int n_tasks, const Int8Task* tasks, int64_t matrix_bytes) -> std::string {
+    try {
+      matmul_int8_tasks(GgmlType::Q4_K, p, matrix_bytes, 8, 256, p, tasks, n_tasks, y, 8, nullptr);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const auto* some = reinterpret_cast<const Int8Task*>(uintptr_t{256});
+  EXPECT_EQ(tasks_message(3, nullptr, 1152), "matmul_int8_tasks: no task list");
+  EXPECT_EQ(tasks_message(65536, some, 1152), "matmul_int8_tasks: 65536 tasks by 8 rows is beyond one launch");
+  EXPECT_EQ(tasks_message(3, some, 1150),
+            "matmul_int8_tasks: weights or activations are not aligned to their copy units");
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Prefill's routed-expert products on a GPU: each active expert evaluated
-// once over the rows of its (token, slot) pairs through cuBLAS (gemm.h),
-// the rows gathered into expert order first and the results scattered back
-// to pair order (pair p = token p / k, slot p % k). Deterministic: no
-// atomics, each expert's rows in token order (backend/expert_groups.h).
+// once over the rows of its (token, slot) pairs, the rows gathered into
+// expert order first and the results scattered back to pair order (pair p =
+// token p / k, slot p % k). On the int8 tensor cores (the GEMM runner's
+// int8_for): the rows quantized once and every expert in one launch, a task
+// per 64 rows of an expert (matmul_int8_tasks); otherwise an expert at a
+// time through cuBLAS (gemm.h). Deterministic: no atomics, each expert's
+// rows in token order (backend/expert_groups.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -33,11 +36,16 @@ class ExpertProducts {
            float* y);
 
  private:
+  void zero_others(int64_t rows);
+  void cublas_experts(GemmRunner& gemm, GgmlType type, const void* w, int64_t matrix_bytes, int64_t rows, int64_t cols);
+
   const backend::ExpertGroups& groups_;
   cudaStream_t stream_;
   int others_;
   int64_t n_pairs_;
   DeviceBuffer token_of_row_, pair_of_row_;  // sorted row -> source row
+  DeviceBuffer int8_tasks_;                  // Int8Task per 64 rows of an active expert (not others)
+  int n_int8_tasks_ = 0;
   DeviceBuffer gathered_, products_;         // scratch, grown on demand
 };
 

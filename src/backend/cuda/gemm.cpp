@@ -67,10 +67,6 @@ ActQuant int8_form(GgmlType type, backend::Numerics numerics) {
 
 }  // namespace
 
-int64_t GemmRunner::quantized_row_bytes(GgmlType type, int64_t cols) const {
-  return activation_row_bytes(int8_form(type, numerics_), cols);
-}
-
 const void* GemmRunner::quantize_for(GgmlType type, const float* x, int64_t n_tokens, int64_t cols) {
   if (!int8_) throw Error("matmul: the int8 tensor cores are off");
   const ActQuant form = int8_form(type, numerics_);
@@ -79,17 +75,12 @@ const void* GemmRunner::quantize_for(GgmlType type, const float* x, int64_t n_to
   return acts;
 }
 
-void GemmRunner::matmul_quantized(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* acts,
-                                  int64_t n_tokens, float* y, int64_t ldy) {
-  matmul_int8(type, w, rows, cols, acts, n_tokens, y, ldy, stream_);
-}
-
 void GemmRunner::matmul(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens,
                         float* y, int64_t ldy) {
   if (rows == 0 || n_tokens == 0) return;
   if (ldy < rows) throw Error("matmul: output stride " + std::to_string(ldy) + " is below the row count");
   if (int8_for(type)) {
-    matmul_quantized(type, w, rows, cols, quantize_for(type, x, n_tokens, cols), n_tokens, y, ldy);
+    matmul_int8(type, w, rows, cols, quantize_for(type, x, n_tokens, cols), n_tokens, y, ldy, stream_);
     return;
   }
   cublas_matmul(type, w, rows, cols, x, n_tokens, y, ldy);

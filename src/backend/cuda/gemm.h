@@ -56,15 +56,10 @@ class GemmRunner {
 
   void matmul(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
               int64_t ldy);
-  // `n_tokens` rows of x quantized for an int8_for(type) weight, into a
-  // scratch buffer of this runner (valid until the next call), for
-  // matmul_quantized calls on parts of them.
+  // `n_tokens` rows of x quantized for an int8_for(type) weight into a
+  // scratch buffer of this runner (valid until the next call): the
+  // activations of matmul_int8 / matmul_int8_tasks on this runner's stream.
   const void* quantize_for(GgmlType type, const float* x, int64_t n_tokens, int64_t cols);
-  // The bytes of one token's row quantize_for makes.
-  int64_t quantized_row_bytes(GgmlType type, int64_t cols) const;
-  // As matmul, on activations quantize_for made (acts: the first token's).
-  void matmul_quantized(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* acts, int64_t n_tokens,
-                        float* y, int64_t ldy);
   cudaStream_t stream() const { return stream_; }
 
  private:

@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "backend/cuda/quant_device.cuh"
+#include "backend/cuda/quant_kernels.h"
 
 namespace ds4::cuda::mmq {
 
@@ -83,6 +84,35 @@ struct Step {
   int64_t block0 = 0;
   int n_blocks = 0;
 };
+
+// What thread block (row_tile, column) works on: row tile row_tile of
+// `rows` and token tile `column` of n_tokens, or with tasks the rows of task
+// `column` against its matrix (matrix_bytes apart from w); its pointers are
+// then the task's matrix, first activation row and first output row.
+struct BlockWork {
+  const uint8_t* w;
+  const uint8_t* acts;
+  float* y;
+  Step step;
+};
+__device__ inline BlockWork block_work(const uint8_t* w, const uint8_t* acts, float* y, int64_t rows, int64_t n_tokens,
+                                       int64_t row_tile, int64_t column, const Int8Task* tasks, int64_t matrix_bytes,
+                                       int64_t act_row_bytes, int64_t ldy) {
+  BlockWork b{w, acts, y, Step{}};
+  b.step.row0 = row_tile * kTileRows;
+  b.step.rows = rows;
+  b.step.token0 = column * kTileTokens;
+  b.step.n_tokens = n_tokens;
+  if (tasks) {
+    const Int8Task task = tasks[column];
+    b.w += task.matrix * matrix_bytes;
+    b.acts += task.token0 * act_row_bytes;
+    b.y += task.token0 * ldy;
+    b.step.token0 = 0;
+    b.step.n_tokens = task.n_tokens;
+  }
+  return b;
+}
 
 // One lane's products: 2 rows (g, g + 8 of its warp's 16) by 2 tokens of
 // each of the 8 token groups (2q, 2q + 1), as the D fragment holds them.

@@ -81,4 +81,20 @@ bool int8_tensor_core_type(GgmlType type);
 void matmul_int8(GgmlType type, const void* w, int64_t rows, int64_t cols, const void* acts, int64_t n_tokens, float* y,
                  int64_t ldy, cudaStream_t stream);
 
+// Up to kInt8TaskTokens consecutive activation rows against one matrix of a
+// 3-D weight: one thread block column of matmul_int8_tasks.
+struct Int8Task {
+  int32_t matrix;    // which matrix
+  int32_t token0;    // its first activation row (and output row)
+  int32_t n_tokens;  // 1 .. kInt8TaskTokens
+};
+inline constexpr int kInt8TaskTokens = 64;
+// Many products in one launch (prefill's routed experts): for each task of
+// tasks[0 .. n_tasks) (device memory) and i < its n_tokens, y[(token0 + i) *
+// ldy + r] = row r of matrix `matrix` (rows x cols each, matrix_bytes apart
+// from w) . activation token0 + i (quantized rows back to back). Each result
+// equals matmul_int8's, bit for bit. n_tasks <= 65535.
+void matmul_int8_tasks(GgmlType type, const void* w, int64_t matrix_bytes, int64_t rows, int64_t cols, const void* acts,
+                       const Int8Task* tasks, int n_tasks, float* y, int64_t ldy, cudaStream_t stream);
+
 }  // namespace ds4::cuda
