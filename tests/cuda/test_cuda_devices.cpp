@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cublas_library.h"
 #include "backend/cuda/cuda_devices.h"
@@ -49,6 +50,40 @@ TEST(CudaDevices, DescribeNamesTheGpuAndWhyItIsNotUsable) {
   EXPECT_EQ(describe(gpu),
             "GPU 1: Tesla T4, compute 7.5, 40 SMs, 15.00 GiB free of 16.00 GiB (not usable: compute capability 7.5 "
             "is older than Ampere (8.0))");
+}
+
+// The head-group kernel's group size, from the shape alone: 8, 4 or 2 heads
+// dividing the count whose weights fit 48 KiB; else 1.
+TEST(CudaAttention, HeadGroupsFitTheirWeightsInSharedMemory) {
+  AttentionRows a;
+  auto group = [&](int n_head, int max_rows) {
+    a.n_head = n_head;
+    a.max_rows = max_rows;
+    return attention_head_group(a);
+  };
+  EXPECT_EQ(group(64, 640), 8);
+  EXPECT_EQ(group(64, 1536), 8);  // 8 x 1536 floats: 48 KiB exactly
+  EXPECT_EQ(group(64, 1537), 4);
+  EXPECT_EQ(group(64, 6144), 2);
+  EXPECT_EQ(group(64, 6145), 1);
+  EXPECT_EQ(group(6, 100), 2);
+  EXPECT_EQ(group(12, 100), 4);
+  EXPECT_EQ(group(3, 100), 1);
+}
+
+// Rows beyond one head's shared memory are refused before any device call.
+TEST(CudaAttention, TooManyRowsAreRefusedByName) {
+  AttentionRows a;
+  a.n_head = 64;
+  a.dim = 512;
+  a.n_tokens = 1;
+  a.max_rows = 12289;
+  try {
+    attention_with_sink_rows(a, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "attention: 12289 rows per token exceed the kernel's 12288");
+  }
 }
 
 TEST(CudaErrors, MessageNamesTheCallAndTheError) {

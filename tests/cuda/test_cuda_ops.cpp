@@ -392,6 +392,61 @@ TEST(CudaOps, AttentionWithSinkOverStoredRowsMatchesTheCpu) {
   }
 }
 
+// The head-group kernel (prefill) against the per-head one, bit for bit:
+// 64 heads (groups of 8), 6 (groups of 2) and 3 (groups of 1), 20 tokens
+// with lists of 0 to 300 rows, both numerics.
+TEST(CudaOps, AttentionHeadGroupsEqualPerHeadBitForBit) {
+  REQUIRE_GPU();
+  const int dim = 512, pool_rows = 400, max_rows = 300;
+  const int64_t tokens = 20;
+  const std::vector<float> pool_f = quant::test::gaussian(static_cast<size_t>(pool_rows * dim), 31);
+  std::vector<uint16_t> pool(pool_f.size());
+  for (size_t i = 0; i < pool.size(); ++i) pool[i] = f32_to_f16(pool_f[i]);
+  const DeviceBuffer dpool = to_device(pool), dpool_f = to_device(pool_f);
+  for (int n_head : {64, 6, 3}) {
+    const std::vector<float> q = quant::test::gaussian(static_cast<size_t>(tokens * n_head * dim), 32);
+    const std::vector<float> sinks = quant::test::gaussian(static_cast<size_t>(n_head), 33);
+    const DeviceBuffer dq = to_device(q), dsinks = to_device(sinks);
+    for (const Numerics numerics : kBoth) {
+      const bool quality = numerics == Numerics::Quality;
+      SCOPED_TRACE(std::to_string(n_head) + " heads, " + (quality ? "quality" : "default"));
+      std::vector<const void*> ptrs(static_cast<size_t>(tokens * max_rows), nullptr);
+      std::vector<int32_t> counts;
+      for (int64_t t = 0; t < tokens; ++t) {
+        const int n = static_cast<int>((t * 53) % (max_rows + 1));
+        counts.push_back(n);
+        for (int r = 0; r < n; ++r) {
+          const int row = static_cast<int>((r * 31 + t * 7) % pool_rows);
+          ptrs[static_cast<size_t>(t * max_rows + r)] =
+              quality ? static_cast<const void*>(dpool_f.as<float>() + row * dim)
+                      : static_cast<const void*>(dpool.as<uint16_t>() + row * dim);
+        }
+      }
+      const DeviceBuffer dptrs = to_device(ptrs), dcounts = to_device(counts);
+      AttentionRows a;
+      a.q = dq.as<float>();
+      a.rows = dptrs.as<const void*>();
+      a.n_rows = dcounts.as<int32_t>();
+      a.max_rows = max_rows;
+      a.sinks = dsinks.as<float>();
+      a.scale = 0.04f;
+      a.n_tokens = tokens;
+      a.n_head = n_head;
+      a.dim = dim;
+      a.numerics = numerics;
+      std::vector<std::vector<float>> outs;
+      for (AttentionKernel kernel : {AttentionKernel::PerHead, AttentionKernel::HeadGroups, AttentionKernel::Auto}) {
+        DeviceBuffer dout(q.size() * 4);
+        a.out = dout.as<float>();
+        attention_with_sink_rows(a, nullptr, kernel);
+        outs.push_back(from_device<float>(dout, q.size()));
+      }
+      EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), q.size() * 4), 0) << "head groups";
+      EXPECT_EQ(std::memcmp(outs[0].data(), outs[2].data(), q.size() * 4), 0) << "auto";
+    }
+  }
+}
+
 TEST(CudaOps, RepeatRowsCopiesEachRowOncePerSlot) {
   REQUIRE_GPU();
   // 3 rows of 1000 (NaN and -0 among them) repeated 6 times: exact copies.

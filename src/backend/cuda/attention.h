@@ -35,6 +35,20 @@ struct AttentionRows {
   backend::Numerics numerics = backend::Numerics::Default;
 };
 
-void attention_with_sink_rows(const AttentionRows& a, cudaStream_t stream);
+// Which kernel: both give the same bits (the same operations per token and
+// head). PerHead: a thread block per (token, head), the dots and outputs
+// spread over 8 warps (low latency for a few tokens). HeadGroups: a thread
+// block per (token, group of attention_head_group heads), a warp per head,
+// so the rows (shared by all heads) are read from L2 once per group rather
+// than once per head (prefill). Auto: HeadGroups above
+// kAttentionPerHeadTokens tokens when a group of 2 or more fits.
+enum class AttentionKernel { Auto, PerHead, HeadGroups };
+inline constexpr int64_t kAttentionPerHeadTokens = 16;
+// The heads per HeadGroups block: 8, 4 or 2 dividing n_head whose weights
+// (max_rows floats each) fit the 48 KiB of shared memory; else 1.
+int attention_head_group(const AttentionRows& a);
+
+void attention_with_sink_rows(const AttentionRows& a, cudaStream_t stream,
+                              AttentionKernel kernel = AttentionKernel::Auto);
 
 }  // namespace ds4::cuda
