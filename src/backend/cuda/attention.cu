@@ -1,11 +1,11 @@
 // Two kernels with the same arithmetic for every (token, head), so the same
 // bits (attention.h):
 //   per head: a thread block per (token, head); warps take rows for the
-//     dots, one thread forms the exp weights and the denominator in row
-//     order, then each thread owns output elements and adds the weighted
-//     rows in row order;
+//     dots, the threads the exp weights (thread 0 their sum in row order),
+//     then each thread owns output elements and adds the weighted rows in
+//     row order;
 //   head groups: a thread block per (token, G heads), a warp per head doing
-//     all of that head's dots, its lane 0 the weights, and the warp its
+//     all of that head's dots, its weights (lane 0 the sum) and its
 //     outputs. The G warps read the token's rows at about the same time, so
 //     the rows come from L2 once per block rather than once per head (the
 //     KV rows are shared by all heads).
@@ -39,31 +39,79 @@ __device__ __forceinline__ float scaled_dot(const float* q, const Row* row, int 
   return dot * scale;
 }
 
-// One thread: the scores in weights[0 .. n_rows) become the exp weights (and
-// in Quality normalised); returns the factor the weighted sum is multiplied
-// by (Default: 1 / denominator; Quality: 1).
-template <bool kQuality>
-__device__ float softmax_weights(float* weights, int n_rows, float sink) {
+// The scores in weights[0 .. n_rows) become the exp weights, by n threads
+// (thread i of them; sync() waits for all n): the max of the scores and the
+// sink (order-free) and each exp in parallel, the sum in row order by thread
+// 0 (Default: a float denominator from exp(sink - max); Quality: ggml's sum
+// in double, exp(sink - max) last, then the weights normalised in parallel).
+// Returns the factor the weighted sum is multiplied by (Default: 1 /
+// denominator; Quality: 1). `share` broadcasts thread 0's value to all.
+template <bool kQuality, typename MaxAll, typename Sync, typename Share>
+__device__ float softmax_weights(float* weights, int n_rows, float sink, int i, int n, MaxAll max_all, Sync sync,
+                                 Share share) {
   float max = sink;
-  for (int r = 0; r < n_rows; ++r) max = fmaxf(max, weights[r]);
-  if constexpr (kQuality) {
-    // ggml's soft_max: the sum in double, weights normalised before use.
-    double sum = 0.0;
-    for (int r = 0; r < n_rows; ++r) {
-      weights[r] = expf(weights[r] - max);
-      sum += static_cast<double>(weights[r]);
+  for (int r = i; r < n_rows; r += n) max = fmaxf(max, weights[r]);
+  max = max_all(max);
+  for (int r = i; r < n_rows; r += n) weights[r] = expf(weights[r] - max);
+  sync();
+  float factor = 0.0f;
+  if (i == 0) {
+    if constexpr (kQuality) {
+      double sum = 0.0;
+      for (int r = 0; r < n_rows; ++r) sum += static_cast<double>(weights[r]);
+      sum += static_cast<double>(expf(sink - max));
+      factor = static_cast<float>(1.0 / sum);
+    } else {
+      float denom = expf(sink - max);
+      for (int r = 0; r < n_rows; ++r) denom += weights[r];
+      factor = 1.0f / denom;
     }
-    sum += static_cast<double>(expf(sink - max));
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int r = 0; r < n_rows; ++r) weights[r] *= inv;
+  }
+  factor = share(factor);
+  if constexpr (kQuality) {
+    for (int r = i; r < n_rows; r += n) weights[r] *= factor;
+    sync();
     return 1.0f;
+  } else {
+    return factor;
   }
-  float denom = expf(sink - max);
-  for (int r = 0; r < n_rows; ++r) {
-    weights[r] = expf(weights[r] - max);
-    denom += weights[r];
-  }
-  return 1.0f / denom;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+// softmax_weights by a whole thread block (kThreads), through `scratch`
+// (kThreads / 32 floats of shared memory).
+template <bool kQuality>
+__device__ float block_softmax_weights(float* weights, int n_rows, float sink, float* scratch) {
+  const int tid = static_cast<int>(threadIdx.x);
+  auto max_all = [&](float v) {
+    v = warp_max(v);
+    if (tid % 32 == 0) scratch[tid / 32] = v;
+    __syncthreads();
+    float m = scratch[0];
+    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, scratch[w]);
+    __syncthreads();  // scratch is read before it is written again
+    return m;
+  };
+  auto share = [&](float v) {
+    if (tid == 0) scratch[0] = v;
+    __syncthreads();
+    const float out = scratch[0];
+    __syncthreads();
+    return out;
+  };
+  return softmax_weights<kQuality>(weights, n_rows, sink, tid, kThreads, max_all, [] { __syncthreads(); }, share);
+}
+
+// softmax_weights by one warp (lane `lane`).
+template <bool kQuality>
+__device__ float warp_softmax_weights(float* weights, int n_rows, float sink, int lane) {
+  return softmax_weights<kQuality>(
+      weights, n_rows, sink, lane, 32, warp_max, [] { __syncwarp(); },
+      [](float v) { return __shfl_sync(kFullMask, v, 0); });
 }
 
 // Output element d: the weighted rows in row order.
@@ -84,7 +132,7 @@ __device__ __forceinline__ float weighted_rows(const float* weights, const Row* 
 template <typename Row, bool kQuality>
 __global__ void attention_kernel(AttentionRows a) {
   extern __shared__ float weights[];  // max_rows
-  __shared__ float inv_denom;
+  __shared__ float scratch[kThreads / 32];
   const int64_t t = blockIdx.x / a.n_head;
   const int h = static_cast<int>(blockIdx.x % a.n_head);
   const float* q = a.q + (t * a.n_head + h) * a.dim;
@@ -96,8 +144,7 @@ __global__ void attention_kernel(AttentionRows a) {
     if (lane == 0) weights[r] = w;
   }
   __syncthreads();
-  if (threadIdx.x == 0) inv_denom = softmax_weights<kQuality>(weights, n_rows, a.sinks[h]);
-  __syncthreads();
+  const float inv_denom = block_softmax_weights<kQuality>(weights, n_rows, a.sinks[h], scratch);
   float* out = a.out + (t * a.n_head + h) * a.dim;
   for (int d = threadIdx.x; d < a.dim; d += kThreads)
     out[d] = weighted_rows<Row, kQuality>(weights, rows, n_rows, d, inv_denom);
@@ -122,10 +169,7 @@ __global__ void attention_head_groups_kernel(AttentionRows a) {
     if (lane == 0) weights[r] = w;
   }
   __syncwarp();
-  float inv_denom = 0.0f;
-  if (lane == 0) inv_denom = softmax_weights<kQuality>(weights, n_rows, a.sinks[h]);
-  inv_denom = __shfl_sync(kFullMask, inv_denom, 0);
-  __syncwarp();
+  const float inv_denom = warp_softmax_weights<kQuality>(weights, n_rows, a.sinks[h], lane);
   float* out = a.out + (t * a.n_head + h) * a.dim;
   for (int d = lane; d < a.dim; d += 32) out[d] = weighted_rows<Row, kQuality>(weights, rows, n_rows, d, inv_denom);
 }
