@@ -446,12 +446,19 @@ TEST(CudaInt8Products, TypesWithoutTheKernelTakeCublas) {
   EXPECT_FALSE(off.int8_for(GgmlType::Q4_K));
 }
 
+// The expert tests' pairs: pair p takes expert (7p + p / 3) % 4 of 5, so
+// expert 4 is unused and the groups are uneven.
+std::vector<int32_t> test_expert_ids(int64_t pairs) {
+  std::vector<int32_t> ids(static_cast<size_t>(pairs));
+  for (size_t p = 0; p < ids.size(); ++p) ids[p] = static_cast<int32_t>((p * 7 + p / 3) % 4);
+  return ids;
+}
+
 TEST(CudaExpertProducts, EveryPairGetsItsExpertsProductInPairOrder) {
   REQUIRE_GPU();
   const int64_t tokens = 9, rows = 64, cols = 512;
   const int k = 3, n_expert = 5;
-  std::vector<int32_t> ids(static_cast<size_t>(tokens * k));
-  for (size_t p = 0; p < ids.size(); ++p) ids[p] = static_cast<int32_t>((p * 7 + p / 3) % 4);  // expert 4 unused
+  const std::vector<int32_t> ids = test_expert_ids(tokens * k);
   const backend::ExpertGroups groups = backend::group_pairs_by_expert(ids, n_expert);
   GemmRunner gemm(nullptr);
   ExpertProducts products(groups, k, nullptr);
@@ -492,8 +499,7 @@ TEST(CudaExpertProducts, Int8PathEqualsTheCpuForEveryPair) {
   REQUIRE_GPU();
   const int64_t tokens = 70, rows = 80, cols = 512;
   const int k = 3, n_expert = 5;
-  std::vector<int32_t> ids(static_cast<size_t>(tokens * k));
-  for (size_t p = 0; p < ids.size(); ++p) ids[p] = static_cast<int32_t>((p * 7 + p / 3) % 4);  // expert 4 unused
+  const std::vector<int32_t> ids = test_expert_ids(tokens * k);
   const backend::ExpertGroups groups = backend::group_pairs_by_expert(ids, n_expert);
   GemmRunner gemm(nullptr);
   gemm.use_int8_tensor_cores(Numerics::Default);

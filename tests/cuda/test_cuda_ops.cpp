@@ -321,58 +321,88 @@ TEST(CudaOps, RoutingChoosesTheCpusExpertsWithItsWeights) {
   }
 }
 
+// Stored rows as both numerics keep them: f16 bits (Default) and f32 (Quality).
+struct RowPool {
+  int dim = 0;
+  std::vector<float> f32;
+  std::vector<uint16_t> f16;
+  DeviceBuffer d32, d16;
+  const void* row(int r, Numerics numerics) const {
+    return numerics == Numerics::Quality ? static_cast<const void*>(d32.as<float>() + r * dim)
+                                         : static_cast<const void*>(d16.as<uint16_t>() + r * dim);
+  }
+};
+RowPool make_row_pool(int rows, int dim, uint32_t seed) {
+  RowPool p;
+  p.dim = dim;
+  p.f32 = quant::test::gaussian(static_cast<size_t>(rows * dim), seed);
+  p.f16.resize(p.f32.size());
+  for (size_t i = 0; i < p.f16.size(); ++i) p.f16[i] = f32_to_f16(p.f32[i]);
+  p.d32 = to_device(p.f32);
+  p.d16 = to_device(p.f16);
+  return p;
+}
+
+// Each token's list of pool rows as device pointers in `numerics`' form, and
+// attention over them (its output left unset).
+struct AttentionLists {
+  DeviceBuffer ptrs, counts;
+  AttentionRows a;
+};
+AttentionLists attention_lists(const RowPool& pool, const std::vector<std::vector<int>>& lists, int max_rows,
+                               Numerics numerics, const DeviceBuffer& q, const DeviceBuffer& sinks, float scale,
+                               int n_head) {
+  const auto tokens = static_cast<int64_t>(lists.size());
+  std::vector<const void*> ptrs(static_cast<size_t>(tokens * max_rows), nullptr);
+  std::vector<int32_t> counts;
+  for (int64_t t = 0; t < tokens; ++t) {
+    counts.push_back(static_cast<int32_t>(lists[t].size()));
+    for (size_t r = 0; r < lists[t].size(); ++r) ptrs[t * max_rows + r] = pool.row(lists[t][r], numerics);
+  }
+  AttentionLists l{to_device(ptrs), to_device(counts), AttentionRows{}};
+  l.a.q = q.as<float>();
+  l.a.rows = l.ptrs.as<const void*>();
+  l.a.n_rows = l.counts.as<int32_t>();
+  l.a.max_rows = max_rows;
+  l.a.sinks = sinks.as<float>();
+  l.a.scale = scale;
+  l.a.n_tokens = tokens;
+  l.a.n_head = n_head;
+  l.a.dim = pool.dim;
+  l.a.numerics = numerics;
+  return l;
+}
+
 TEST(CudaOps, AttentionWithSinkOverStoredRowsMatchesTheCpu) {
   REQUIRE_GPU();
   // 300 rows of 512 (f16 in Default, f32 in Quality); token 0 attends to 128
   // of them, token 1 to 200 (in a scattered order), token 2 to none (the
   // sink alone).
-  const int dim = 512, n_head = 3, pool_rows = 300;
-  const std::vector<float> pool_f = quant::test::gaussian(static_cast<size_t>(pool_rows * dim), 21);
-  std::vector<uint16_t> pool(pool_f.size());
-  for (size_t i = 0; i < pool.size(); ++i) pool[i] = f32_to_f16(pool_f[i]);
+  const int dim = 512, n_head = 3;
+  const RowPool pool = make_row_pool(300, dim, 21);
   const std::vector<std::vector<int>> lists = {
       [] { std::vector<int> v; for (int i = 0; i < 128; ++i) v.push_back(i); return v; }(),
       [] { std::vector<int> v; for (int i = 0; i < 200; ++i) v.push_back((i * 37) % 300); return v; }(), {}};
   const int64_t tokens = static_cast<int64_t>(lists.size());
-  const int max_rows = 200;
   const std::vector<float> q = quant::test::gaussian(static_cast<size_t>(tokens * n_head * dim), 22);
   const std::vector<float> sinks = {0.5f, -1.0f, 3.0f};
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-  const DeviceBuffer dpool = to_device(pool), dpool_f = to_device(pool_f), dq = to_device(q), dsinks = to_device(sinks);
+  const DeviceBuffer dq = to_device(q), dsinks = to_device(sinks);
   for (const Numerics numerics : kBoth) {
     const bool quality = numerics == Numerics::Quality;
     SCOPED_TRACE(quality ? "quality" : "default");
-    std::vector<const void*> ptrs(static_cast<size_t>(tokens * max_rows), nullptr);
-    std::vector<int32_t> counts;
-    for (int64_t t = 0; t < tokens; ++t) {
-      counts.push_back(static_cast<int32_t>(lists[t].size()));
-      for (size_t r = 0; r < lists[t].size(); ++r)
-        ptrs[t * max_rows + r] = quality ? static_cast<const void*>(dpool_f.as<float>() + lists[t][r] * dim)
-                                         : static_cast<const void*>(dpool.as<uint16_t>() + lists[t][r] * dim);
-    }
-    const DeviceBuffer dptrs = to_device(ptrs), dcounts = to_device(counts);
+    AttentionLists l = attention_lists(pool, lists, 200, numerics, dq, dsinks, scale, n_head);
     DeviceBuffer dout(q.size() * 4);
-    AttentionRows a;
-    a.q = dq.as<float>();
-    a.rows = dptrs.as<const void*>();
-    a.n_rows = dcounts.as<int32_t>();
-    a.max_rows = max_rows;
-    a.sinks = dsinks.as<float>();
-    a.scale = scale;
-    a.n_tokens = tokens;
-    a.n_head = n_head;
-    a.dim = dim;
-    a.out = dout.as<float>();
-    a.numerics = numerics;
-    attention_with_sink_rows(a, nullptr);
+    l.a.out = dout.as<float>();
+    attention_with_sink_rows(l.a, nullptr);
     const std::vector<float> gpu = from_device<float>(dout, q.size());
     double worst = 0, scale_out = 0;
     for (int64_t t = 0; t < tokens; ++t) {
       std::vector<const uint16_t*> rows;
       std::vector<const float*> rows_f;
       for (int r : lists[t]) {
-        rows.push_back(pool.data() + r * dim);
-        rows_f.push_back(pool_f.data() + r * dim);
+        rows.push_back(pool.f16.data() + r * dim);
+        rows_f.push_back(pool.f32.data() + r * dim);
       }
       for (int h = 0; h < n_head; ++h) {
         std::vector<float> scores(std::max<size_t>(rows.size(), 1)), out(static_cast<size_t>(dim));
@@ -398,47 +428,23 @@ TEST(CudaOps, AttentionWithSinkOverStoredRowsMatchesTheCpu) {
 TEST(CudaOps, AttentionHeadGroupsEqualPerHeadBitForBit) {
   REQUIRE_GPU();
   const int dim = 512, pool_rows = 400, max_rows = 300;
-  const int64_t tokens = 20;
-  const std::vector<float> pool_f = quant::test::gaussian(static_cast<size_t>(pool_rows * dim), 31);
-  std::vector<uint16_t> pool(pool_f.size());
-  for (size_t i = 0; i < pool.size(); ++i) pool[i] = f32_to_f16(pool_f[i]);
-  const DeviceBuffer dpool = to_device(pool), dpool_f = to_device(pool_f);
+  const RowPool pool = make_row_pool(pool_rows, dim, 31);
+  std::vector<std::vector<int>> lists(20);
+  for (size_t t = 0; t < lists.size(); ++t)
+    for (size_t r = 0; r < (t * 53) % (max_rows + 1); ++r)
+      lists[t].push_back(static_cast<int>((r * 31 + t * 7) % pool_rows));
+  const auto tokens = static_cast<int64_t>(lists.size());
   for (int n_head : {64, 6, 3}) {
     const std::vector<float> q = quant::test::gaussian(static_cast<size_t>(tokens * n_head * dim), 32);
-    const std::vector<float> sinks = quant::test::gaussian(static_cast<size_t>(n_head), 33);
-    const DeviceBuffer dq = to_device(q), dsinks = to_device(sinks);
+    const DeviceBuffer dq = to_device(q), dsinks = to_device(quant::test::gaussian(static_cast<size_t>(n_head), 33));
     for (const Numerics numerics : kBoth) {
-      const bool quality = numerics == Numerics::Quality;
-      SCOPED_TRACE(std::to_string(n_head) + " heads, " + (quality ? "quality" : "default"));
-      std::vector<const void*> ptrs(static_cast<size_t>(tokens * max_rows), nullptr);
-      std::vector<int32_t> counts;
-      for (int64_t t = 0; t < tokens; ++t) {
-        const int n = static_cast<int>((t * 53) % (max_rows + 1));
-        counts.push_back(n);
-        for (int r = 0; r < n; ++r) {
-          const int row = static_cast<int>((r * 31 + t * 7) % pool_rows);
-          ptrs[static_cast<size_t>(t * max_rows + r)] =
-              quality ? static_cast<const void*>(dpool_f.as<float>() + row * dim)
-                      : static_cast<const void*>(dpool.as<uint16_t>() + row * dim);
-        }
-      }
-      const DeviceBuffer dptrs = to_device(ptrs), dcounts = to_device(counts);
-      AttentionRows a;
-      a.q = dq.as<float>();
-      a.rows = dptrs.as<const void*>();
-      a.n_rows = dcounts.as<int32_t>();
-      a.max_rows = max_rows;
-      a.sinks = dsinks.as<float>();
-      a.scale = 0.04f;
-      a.n_tokens = tokens;
-      a.n_head = n_head;
-      a.dim = dim;
-      a.numerics = numerics;
+      SCOPED_TRACE(std::to_string(n_head) + " heads, " + (numerics == Numerics::Quality ? "quality" : "default"));
+      AttentionLists l = attention_lists(pool, lists, max_rows, numerics, dq, dsinks, 0.04f, n_head);
       std::vector<std::vector<float>> outs;
       for (AttentionKernel kernel : {AttentionKernel::PerHead, AttentionKernel::HeadGroups, AttentionKernel::Auto}) {
         DeviceBuffer dout(q.size() * 4);
-        a.out = dout.as<float>();
-        attention_with_sink_rows(a, nullptr, kernel);
+        l.a.out = dout.as<float>();
+        attention_with_sink_rows(l.a, nullptr, kernel);
         outs.push_back(from_device<float>(dout, q.size()));
       }
       EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), q.size() * 4), 0) << "head groups";
